@@ -1,0 +1,63 @@
+"""Build nvtx-cffi's C shim in CFFI API mode: ``nvtx_cffi._native._ffi`` exposing ``ffi, lib``.
+
+Switches (environment):
+  NVTX_CFFI_INCLUDE_DIR  directory holding ``nvtx3/`` (default: the ``nvidia-nvtx`` package's)
+  NVTX_CFFI_CFLAGS       extra compiler flags, e.g. ``-fsanitize=address`` for a sanitizer build
+"""
+import glob
+import os
+import re
+import shlex
+
+from cffi import FFI
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+EXTRA_CFLAGS = shlex.split(os.environ.get("NVTX_CFFI_CFLAGS", ""))
+C_FLAGS = ["-std=c11", "-Wall", "-Wextra", "-O2", *EXTRA_CFLAGS]
+
+
+def nvtx_include_dir() -> str:
+    """Directory that contains ``nvtx3/nvToolsExt.h``, found in the installed nvidia-nvtx package."""
+    override = os.environ.get("NVTX_CFFI_INCLUDE_DIR")
+    if override:
+        return override
+    import importlib.util
+
+    spec = importlib.util.find_spec("nvidia")
+    roots = list(spec.submodule_search_locations) if spec else []
+    for root in roots:
+        hits = sorted(glob.glob(os.path.join(root, "*", "include", "nvtx3", "nvToolsExt.h")))
+        if hits:
+            return os.path.dirname(os.path.dirname(hits[-1]))
+    msg = "NVTX headers not found: install nvidia-nvtx or set NVTX_CFFI_INCLUDE_DIR"
+    raise RuntimeError(msg)
+
+
+def _read(path: str) -> str:
+    with open(os.path.join(HERE, path), encoding="utf-8") as f:
+        return f.read()
+
+
+def _cdef_from_header(text: str) -> str:
+    # The header is the C API and the cdef at once. cdef understands only "#define NAME <int>"
+    # among preprocessor lines, so keep those (they become lib constants) and drop the rest.
+    integer_define = re.compile(r"#define \w+ -?\d+$")
+    return "\n".join(
+        line for line in text.splitlines() if not line.startswith("#") or integer_define.match(line)
+    )
+
+
+ffi = FFI()
+ffi.cdef(_cdef_from_header(_read("c/nvtx_shim.h")))
+ffi.set_source(
+    "nvtx_cffi._native._ffi",
+    '#include "nvtx_shim.h"\n#include "keep_gil.h"\n',
+    sources=[os.path.join("c", "nvtx_shim.c")],
+    include_dirs=[nvtx_include_dir(), os.path.join(HERE, "c")],
+    extra_compile_args=C_FLAGS,
+    libraries=["dl", "pthread"],
+    depends=[os.path.join("c", name) for name in ("nvtx_shim.h", "nvtx_shim.c", "keep_gil.h")],
+)
+
+if __name__ == "__main__":
+    ffi.compile(verbose=True)

@@ -1,0 +1,281 @@
+/* nvtx_shim.c - nvtx-cffi's tables and calls over NVTX v3 (see nvtx_shim.h for the model). */
+#define _GNU_SOURCE
+#include "nvtx_shim.h"
+
+#include <nvtx3/nvToolsExt.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* Tables grow in fixed chunks that are never moved or freed, so a reader that saw a count can
+ * index below it without a lock. Counts are published with release stores after the entry is
+ * complete; hot calls read them with acquire loads (plain loads on x86). */
+#define CHUNK_SHIFT 10
+#define CHUNK_SIZE (1 << CHUNK_SHIFT)
+#define CHUNK_MASK (CHUNK_SIZE - 1)
+
+typedef struct {
+    nvtxEventAttributes_t attr;
+    nvtxDomainHandle_t domain;
+    int domain_index;
+} slot_t;
+
+typedef struct {
+    nvtxStringHandle_t handle;
+    int domain_index;
+} string_t;
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static nvtxDomainHandle_t domains[NVTXCFFI_MAX_DOMAINS]; /* [0] = NULL, the default domain */
+static atomic_int domain_count = 1;
+
+static string_t *string_chunks[NVTXCFFI_MAX_STRINGS / CHUNK_SIZE];
+static atomic_int string_count;
+
+static slot_t *slot_chunks[NVTXCFFI_MAX_SLOTS / CHUNK_SIZE];
+static atomic_int slot_count;
+
+static atomic_int initialized;
+static int tool_attached;
+
+/* A fork while another thread holds the registry lock would leave it locked forever in the child. */
+static void lock_before_fork(void) { pthread_mutex_lock(&registry_lock); }
+static void unlock_after_fork(void) { pthread_mutex_unlock(&registry_lock); }
+
+int nvtxcffi_initialize(void)
+{
+    pthread_mutex_lock(&registry_lock);
+    if (!atomic_load(&initialized)) {
+        pthread_atfork(lock_before_fork, unlock_after_fork, unlock_after_fork);
+        nvtxInitialize(NULL);
+        /* Ask the dispatch table itself, not the environment (an empty or wrong
+         * NVTX_INJECTION64_PATH loads nothing) and not nvtxDomainIsEnabled (Nsight Systems 2022.x
+         * answers "disabled" there while recording every core event). After initialisation every
+         * slot no tool filled is NULL. */
+        tool_attached = NVTX_VERSIONED_IDENTIFIER(nvtxGlobals).nvtxDomainRangePushEx_impl_fnptr != NULL
+                     || NVTX_VERSIONED_IDENTIFIER(nvtxGlobals).nvtxDomainMarkEx_impl_fnptr != NULL
+                     || NVTX_VERSIONED_IDENTIFIER(nvtxGlobals).nvtxDomainRangeStartEx_impl_fnptr != NULL;
+        atomic_store(&initialized, 1);
+    }
+    pthread_mutex_unlock(&registry_lock);
+    return tool_attached;
+}
+
+static int domain_valid(int domain)
+{
+    return domain >= 0 && domain < atomic_load_explicit(&domain_count, memory_order_acquire);
+}
+
+int nvtxcffi_domain_create(const char *name)
+{
+    int index = -1;
+    if (name == NULL)
+        return 0;
+    pthread_mutex_lock(&registry_lock);
+    int n = atomic_load_explicit(&domain_count, memory_order_relaxed);
+    if (n < NVTXCFFI_MAX_DOMAINS) {
+        domains[n] = nvtxDomainCreateA(name);
+        atomic_store_explicit(&domain_count, n + 1, memory_order_release);
+        index = n;
+    }
+    pthread_mutex_unlock(&registry_lock);
+    return index;
+}
+
+int nvtxcffi_string_register(int domain, const char *text)
+{
+    int index = -1;
+    if (text == NULL || !domain_valid(domain))
+        return -1;
+    pthread_mutex_lock(&registry_lock);
+    int n = atomic_load_explicit(&string_count, memory_order_relaxed);
+    if (n < NVTXCFFI_MAX_STRINGS) {
+        string_t **chunk = &string_chunks[n >> CHUNK_SHIFT];
+        if (*chunk == NULL)
+            *chunk = calloc(CHUNK_SIZE, sizeof(string_t));
+        if (*chunk != NULL) {
+            string_t *entry = &(*chunk)[n & CHUNK_MASK];
+            entry->handle = nvtxDomainRegisterStringA(domains[domain], text);
+            entry->domain_index = domain;
+            atomic_store_explicit(&string_count, n + 1, memory_order_release);
+            index = n;
+        }
+    }
+    pthread_mutex_unlock(&registry_lock);
+    return index;
+}
+
+int nvtxcffi_category_name(int domain, uint32_t category, const char *name)
+{
+    if (name == NULL || !domain_valid(domain))
+        return -1;
+    pthread_mutex_lock(&registry_lock);
+    nvtxDomainNameCategoryA(domains[domain], category, name);
+    pthread_mutex_unlock(&registry_lock);
+    return 0;
+}
+
+static void attributes_init(nvtxEventAttributes_t *attr, uint32_t color, uint32_t category)
+{
+    memset(attr, 0, sizeof *attr);
+    attr->version = NVTX_VERSION;
+    attr->size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+    attr->colorType = NVTX_COLOR_ARGB;
+    attr->color = color;
+    attr->category = category;
+}
+
+int nvtxcffi_slot_create(int domain, int string_id, uint32_t color, uint32_t category)
+{
+    int index = -1;
+    if (!domain_valid(domain))
+        return -1;
+    if (string_id >= atomic_load_explicit(&string_count, memory_order_acquire) || string_id < -1)
+        return -1;
+    pthread_mutex_lock(&registry_lock);
+    int n = atomic_load_explicit(&slot_count, memory_order_relaxed);
+    if (n < NVTXCFFI_MAX_SLOTS) {
+        slot_t **chunk = &slot_chunks[n >> CHUNK_SHIFT];
+        if (*chunk == NULL)
+            *chunk = calloc(CHUNK_SIZE, sizeof(slot_t));
+        if (*chunk != NULL) {
+            slot_t *slot = &(*chunk)[n & CHUNK_MASK];
+            attributes_init(&slot->attr, color, category);
+            if (string_id >= 0) {
+                const string_t *s = &string_chunks[string_id >> CHUNK_SHIFT][string_id & CHUNK_MASK];
+                if (s->domain_index != domain) {
+                    /* A registered string belongs to one domain only. */
+                    pthread_mutex_unlock(&registry_lock);
+                    return -1;
+                }
+                slot->attr.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
+                slot->attr.message.registered = s->handle;
+            }
+            slot->domain = domains[domain];
+            slot->domain_index = domain;
+            atomic_store_explicit(&slot_count, n + 1, memory_order_release);
+            index = n;
+        }
+    }
+    pthread_mutex_unlock(&registry_lock);
+    return index;
+}
+
+int nvtxcffi_domain_count(void) { return atomic_load(&domain_count); }
+int nvtxcffi_string_count(void) { return atomic_load(&string_count); }
+int nvtxcffi_slot_count(void) { return atomic_load(&slot_count); }
+
+static inline const slot_t *slot_get(int slot)
+{
+    if ((unsigned)slot >= (unsigned)atomic_load_explicit(&slot_count, memory_order_acquire))
+        return NULL;
+    return &slot_chunks[slot >> CHUNK_SHIFT][slot & CHUNK_MASK];
+}
+
+void nvtxcffi_push(int slot)
+{
+    const slot_t *s = slot_get(slot);
+    if (s)
+        nvtxDomainRangePushEx(s->domain, &s->attr);
+}
+
+void nvtxcffi_pop(int domain)
+{
+    if (domain_valid(domain))
+        nvtxDomainRangePop(domains[domain]);
+}
+
+uint64_t nvtxcffi_start(int slot)
+{
+    const slot_t *s = slot_get(slot);
+    return s ? nvtxDomainRangeStartEx(s->domain, &s->attr) : 0;
+}
+
+void nvtxcffi_end(int domain, uint64_t range_id)
+{
+    if (domain_valid(domain))
+        nvtxDomainRangeEnd(domains[domain], range_id);
+}
+
+void nvtxcffi_mark(int slot)
+{
+    const slot_t *s = slot_get(slot);
+    if (s)
+        nvtxDomainMarkEx(s->domain, &s->attr);
+}
+
+static void payload_set(nvtxEventAttributes_t *attr, int kind, int64_t ivalue, double fvalue)
+{
+    switch (kind) {
+    case NVTXCFFI_PAYLOAD_INT64:
+        attr->payloadType = NVTX_PAYLOAD_TYPE_INT64;
+        attr->payload.llValue = ivalue;
+        break;
+    case NVTXCFFI_PAYLOAD_UINT64:
+        attr->payloadType = NVTX_PAYLOAD_TYPE_UNSIGNED_INT64;
+        attr->payload.ullValue = (uint64_t)ivalue;
+        break;
+    case NVTXCFFI_PAYLOAD_DOUBLE:
+        attr->payloadType = NVTX_PAYLOAD_TYPE_DOUBLE;
+        attr->payload.dValue = fvalue;
+        break;
+    default:
+        break;
+    }
+}
+
+static uint64_t dispatch(int op, nvtxDomainHandle_t domain, const nvtxEventAttributes_t *attr)
+{
+    switch (op) {
+    case NVTXCFFI_OP_PUSH:
+        nvtxDomainRangePushEx(domain, attr);
+        return 0;
+    case NVTXCFFI_OP_START:
+        return nvtxDomainRangeStartEx(domain, attr);
+    case NVTXCFFI_OP_MARK:
+        nvtxDomainMarkEx(domain, attr);
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+uint64_t nvtxcffi_emit_slot(int op, int slot, int payload_kind, int64_t ivalue, double fvalue)
+{
+    const slot_t *s = slot_get(slot);
+    if (s == NULL)
+        return 0;
+    nvtxEventAttributes_t attr = s->attr;
+    payload_set(&attr, payload_kind, ivalue, fvalue);
+    return dispatch(op, s->domain, &attr);
+}
+
+uint64_t nvtxcffi_emit(int op, int domain, const char *message, uint32_t color, uint32_t category,
+                       int payload_kind, int64_t ivalue, double fvalue)
+{
+    if (!domain_valid(domain))
+        return 0;
+    nvtxEventAttributes_t attr;
+    attributes_init(&attr, color, category);
+    if (message != NULL) {
+        attr.messageType = NVTX_MESSAGE_TYPE_ASCII; /* UTF-8 travels through the A form */
+        attr.message.ascii = message;
+    }
+    payload_set(&attr, payload_kind, ivalue, fvalue);
+    return dispatch(op, domains[domain], &attr);
+}
+
+uint32_t nvtxcffi_os_thread_id(void)
+{
+    return (uint32_t)syscall(SYS_gettid);
+}
+
+void nvtxcffi_name_os_thread(uint32_t os_thread_id, const char *name)
+{
+    if (name != NULL)
+        nvtxNameOsThreadA(os_thread_id, name);
+}

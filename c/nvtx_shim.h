@@ -1,0 +1,70 @@
+/* nvtx_shim.h - the C API of nvtx-cffi's shim over NVTX v3.
+ *
+ * build_ffi.py feeds this file (minus its preprocessor lines) to ffi.cdef(), so it must stay
+ * plain declarations that both a C compiler and pycparser accept.
+ *
+ * Model: everything that can be prepared is prepared once, under a lock, and kept in C tables that
+ * never move or shrink (so the hot calls read them without a lock):
+ *   - domains   (index 0 is NVTX's default domain, the NULL handle),
+ *   - strings   (registered nvtxStringHandle_t, per domain),
+ *   - slots     (complete nvtxEventAttributes_t plus their domain).
+ * Hot calls take a slot or domain index; an out-of-range index is ignored, never dereferenced.
+ * Every table is bounded; creating past a bound returns -1 and the caller falls back to the
+ * per-call path (nvtxcffi_emit), which builds the attributes on the stack and keeps nothing.
+ */
+#ifndef NVTX_CFFI_SHIM_H
+#define NVTX_CFFI_SHIM_H
+
+#include <stdint.h>
+
+#define NVTXCFFI_MAX_DOMAINS 256
+#define NVTXCFFI_MAX_STRINGS 65536
+#define NVTXCFFI_MAX_SLOTS 131072
+
+/* op for nvtxcffi_emit / nvtxcffi_emit_slot */
+#define NVTXCFFI_OP_PUSH 0
+#define NVTXCFFI_OP_START 1
+#define NVTXCFFI_OP_MARK 2
+
+/* payload kinds */
+#define NVTXCFFI_PAYLOAD_NONE 0
+#define NVTXCFFI_PAYLOAD_INT64 1
+#define NVTXCFFI_PAYLOAD_UINT64 2
+#define NVTXCFFI_PAYLOAD_DOUBLE 3
+
+/* Initialise NVTX now (it would otherwise happen at the first call) and report whether a tool
+ * filled the domain range/mark slots: 1 attached, 0 none. Idempotent. */
+int nvtxcffi_initialize(void);
+
+/* Diagnostics for tests: does a call through this module's CFFI wrappers hold the GIL?
+ * 1 yes, 0 no, -1 not CPython. */
+int nvtxcffi_gil_held(void);
+
+/* Registration (thread-safe, takes a mutex). All return -1 on a full table or a bad argument. */
+int nvtxcffi_domain_create(const char *name);
+int nvtxcffi_string_register(int domain, const char *text);
+int nvtxcffi_category_name(int domain, uint32_t category, const char *name);
+int nvtxcffi_slot_create(int domain, int string_id, uint32_t color, uint32_t category);
+int nvtxcffi_domain_count(void);
+int nvtxcffi_string_count(void);
+int nvtxcffi_slot_count(void);
+
+/* Hot calls: one C call each, no allocation, no lock. */
+void nvtxcffi_push(int slot);
+void nvtxcffi_pop(int domain);
+uint64_t nvtxcffi_start(int slot);
+void nvtxcffi_end(int domain, uint64_t range_id);
+void nvtxcffi_mark(int slot);
+
+/* A prepared slot with a per-call payload (kind NVTXCFFI_PAYLOAD_*; ints travel as int64 bits). */
+uint64_t nvtxcffi_emit_slot(int op, int slot, int payload_kind, int64_t ivalue, double fvalue);
+
+/* Nothing prepared: message (UTF-8, may be NULL), colour, category and payload given per call. */
+uint64_t nvtxcffi_emit(int op, int domain, const char *message, uint32_t color, uint32_t category,
+                       int payload_kind, int64_t ivalue, double fvalue);
+
+/* Thread naming: the calling thread's OS id, and nvtxNameOsThreadA. */
+uint32_t nvtxcffi_os_thread_id(void);
+void nvtxcffi_name_os_thread(uint32_t os_thread_id, const char *name);
+
+#endif
