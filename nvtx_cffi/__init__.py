@@ -1,0 +1,50 @@
+"""nvtx-cffi: NVIDIA NVTX annotations for Python, a drop-in replacement for ``nvtx`` 0.2.x.
+
+>>> import nvtx_cffi as nvtx
+>>> @nvtx.annotate("f()", color="purple")
+... def f():
+...     with nvtx.annotate("loop", color="red"):
+...         pass
+
+Without a profiler attached every call does nothing (the decorator returns the function itself);
+with one (Nsight Systems, or ``python -m nvtx_cffi trace``), each call is a dict lookup and one C call.
+"""
+from __future__ import annotations
+
+from . import _state
+from ._annotate import annotate
+from ._colors import to_argb
+from ._domain import Domain, EventAttributes, RegisteredString, get_domain
+from ._ranges import RangeId, end_range, mark, pop_range, push_range, start_range
+
+__all__ = [
+    "annotate",
+    "push_range",
+    "pop_range",
+    "start_range",
+    "end_range",
+    "mark",
+    "get_domain",
+    "Domain",
+    "EventAttributes",
+    "RegisteredString",
+    "RangeId",
+    "enabled",
+    "tool_attached",
+    "to_argb",
+]
+
+__version__ = "0.1.0"
+
+
+def enabled() -> bool:
+    """True when annotations reach an NVTX tool: one is attached and ``NVTX_DISABLE`` is not set.
+
+    (nvtx's ``enabled()`` only reflects ``NVTX_DISABLE``; this also tells whether anyone listens.)
+    """
+    return _state.ACTIVE
+
+
+def tool_attached() -> bool:
+    """True when an NVTX tool (Nsight Systems, the recorder, ...) was loaded in this process."""
+    return _state.TOOL_ATTACHED

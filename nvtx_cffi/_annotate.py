@@ -1,0 +1,155 @@
+"""``annotate``: a range as a decorator or a context manager (``with`` and ``async with``)."""
+from __future__ import annotations
+
+import contextvars
+import threading
+from typing import Callable, Optional, TypeVar, Union
+
+from . import _state
+from ._colors import ColorLike
+from ._domain import OP_PUSH, OP_START, EventAttributes, get_domain
+from ._native import lib
+from ._validate import Payload
+from ._wrappers import wrap
+
+__all__ = ["annotate"]
+
+F = TypeVar("F", bound=Callable)
+
+#: Bound of the cache of annotate objects (they are immutable, so equal arguments share one).
+MAX_CACHED_ANNOTATIONS = 4096
+
+_cache: dict = {}
+_cache_lock = threading.Lock()
+_push = lib.nvtxcffi_push
+_pop = lib.nvtxcffi_pop
+_start = lib.nvtxcffi_start
+_end = lib.nvtxcffi_end
+
+# Ranges opened by ``async with``: a stack per task (each asyncio task runs in its own context).
+_async_ranges: contextvars.ContextVar = contextvars.ContextVar("nvtx_cffi_async_ranges", default=())
+
+
+class annotate:  # noqa: N801 - the name nvtx users know
+    """Annotate a code range, as a decorator or a context manager.
+
+    Parameters are those of NVIDIA's ``nvtx.annotate``: ``message`` (default: the decorated
+    function's ``__name__``), ``color`` (name, ``"#rrggbb"``, ARGB int; default blue), ``domain``
+    (name; default NVTX's default domain), ``category`` (name or non-negative int) and ``payload``
+    (int or float). Arguments are checked and the event prepared once, here.
+
+    As a decorator, each call is one range, also when it raises. ``async def`` functions,
+    generators and async generators get one range over their whole execution (a start/end range,
+    since other code runs on the thread while they are suspended). Without a tool the decorator
+    returns the function itself.
+
+    >>> @annotate("f()", color="purple")
+    ... def f():
+    ...     with annotate("loop", color="red"):
+    ...         return 42
+    >>> f()
+    42
+
+    Objects are immutable: equal arguments may give back the same object.
+    """
+
+    __slots__ = ("_args", "_attributes", "_slot", "_domain_index")
+
+    def __new__(cls, message: Optional[str] = None, color: ColorLike = None, domain: Optional[str] = None,
+                category: Union[str, int, None] = None, payload: Payload = None) -> "annotate":
+        key = (cls, message, color, domain, category, payload, payload.__class__)
+        try:
+            return _cache[key]
+        except (KeyError, TypeError):
+            pass
+        self = object.__new__(cls)
+        domain_object = get_domain(domain)
+        attributes = EventAttributes(domain_object, message, color, category, payload)
+        self._args = (message, color, domain, category, payload)
+        self._attributes = attributes
+        self._slot = attributes.fast_slot
+        self._domain_index = domain_object._index
+        with _cache_lock:
+            if len(_cache) < MAX_CACHED_ANNOTATIONS:
+                _cache[key] = self
+        return self
+
+    message = property(lambda self: self._args[0], doc="The message as given.")
+    color = property(lambda self: self._args[1], doc="The colour as given.")
+    domain = property(lambda self: self._attributes.domain, doc="The :class:`Domain`.")
+    category = property(lambda self: self._args[3], doc="The category as given.")
+    payload = property(lambda self: self._args[4], doc="The payload as given.")
+    attributes = property(lambda self: self._attributes, doc="The prepared :class:`EventAttributes`.")
+
+    def __reduce__(self):
+        return self.__class__, self._args
+
+    def __repr__(self) -> str:
+        message, color, domain, category, payload = self._args
+        return (f"annotate(message={message!r}, color={color!r}, domain={domain!r}, "
+                f"category={category!r}, payload={payload!r})")
+
+    if _state.ACTIVE:
+
+        def __enter__(self) -> "annotate":
+            slot = self._slot
+            if slot >= 0:
+                _push(slot)
+            else:
+                self._attributes._emit(OP_PUSH)
+            return self
+
+        def __exit__(self, exc_type, exc_value, traceback) -> None:
+            _pop(self._domain_index)
+
+        async def __aenter__(self) -> "annotate":
+            _async_ranges.set(_async_ranges.get() + (self._start(),))
+            return self
+
+        async def __aexit__(self, exc_type, exc_value, traceback) -> None:
+            open_ranges = _async_ranges.get()
+            if open_ranges:
+                _async_ranges.set(open_ranges[:-1])
+                _end(self._domain_index, open_ranges[-1])
+
+        def __call__(self, func: F) -> F:
+            if isinstance(func, (staticmethod, classmethod)):
+                return type(func)(self(func.__func__))
+            if not callable(func):
+                msg = f"annotate() decorates callables, not {type(func).__name__}"
+                raise TypeError(msg)
+            annotation = self
+            if self._args[0] is None:
+                name = getattr(func, "__name__", None) or type(func).__name__
+                annotation = type(self)(name, *self._args[1:])
+            domain_index = annotation._domain_index
+            if annotation._slot >= 0:
+                begin, begin_arg = _push, annotation._slot
+            else:
+                begin, begin_arg = annotation._attributes._emit, OP_PUSH
+            return wrap(func, begin, begin_arg, _pop, domain_index,
+                        annotation._start, lambda range_id: _end(domain_index, range_id))
+
+        def _start(self) -> int:
+            slot = self._slot
+            return _start(slot) if slot >= 0 else self._attributes._emit(OP_START)
+
+    else:
+
+        def __enter__(self) -> "annotate":
+            return self
+
+        def __exit__(self, exc_type, exc_value, traceback) -> None:
+            pass
+
+        async def __aenter__(self) -> "annotate":
+            return self
+
+        async def __aexit__(self, exc_type, exc_value, traceback) -> None:
+            pass
+
+        def __call__(self, func: F) -> F:
+            if not callable(func) and not isinstance(func, (staticmethod, classmethod)):
+                msg = f"annotate() decorates callables, not {type(func).__name__}"
+                raise TypeError(msg)
+            return func

@@ -1,0 +1,343 @@
+"""Domains and their prepared attributes: the slow path that the hot calls cache.
+
+Each domain interns its messages as NVTX registered strings and keeps one C attribute slot per
+(message, colour, category) it has seen. All of that is bounded: messages longer than
+``MAX_REGISTERED_BYTES`` or beyond the C tables' capacity are sent inline with each call instead
+(an unregistered UTF-8 message), which is correct, just slower.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Dict, Optional, Tuple, Union
+
+from . import _state
+from ._colors import ColorLike, to_argb
+from ._native import ffi, lib
+from ._validate import Payload, payload_fields, to_category_id, to_utf8
+
+__all__ = ["Domain", "EventAttributes", "RegisteredString", "get_domain", "MAX_REGISTERED_BYTES"]
+
+#: Longer messages are not registered (interned) but sent with each call.
+MAX_REGISTERED_BYTES = 4096
+#: Distinct category names per process.
+MAX_CATEGORY_NAMES = 65536
+
+OP_PUSH = lib.NVTXCFFI_OP_PUSH
+OP_START = lib.NVTXCFFI_OP_START
+OP_MARK = lib.NVTXCFFI_OP_MARK
+
+_NO_PAYLOAD = (lib.NVTXCFFI_PAYLOAD_NONE, 0, 0.0)
+
+# Slow-path state is guarded by one re-entrant lock; the hot paths only read finished entries.
+_lock = threading.RLock()
+_domains: Dict[Optional[str], "Domain"] = {}
+_category_names = 0
+
+_KEEP = object()  # "argument not given" for the Domain methods' keyword arguments
+
+
+class RegisteredString:
+    """A message registered (interned) in one domain; pass it wherever a message goes.
+
+    >>> d = get_domain("example")
+    >>> s = d.get_registered_string("step")
+    >>> s.string
+    'step'
+    """
+
+    __slots__ = ("string", "domain", "handle")
+
+    def __init__(self, domain: "Domain", string: str, handle: int) -> None:
+        self.string = string
+        self.domain = domain
+        self.handle = handle  # index in the shim's string table, -1 if sent inline
+
+    def __repr__(self) -> str:
+        return f"RegisteredString({self.string!r}, domain={self.domain.name!r})"
+
+
+class EventAttributes:
+    """Prepared attributes of an event in one domain (message, colour, category, payload).
+
+    Build them with :meth:`Domain.get_event_attributes`; reuse them with :meth:`Domain.push_range`,
+    :meth:`Domain.start_range` and :meth:`Domain.mark` for the cheapest calls. Setting an attribute
+    re-prepares the object.
+    """
+
+    __slots__ = ("_domain", "_message", "_color", "_category", "_payload", "_slot", "_fields", "_inline")
+
+    def __init__(self, domain: "Domain", message=None, color: ColorLike = None, category=None,
+                 payload: Payload = None) -> None:
+        self._domain = domain
+        self._message = message
+        self._color = color
+        self._category = category
+        self._payload = payload
+        self._prepare()
+
+    def _prepare(self) -> None:
+        domain = self._domain
+        self._fields = _NO_PAYLOAD if self._payload is None else payload_fields(self._payload)
+        self._slot, self._inline = domain._slot_for(self._message, self._color, self._category)
+
+    def _emit(self, op: int) -> int:
+        """The general call: payload and/or inline message. Returns the range id for OP_START."""
+        kind, ivalue, fvalue = self._fields
+        if self._inline is None:
+            return lib.nvtxcffi_emit_slot(op, self._slot, kind, ivalue, fvalue)
+        message, argb, category = self._inline
+        return lib.nvtxcffi_emit(op, self._domain._index, message, argb, category, kind, ivalue, fvalue)
+
+    @property
+    def fast_slot(self) -> int:
+        """The C slot when one call with no extra argument suffices, else -1."""
+        return self._slot if self._inline is None and self._payload is None else -1
+
+    domain = property(lambda self: self._domain, doc="The :class:`Domain` these attributes belong to.")
+
+    def _setter(name):  # noqa: N805 - builds the four properties below
+        def set_(self, value):
+            old = getattr(self, name)
+            setattr(self, name, value)
+            try:
+                self._prepare()
+            except BaseException:
+                setattr(self, name, old)
+                raise
+        return set_
+
+    message = property(lambda self: self._message, _setter("_message"), doc="The message.")
+    color = property(lambda self: self._color, _setter("_color"), doc="The colour as given.")
+    category = property(lambda self: self._category, _setter("_category"), doc="The category as given.")
+    payload = property(lambda self: self._payload, _setter("_payload"), doc="The payload.")
+    del _setter
+
+    def __repr__(self) -> str:
+        return (f"EventAttributes(message={self._message!r}, color={self._color!r}, "
+                f"category={self._category!r}, payload={self._payload!r}, domain={self._domain.name!r})")
+
+
+class Domain:
+    """An NVTX domain: a named scope for ranges, marks, registered strings and categories.
+
+    Get one with :func:`get_domain` (``Domain(name)`` returns the same object). Domains live as long
+    as the process: NVTX tools expect that, so there is no ``close()``.
+
+    >>> d = get_domain("my_library")
+    >>> attrs = d.get_event_attributes(message="copy", color="green")
+    >>> d.push_range(attrs)
+    >>> d.pop_range()
+    """
+
+    __slots__ = ("name", "_index", "_strings", "_categories", "_slots", "__weakref__")
+
+    def __new__(cls, name: Optional[str] = None) -> "Domain":
+        return get_domain(name)
+
+    # -- preparation (slow path, under the lock) ------------------------------------------------
+    def get_registered_string(self, string: str) -> RegisteredString:
+        """Register ``string`` in this domain (once) and return its handle object."""
+        with _lock:
+            found = self._strings.get(string)
+            if found is not None:
+                return found
+            data = to_utf8(string, "message")
+            handle = -1
+            if _state.ACTIVE and len(data) <= MAX_REGISTERED_BYTES:
+                handle = lib.nvtxcffi_string_register(self._index, data)
+            registered = RegisteredString(self, string, handle)
+            if handle >= 0:  # only what the bounded C table holds is cached
+                self._strings[string] = registered
+            return registered
+
+    def get_category_id(self, name: str) -> int:
+        """The id of category ``name`` in this domain, numbered from 1 and named in NVTX on first use."""
+        global _category_names
+        with _lock:
+            found = self._categories.get(name)
+            if found is not None:
+                return found
+            data = to_utf8(name, "category")
+            if _category_names >= MAX_CATEGORY_NAMES:
+                msg = f"category {name!r}: too many category names (limit {MAX_CATEGORY_NAMES})"
+                raise ValueError(msg)
+            category_id = len(self._categories) + 1
+            if _state.ACTIVE:
+                lib.nvtxcffi_category_name(self._index, category_id, data)
+            self._categories[name] = category_id
+            _category_names += 1
+            return category_id
+
+    def get_event_attributes(self, message: Union[str, RegisteredString, None] = None,
+                             color: ColorLike = None, category: Union[str, int, None] = None,
+                             payload: Payload = None) -> EventAttributes:
+        """Prepare attributes once for reuse with this domain's calls."""
+        return EventAttributes(self, message, color, category, payload)
+
+    def set_event_attributes(self, attributes: EventAttributes, *, message=_KEEP, color=_KEEP,
+                             category=_KEEP, payload=_KEEP) -> None:
+        """Change some of ``attributes`` (as nvtx does when its calls get keyword arguments)."""
+        if not isinstance(attributes, EventAttributes):
+            msg = f"attributes must be EventAttributes, not {type(attributes).__name__}"
+            raise TypeError(msg)
+        if attributes._domain is not self:
+            msg = f"attributes belong to domain {attributes._domain.name!r}, not {self.name!r}"
+            raise ValueError(msg)
+        old = (attributes._message, attributes._color, attributes._category, attributes._payload)
+        new = tuple(o if n is _KEEP else n for o, n in zip(old, (message, color, category, payload)))
+        (attributes._message, attributes._color, attributes._category, attributes._payload) = new
+        try:
+            attributes._prepare()
+        except BaseException:
+            (attributes._message, attributes._color, attributes._category, attributes._payload) = old
+            raise
+
+    def _slot_for(self, message, color, category) -> Tuple[int, Optional[tuple]]:
+        """(slot, None) when a C slot holds these attributes, else (-1, (utf8, argb, category))."""
+        argb = to_argb(color)
+        if category is None:
+            category_id = 0
+        elif isinstance(category, str):
+            category_id = self.get_category_id(category)
+        else:
+            category_id = to_category_id(category)
+        if message is None or isinstance(message, str):
+            registered = None if message is None else self.get_registered_string(message)
+        elif isinstance(message, RegisteredString):
+            if message.domain is not self:
+                msg = f"message {message.string!r} is registered in domain {message.domain.name!r}, not {self.name!r}"
+                raise ValueError(msg)
+            registered = message
+        else:
+            msg = f"message must be a str, a RegisteredString or None, not {type(message).__name__}"
+            raise TypeError(msg)
+        if not _state.ACTIVE:
+            return -1, None
+        key = (None if registered is None else registered.string, argb, category_id)
+        with _lock:
+            slot = self._slots.get(key)
+            if slot is not None:
+                return slot, None
+            string_id = -1 if registered is None else registered.handle
+            if registered is None or string_id >= 0:
+                slot = lib.nvtxcffi_slot_create(self._index, string_id, argb, category_id)
+                if slot >= 0:
+                    self._slots[key] = slot
+                    return slot, None
+        text = ffi.NULL if registered is None else to_utf8(registered.string, "message")
+        return -1, (text, argb, category_id)
+
+    # -- the calls ---------------------------------------------------------------------------
+    def _attributes(self, attributes, message, color, category, payload) -> EventAttributes:
+        if attributes is None:
+            return EventAttributes(
+                self,
+                None if message is _KEEP else message,
+                None if color is _KEEP else color,
+                None if category is _KEEP else category,
+                None if payload is _KEEP else payload,
+            )
+        self.set_event_attributes(attributes, message=message, color=color, category=category,
+                                  payload=payload)
+        return attributes
+
+    def push_range(self, attributes: Optional[EventAttributes] = None, *, message=_KEEP, color=_KEEP,
+                   category=_KEEP, payload=_KEEP) -> None:
+        """Open a range on this thread; keyword arguments build (or change) the attributes."""
+        if attributes.__class__ is not EventAttributes or message is not _KEEP or color is not _KEEP \
+                or category is not _KEEP or payload is not _KEEP:
+            attributes = self._attributes(attributes, message, color, category, payload)
+        if not _state.ACTIVE:
+            return
+        slot = attributes.fast_slot
+        if slot >= 0:
+            lib.nvtxcffi_push(slot)
+        else:
+            attributes._emit(OP_PUSH)
+
+    def pop_range(self) -> None:
+        """Close this thread's innermost range of this domain (nothing pushed: the tool ignores it)."""
+        lib.nvtxcffi_pop(self._index)
+
+    def start_range(self, attributes: Optional[EventAttributes] = None, *, message=_KEEP, color=_KEEP,
+                    category=_KEEP, payload=_KEEP) -> int:
+        """Start a range that any thread may end; returns its id for :meth:`end_range`."""
+        if attributes.__class__ is not EventAttributes or message is not _KEEP or color is not _KEEP \
+                or category is not _KEEP or payload is not _KEEP:
+            attributes = self._attributes(attributes, message, color, category, payload)
+        if not _state.ACTIVE:
+            return 0
+        slot = attributes.fast_slot
+        if slot >= 0:
+            return lib.nvtxcffi_start(slot)
+        return attributes._emit(OP_START)
+
+    def end_range(self, range_id: int) -> None:
+        """End a range started by :meth:`start_range` (an unknown id is passed on; tools ignore it)."""
+        try:
+            lib.nvtxcffi_end(self._index, range_id)
+        except (TypeError, OverflowError):
+            raise _bad_range_id(range_id) from None
+
+    def mark(self, attributes: Optional[EventAttributes] = None, *, message=_KEEP, color=_KEEP,
+             category=_KEEP, payload=_KEEP) -> None:
+        """An instantaneous event."""
+        if attributes.__class__ is not EventAttributes or message is not _KEEP or color is not _KEEP \
+                or category is not _KEEP or payload is not _KEEP:
+            attributes = self._attributes(attributes, message, color, category, payload)
+        if not _state.ACTIVE:
+            return
+        slot = attributes.fast_slot
+        if slot >= 0:
+            lib.nvtxcffi_mark(slot)
+        else:
+            attributes._emit(OP_MARK)
+
+    def __repr__(self) -> str:
+        return f"Domain({self.name!r})"
+
+    def __reduce__(self):
+        return get_domain, (self.name,)
+
+
+def _bad_range_id(range_id: object) -> Exception:
+    if isinstance(range_id, int) and not isinstance(range_id, bool):
+        return ValueError(f"range_id {range_id} is out of range (0 to 2**64-1)")
+    return TypeError(f"range_id must be the value start_range returned, not {type(range_id).__name__}")
+
+
+def get_domain(name: Optional[str] = None) -> Domain:
+    """The :class:`Domain` called ``name`` (``None``: NVTX's default domain), created on first use.
+
+    >>> get_domain("io") is get_domain("io")
+    True
+    """
+    found = _domains.get(name)
+    if found is not None:
+        return found
+    if name is not None:
+        data = to_utf8(name, "domain")
+    with _lock:
+        found = _domains.get(name)
+        if found is not None:
+            return found
+        if name is None:
+            index = 0
+        elif _state.ACTIVE:
+            index = lib.nvtxcffi_domain_create(data)
+            if index < 0:
+                msg = f"domain {name!r}: too many domains (limit {lib.NVTXCFFI_MAX_DOMAINS - 1})"
+                raise ValueError(msg)
+        else:
+            if len(_domains) >= lib.NVTXCFFI_MAX_DOMAINS:
+                msg = f"domain {name!r}: too many domains (limit {lib.NVTXCFFI_MAX_DOMAINS - 1})"
+                raise ValueError(msg)
+            index = 0
+        domain = object.__new__(Domain)
+        domain.name = name
+        domain._index = index
+        domain._strings = {}
+        domain._categories = {}
+        domain._slots = {}
+        _domains[name] = domain
+        return domain

@@ -1,0 +1,27 @@
+"""Strict parsing of boolean environment switches (``NVTX_DISABLE=0`` must not disable)."""
+from __future__ import annotations
+
+import os
+import warnings
+
+__all__ = ["env_flag"]
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"", "0", "false", "no", "off"})
+
+
+def env_flag(name: str) -> bool:
+    """True for ``1/true/yes/on``; False for unset, empty, ``0/false/no/off`` (any case).
+
+    Any other value is a mistake worth hearing about: it warns and counts as False.
+    """
+    raw = os.environ.get(name)
+    if raw is None:
+        return False
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value not in _FALSE:
+        msg = f"{name}={raw!r} is not a boolean (use 1/true/yes/on or 0/false/no/off); treating it as off"
+        warnings.warn(msg, RuntimeWarning, stacklevel=3)
+    return False

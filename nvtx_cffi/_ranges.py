@@ -1,0 +1,155 @@
+"""Module-level calls: ``push_range``/``pop_range``, ``start_range``/``end_range``, ``mark``.
+
+Hot path: the arguments as given are the key of one dict that maps straight to a prepared C slot,
+so a repeated call is one tuple, one lookup and one C call. Everything else (first use, payloads,
+inline messages, errors) goes through :mod:`._domain`.
+
+Without a tool (or with ``NVTX_DISABLE``) the same names are bound to functions with the same
+signatures that do nothing: NVTX cannot record anything in this process, so no work is done and no
+argument is checked. :class:`~nvtx_cffi.annotate` and :class:`~nvtx_cffi.Domain` still check theirs.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Optional, Tuple, Union
+
+from . import _state
+from ._colors import ColorLike
+from ._domain import OP_MARK, OP_PUSH, OP_START, EventAttributes, _bad_range_id, get_domain
+from ._native import lib
+from ._validate import Payload, payload_fields
+
+__all__ = ["push_range", "pop_range", "start_range", "end_range", "mark", "RangeId"]
+
+#: What :func:`start_range` returns: ``(range_id, domain_index)``, nvtx's ``(id, domain)`` shape.
+RangeId = Tuple[int, int]
+
+#: Bound of the argument-tuple cache; past it calls still work through the per-domain tables.
+MAX_CACHED_CALLS = 65536
+
+_slot_cache: dict = {}
+_cache_lock = threading.Lock()
+
+_push = lib.nvtxcffi_push
+_pop = lib.nvtxcffi_pop
+_start = lib.nvtxcffi_start
+_end = lib.nvtxcffi_end
+_mark = lib.nvtxcffi_mark
+
+
+def _slow(op: int, message, color, domain, category, payload) -> Optional[int]:
+    """First use of these arguments, a payload, or an inline message: prepare, cache, emit."""
+    attributes = EventAttributes(get_domain(domain), message, color, category, payload)
+    if attributes._inline is None:
+        key = (message, color, domain, category)
+        with _cache_lock:
+            if len(_slot_cache) < MAX_CACHED_CALLS:
+                _slot_cache[key] = attributes._slot
+    return attributes._emit(op)
+
+
+def _with_payload(op: int, slot: int, payload) -> int:
+    kind, ivalue, fvalue = payload_fields(payload)
+    return lib.nvtxcffi_emit_slot(op, slot, kind, ivalue, fvalue)
+
+
+if _state.ACTIVE:
+
+    def push_range(message: Optional[str] = None, color: ColorLike = "blue", domain: Optional[str] = None,
+                   category: Union[str, int, None] = None, payload: Payload = None) -> None:
+        """Open a range on this thread (close it with :func:`pop_range` on the same thread).
+
+        >>> push_range("load", color="green")
+        >>> pop_range()
+        """
+        try:
+            slot = _slot_cache[message, color, domain, category]
+        except (KeyError, TypeError):
+            _slow(OP_PUSH, message, color, domain, category, payload)
+            return
+        if payload is None:
+            _push(slot)
+        else:
+            _with_payload(OP_PUSH, slot, payload)
+
+    def pop_range(domain: Optional[str] = None) -> None:
+        """Close this thread's innermost range of ``domain``; with nothing open, tools ignore it."""
+        if domain is None:
+            _pop(0)
+        else:
+            _pop(get_domain(domain)._index)
+
+    def start_range(message: Optional[str] = None, color: ColorLike = None, domain: Optional[str] = None,
+                    category: Union[str, int, None] = None, payload: Payload = None) -> Optional[RangeId]:
+        """Start a range that may end on any thread; pass the result to :func:`end_range`.
+
+        >>> rng = start_range("request")
+        >>> end_range(rng)
+        """
+        try:
+            slot = _slot_cache[message, color, domain, category]
+        except (KeyError, TypeError):
+            return _slow(OP_START, message, color, domain, category, payload), get_domain(domain)._index
+        if payload is None:
+            return _start(slot), (0 if domain is None else _domain_index(domain))
+        return (_with_payload(OP_START, slot, payload),
+                0 if domain is None else _domain_index(domain))
+
+    def end_range(range_id: Union[RangeId, int, None]) -> None:
+        """End a range from :func:`start_range`. ``None`` is ignored; a plain int is an id in the
+        default domain; an id NVTX never issued is passed on and tools ignore it."""
+        if range_id.__class__ is tuple and len(range_id) == 2:
+            try:
+                _end(range_id[1], range_id[0])
+                return
+            except (TypeError, OverflowError):
+                raise _bad_range_id(range_id[0]) from None
+        if range_id is None:
+            return
+        if isinstance(range_id, int) and not isinstance(range_id, bool):
+            try:
+                _end(0, range_id)
+                return
+            except OverflowError:
+                raise _bad_range_id(range_id) from None
+        raise _bad_range_id(range_id)
+
+    def mark(message: Optional[str] = None, color: ColorLike = "blue", domain: Optional[str] = None,
+             category: Union[str, int, None] = None, payload: Payload = None) -> None:
+        """An instantaneous event.
+
+        >>> mark("checkpoint", payload=3)
+        """
+        try:
+            slot = _slot_cache[message, color, domain, category]
+        except (KeyError, TypeError):
+            _slow(OP_MARK, message, color, domain, category, payload)
+            return
+        if payload is None:
+            _mark(slot)
+        else:
+            _with_payload(OP_MARK, slot, payload)
+
+else:
+
+    def push_range(message: Optional[str] = None, color: ColorLike = "blue", domain: Optional[str] = None,
+                   category: Union[str, int, None] = None, payload: Payload = None) -> None:
+        """Open a range on this thread (no tool is attached: does nothing)."""
+
+    def pop_range(domain: Optional[str] = None) -> None:
+        """Close this thread's innermost range (no tool is attached: does nothing)."""
+
+    def start_range(message: Optional[str] = None, color: ColorLike = None, domain: Optional[str] = None,
+                    category: Union[str, int, None] = None, payload: Payload = None) -> Optional[RangeId]:
+        """Start a range (no tool is attached: does nothing and returns ``None``)."""
+
+    def end_range(range_id: Union[RangeId, int, None]) -> None:
+        """End a range (no tool is attached: does nothing)."""
+
+    def mark(message: Optional[str] = None, color: ColorLike = "blue", domain: Optional[str] = None,
+             category: Union[str, int, None] = None, payload: Payload = None) -> None:
+        """An instantaneous event (no tool is attached: does nothing)."""
+
+
+def _domain_index(name: str) -> int:
+    return get_domain(name)._index
