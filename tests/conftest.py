@@ -1,0 +1,51 @@
+"""Attach the recorder to the test process before anything imports nvtx_cffi.
+
+NVTX loads its tool once, at its first call, which nvtx_cffi makes at import. So the environment is
+set here, at conftest import, from the package's location alone (find_spec does not import it).
+Tests then assert the events the recorder saw, via ``recorder.capture()``; scenarios that need a
+fresh process (no tool, another environment) run in subprocesses with ``run_python``.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+import pytest
+
+_PACKAGE_DIR = importlib.util.find_spec("nvtx_cffi").submodule_search_locations[0]
+RECORDER_LIBRARY = os.path.join(_PACKAGE_DIR, "libnvtx_recorder.so")
+SESSION_RECORD_DIR = tempfile.mkdtemp(prefix="nvtx-cffi-tests-")
+
+os.environ.pop("NVTX_DISABLE", None)
+os.environ["NVTX_INJECTION64_PATH"] = RECORDER_LIBRARY
+os.environ["NVTX_CFFI_RECORD_DIR"] = SESSION_RECORD_DIR
+
+
+def run_python(code: str, env: dict | None = None, *, remove=(), timeout: float = 120, check: bool = True):
+    """Run ``code`` in a fresh interpreter with this environment plus ``env``, minus ``remove``."""
+    child_env = {k: v for k, v in os.environ.items() if k not in remove}
+    child_env.update(env or {})
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=child_env, capture_output=True, text=True, timeout=timeout,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"child failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+@pytest.fixture
+def events():
+    """Record what the test body emits: ``with events as recorded: ...`` is spelled ``capture``."""
+    from nvtx_cffi import recorder
+
+    return recorder.capture
+
+
+def ranges(recorded, kind: str = "push"):
+    """Only the events of one kind."""
+    return [e for e in recorded if e.kind == kind]

@@ -1,0 +1,381 @@
+"""Every feature of the facade, proven by the events the recorder saw."""
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+import threading
+
+import pytest
+
+import nvtx_cffi as nvtx
+from nvtx_cffi import recorder
+
+from conftest import ranges, run_python
+
+BLUE = 0x0000FF
+
+
+def test_recorder_is_attached():
+    assert nvtx.tool_attached() and nvtx.enabled() and recorder.loaded()
+
+
+def test_push_pop_event_fields():
+    with recorder.capture() as got:
+        nvtx.push_range("load", color="green", domain="io", category="disk", payload=7)
+        nvtx.pop_range(domain="io")
+    (push,) = ranges(got, "push")
+    (pop,) = ranges(got, "pop")
+    assert (push.message, push.color, push.domain, push.payload, push.payload_type) == (
+        "load", 0x008000, "io", 7, "int64")
+    assert push.category == nvtx.get_domain("io").get_category_id("disk") == 1
+    assert (pop.domain, pop.tid) == ("io", push.tid)
+    assert pop.time_ns >= push.time_ns
+
+
+def test_category_is_named_in_its_domain():
+    with recorder.capture() as got:
+        category_id = nvtx.get_domain("catdomain").get_category_id("phase-a")
+    (named,) = [e for e in got if e.kind == "category"]
+    assert (named.domain, named.target, named.name) == ("catdomain", category_id, "phase-a")
+
+
+def test_defaults_match_nvtx():
+    with recorder.capture() as got:
+        nvtx.push_range("p")
+        nvtx.pop_range()
+        nvtx.mark("m")
+        with nvtx.annotate("a"):
+            pass
+    pushes = ranges(got, "push")
+    assert [(e.message, e.color, e.domain, e.category, e.payload) for e in pushes] == [
+        ("p", BLUE, None, 0, None), ("a", BLUE, None, 0, None)]
+    (mark,) = ranges(got, "mark")
+    assert (mark.message, mark.color) == ("m", BLUE)
+
+
+@pytest.mark.parametrize(
+    ("payload", "value", "payload_type"),
+    [(-5, -5, "int64"), (2**63, 2**63, "uint64"), (2.5, 2.5, "double"), (True, 1, "int64")],
+)
+def test_payload_types(payload, value, payload_type):
+    with recorder.capture() as got:
+        nvtx.mark("pay", payload=payload)
+        nvtx.push_range("pay", payload=payload)
+        nvtx.pop_range()
+    for event in ranges(got, "mark") + ranges(got, "push"):
+        assert (event.payload, event.payload_type) == (value, payload_type)
+
+
+def test_colour_forms():
+    with recorder.capture() as got:
+        for color in ("red", "salmon", "#102030", "#10203080", 0x12345678, (1.0, 0.0, 0.0)):
+            nvtx.mark("c", color=color)
+    assert [e.color for e in ranges(got, "mark")] == [
+        0xFF0000, 0xFFFA8072, 0xFF102030, 0x80102030, 0x12345678, 0xFFFF0000]
+
+
+def test_integer_category_and_registered_string():
+    domain = nvtx.get_domain("regdomain")
+    message = domain.get_registered_string("pre-registered")
+    attributes = domain.get_event_attributes(message=message, color="cyan", category=42)
+    with recorder.capture() as got:
+        domain.push_range(attributes)
+        domain.pop_range()
+        domain.mark(attributes)
+        range_id = domain.start_range(attributes)
+        domain.end_range(range_id)
+    push, mark, start = ranges(got, "push")[0], ranges(got, "mark")[0], ranges(got, "start")[0]
+    for event in (push, mark, start):
+        assert (event.message, event.color, event.category, event.domain) == (
+            "pre-registered", 0x00FFFF, 42, "regdomain")
+    (end,) = ranges(got, "end")
+    assert end.range_id == start.range_id == range_id
+
+
+def test_domain_keyword_arguments_build_and_update_attributes():
+    domain = nvtx.get_domain("kwdomain")
+    attributes = domain.get_event_attributes(message="first")
+    with recorder.capture() as got:
+        domain.push_range(message="built", color="red", payload=1.5)
+        domain.pop_range()
+        domain.mark(attributes, message="changed")
+    (push,) = ranges(got, "push")
+    assert (push.message, push.color, push.payload) == ("built", 0xFF0000, 1.5)
+    (mark,) = ranges(got, "mark")
+    assert mark.message == "changed" and attributes.message == "changed"
+
+
+def test_start_end_across_threads():
+    with recorder.capture() as got:
+        rng = nvtx.start_range("request", color="orange", domain="server")
+        ender = threading.Thread(target=nvtx.end_range, args=(rng,))
+        ender.start()
+        ender.join()
+    (start,) = ranges(got, "start")
+    (end,) = ranges(got, "end")
+    assert (start.message, start.color, start.domain) == ("request", 0xFFA500, "server")
+    assert end.range_id == start.range_id and end.tid != start.tid and end.domain == "server"
+
+
+def test_end_range_accepts_bare_id_and_none():
+    domain = nvtx.get_domain()
+    with recorder.capture() as got:
+        range_id = domain.start_range(message="bare")
+        nvtx.end_range(range_id)
+        nvtx.end_range(None)
+    assert [e.range_id for e in ranges(got, "end")] == [range_id]
+
+
+def test_decorator_default_message_and_wraps():
+    @nvtx.annotate(color="purple")
+    def compute(a, b=2, *rest, scale, **options):
+        """Doc."""
+        return (a + b) * scale, rest, options
+
+    with recorder.capture() as got:
+        result = compute(1, scale=3, extra=True)
+    assert result == (9, (), {"extra": True})
+    assert compute.__name__ == "compute" and compute.__doc__ == "Doc."
+    assert str(inspect.signature(compute)) == "(a, b=2, *rest, scale, **options)"
+    (push,) = ranges(got, "push")
+    assert (push.message, push.color) == ("compute", 0x800080)
+    assert len(ranges(got, "pop")) == 1
+
+
+def test_positional_only_and_keyword_only_parameters_are_forwarded():
+    namespace: dict = {}
+    exec("def f(a, /, b, *, c=3):\n    return a, b, c", namespace)  # 3.8+ syntax, kept out of 3.7 parsers
+    decorated = nvtx.annotate("posonly")(namespace["f"])
+    with recorder.capture() as got:
+        assert decorated(1, b=2) == (1, 2, 3)
+    with pytest.raises(TypeError):
+        decorated(a=1, b=2)
+    assert [e.message for e in ranges(got, "push")] == ["posonly"]
+
+
+def test_range_closed_when_function_raises():
+    @nvtx.annotate("fails")
+    def fails():
+        raise KeyError("boom")
+
+    with recorder.capture() as got:
+        with pytest.raises(KeyError):
+            fails()
+        with pytest.raises(ZeroDivisionError):
+            with nvtx.annotate("ctx-fails"):
+                1 / 0
+    assert [e.message for e in ranges(got, "push")] == ["fails", "ctx-fails"]
+    assert len(ranges(got, "pop")) == 2
+
+
+def test_nesting_per_thread():
+    def worker(name):
+        with nvtx.annotate(f"outer-{name}"):
+            with nvtx.annotate(f"inner-{name}"):
+                pass
+
+    with recorder.capture() as got:
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    by_tid: dict = {}
+    for e in got:
+        if e.kind in ("push", "pop"):
+            by_tid.setdefault(e.tid, []).append((e.kind, e.message))
+    assert len(by_tid) == 3
+    for sequence in by_tid.values():
+        (kind0, outer), (kind1, inner), (kind2, _), (kind3, _) = sequence
+        assert (kind0, kind1, kind2, kind3) == ("push", "push", "pop", "pop")
+        assert outer.replace("outer", "inner") == inner
+
+
+def test_coroutine_spans_awaits_with_start_end():
+    @nvtx.annotate("fetch", color="yellow")
+    async def fetch(delay):
+        await asyncio.sleep(delay)
+        return delay
+
+    assert inspect.iscoroutinefunction(fetch)
+
+    async def main():
+        return await asyncio.gather(fetch(0.02), fetch(0.01))
+
+    with recorder.capture() as got:
+        assert asyncio.run(main()) == [0.02, 0.01]
+    starts, ends = ranges(got, "start"), ranges(got, "end")
+    assert [e.message for e in starts] == ["fetch", "fetch"] and not ranges(got, "push")
+    assert sorted(e.range_id for e in ends) == sorted(e.range_id for e in starts)
+    # The two coroutines overlap: both started before either ended.
+    assert max(e.time_ns for e in starts) < min(e.time_ns for e in ends)
+
+
+def test_async_with_uses_start_end():
+    async def task(name):
+        async with nvtx.annotate(name):
+            await asyncio.sleep(0.01)
+
+    async def main():
+        await asyncio.gather(task("t1"), task("t2"))
+
+    with recorder.capture() as got:
+        asyncio.run(main())
+    starts = {e.range_id: e.message for e in ranges(got, "start")}
+    assert sorted(starts.values()) == ["t1", "t2"]
+    assert sorted(e.range_id for e in ranges(got, "end")) == sorted(starts)
+
+
+def test_generator_range_spans_iteration():
+    @nvtx.annotate("numbers")
+    def numbers(n):
+        for i in range(n):
+            yield i
+
+    assert inspect.isgeneratorfunction(numbers)
+    with recorder.capture() as got:
+        gen = numbers(3)
+        nvtx.mark("between")
+        assert list(gen) == [0, 1, 2]
+        early = numbers(5)
+        next(early)
+        early.close()
+    starts, ends = ranges(got, "start"), ranges(got, "end")
+    assert [e.message for e in starts] == ["numbers", "numbers"]
+    assert [e.range_id for e in ends] == [e.range_id for e in starts]
+    # The range starts at the first next(), not at creation.
+    assert ranges(got, "mark")[0].time_ns < starts[0].time_ns
+
+
+def test_async_generator_range_and_send():
+    @nvtx.annotate("agen")
+    async def agen():
+        total = 0
+        while total < 3:
+            received = yield total
+            total += received or 1
+
+    assert inspect.isasyncgenfunction(agen)
+
+    async def main():
+        gen = agen()
+        first = await gen.__anext__()
+        second = await gen.asend(2)
+        rest = [x async for x in gen]
+        return first, second, rest
+
+    with recorder.capture() as got:
+        assert asyncio.run(main()) == (0, 2, [])
+    (start,) = ranges(got, "start")
+    (end,) = ranges(got, "end")
+    assert start.message == "agen" and end.range_id == start.range_id
+
+
+def test_annotate_objects_are_immutable_and_shared():
+    a = nvtx.annotate("same", color="red")
+    assert a is nvtx.annotate("same", color="red")
+    assert nvtx.annotate("same", payload=1) is not nvtx.annotate("same", payload=1.0)
+    with pytest.raises(AttributeError):
+        a.message = "other"
+
+
+def test_annotate_and_wrapper_pickle_round_trip():
+    a = nvtx.annotate("pickled", color="red", domain="pd", category="cat", payload=3)
+    b = pickle.loads(pickle.dumps(a))
+    assert (b.message, b.color, b.domain.name, b.category, b.payload) == ("pickled", "red", "pd", "cat", 3)
+    assert pickle.loads(pickle.dumps(decorated_at_module_level)) is decorated_at_module_level
+
+
+@nvtx.annotate("module-level", color="blue")
+def decorated_at_module_level(x):
+    return x * 2
+
+
+def test_pickled_annotate_in_spawn_child(tmp_path):
+    (tmp_path / "work.py").write_text(textwrap.dedent("""
+        import nvtx_cffi as nvtx
+
+        @nvtx.annotate("double", color="green")
+        def double(x):
+            return 2 * x
+
+        def use(annotation):
+            with annotation:
+                return "ok"
+    """))
+    (tmp_path / "main.py").write_text(textwrap.dedent("""
+        import multiprocessing as mp, os
+        import nvtx_cffi as nvtx
+        import work
+
+        if __name__ == "__main__":
+            print(os.getpid())
+            with mp.get_context("spawn").Pool(1) as pool:
+                assert pool.map(work.double, [21]) == [42]
+                sent = nvtx.annotate("sent", color="red", category="c", payload=2)
+                assert pool.apply(work.use, (sent,)) == "ok"
+    """))
+    record_dir = tmp_path / "rec"
+    record_dir.mkdir()
+    env = dict(os.environ, **recorder.environment(record_dir), PYTHONPATH=str(tmp_path))
+    proc = subprocess.run([sys.executable, str(tmp_path / "main.py")], check=True, env=env,
+                          timeout=120, capture_output=True, text=True)
+    parent = int(proc.stdout.split()[0])
+    recording = recorder.read(record_dir)
+    by_message = {e.message: e for e in recording.events if e.kind == "push"}
+    double, sent = by_message["double"], by_message["sent"]
+    assert double.color == 0x008000
+    assert (sent.color, sent.payload, sent.payload_type, sent.category) == (0xFF0000, 2, "int64", 1)
+    assert sent.pid == double.pid != parent
+    assert recording.processes[sent.pid].ppid == parent
+
+
+def test_long_messages_are_sent_inline_not_interned():
+    long_message = "x" * 5000
+    before = nvtx._native.lib.nvtxcffi_string_count()
+    with recorder.capture() as got:
+        nvtx.push_range(long_message, color="red")
+        nvtx.pop_range()
+    assert nvtx._native.lib.nvtxcffi_string_count() == before
+    (push,) = ranges(got, "push")
+    assert (push.message, push.color) == (long_message, 0xFF0000)
+
+
+def test_unicode_messages_round_trip():
+    with recorder.capture() as got:
+        nvtx.mark("données ✓ 数据")
+    assert ranges(got, "mark")[0].message == "données ✓ 数据"
+
+
+def test_pop_without_push_is_harmless():
+    with recorder.capture() as got:
+        nvtx.pop_range(domain="never-pushed")
+        nvtx.mark("after")
+    assert [e.kind for e in got if e.kind in ("pop", "mark")] == ["pop", "mark"]
+
+
+def test_interning_is_bounded(tmp_path):
+    code = """
+        import nvtx_cffi as nvtx
+        from nvtx_cffi import recorder
+        from nvtx_cffi._native import lib
+        n = lib.NVTXCFFI_MAX_STRINGS + 1000
+        for i in range(n):
+            nvtx.mark(f"message {i}")
+        assert lib.nvtxcffi_string_count() == lib.NVTXCFFI_MAX_STRINGS, lib.nvtxcffi_string_count()
+        assert lib.nvtxcffi_slot_count() <= lib.NVTXCFFI_MAX_SLOTS
+        recorder.flush()
+        print(n)
+    """
+    record_dir = tmp_path / "rec"
+    record_dir.mkdir()
+    out = run_python(code, recorder.environment(record_dir)).stdout
+    n = int(out.split()[-1])
+    marks = [e for e in recorder.read(record_dir).events if e.kind == "mark"]
+    assert len(marks) == n
+    assert [e.message for e in marks[-3:]] == [f"message {i}" for i in range(n - 3, n)]

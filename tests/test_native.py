@@ -1,0 +1,53 @@
+"""The C shim: GIL kept in hot calls, tables bounded, bad indices ignored."""
+from __future__ import annotations
+
+import platform
+
+import pytest
+
+from nvtx_cffi import recorder
+from nvtx_cffi._native import ffi, lib
+
+from conftest import ranges
+
+
+@pytest.mark.skipif(platform.python_implementation() != "CPython", reason="cffi wrappers are CPython's")
+def test_hot_calls_keep_the_gil():
+    # keep_gil.h removes the GIL release from cffi's wrappers; if a cffi release renamed the
+    # macros it redefines, this call (made through the same kind of wrapper) would report 0.
+    assert lib.nvtxcffi_gil_held() == 1
+
+
+def test_out_of_range_indices_are_ignored():
+    bad = [-1, lib.nvtxcffi_slot_count(), 2**31 - 1]
+    with recorder.capture() as got:
+        for slot in bad:
+            lib.nvtxcffi_push(slot)
+            lib.nvtxcffi_mark(slot)
+            assert lib.nvtxcffi_start(slot) == 0
+            assert lib.nvtxcffi_emit_slot(lib.NVTXCFFI_OP_MARK, slot, 0, 0, 0.0) == 0
+        for domain in (-1, lib.nvtxcffi_domain_count(), 10**6):
+            lib.nvtxcffi_pop(domain)
+            lib.nvtxcffi_end(domain, 1)
+            assert lib.nvtxcffi_emit(lib.NVTXCFFI_OP_MARK, domain, ffi.NULL, 0, 0, 0, 0, 0.0) == 0
+    assert [e for e in got if e.kind in ("push", "pop", "start", "end", "mark")] == []
+
+
+def test_registration_rejects_bad_references():
+    assert lib.nvtxcffi_string_register(10**6, b"x") == -1
+    assert lib.nvtxcffi_string_register(0, ffi.NULL) == -1
+    assert lib.nvtxcffi_slot_create(0, 10**7, 0, 0) == -1
+    assert lib.nvtxcffi_slot_create(-5, -1, 0, 0) == -1
+    assert lib.nvtxcffi_category_name(10**6, 1, b"x") == -1
+
+
+def test_string_of_another_domain_cannot_make_a_slot():
+    first = lib.nvtxcffi_domain_create(b"native-a")
+    second = lib.nvtxcffi_domain_create(b"native-b")
+    string_id = lib.nvtxcffi_string_register(first, b"owned by a")
+    assert lib.nvtxcffi_slot_create(second, string_id, 0, 0) == -1
+    slot = lib.nvtxcffi_slot_create(first, string_id, 0xFF00FF00, 9)
+    with recorder.capture() as got:
+        lib.nvtxcffi_mark(slot)
+    (mark,) = ranges(got, "mark")
+    assert (mark.message, mark.domain, mark.color, mark.category) == ("owned by a", "native-a", 0xFF00FF00, 9)
