@@ -19,6 +19,8 @@ __all__ = ["Domain", "EventAttributes", "RegisteredString", "get_domain", "MAX_R
 
 #: Longer messages are not registered (interned) but sent with each call.
 MAX_REGISTERED_BYTES = 4096
+#: Total UTF-8 bytes of registered messages per process; past it, new messages are sent inline.
+MAX_REGISTERED_TOTAL_BYTES = 16 << 20
 #: Distinct category names per process.
 MAX_CATEGORY_NAMES = 65536
 
@@ -32,6 +34,7 @@ _NO_PAYLOAD = (lib.NVTXCFFI_PAYLOAD_NONE, 0, 0.0)
 _lock = threading.RLock()
 _domains: Dict[Optional[str], "Domain"] = {}
 _category_names = 0
+_registered_bytes = 0
 
 _KEEP = object()  # "argument not given" for the Domain methods' keyword arguments
 
@@ -137,14 +140,18 @@ class Domain:
     # -- preparation (slow path, under the lock) ------------------------------------------------
     def get_registered_string(self, string: str) -> RegisteredString:
         """Register ``string`` in this domain (once) and return its handle object."""
+        global _registered_bytes
         with _lock:
             found = self._strings.get(string)
             if found is not None:
                 return found
             data = to_utf8(string, "message")
             handle = -1
-            if _state.ACTIVE and len(data) <= MAX_REGISTERED_BYTES:
+            if (_state.ACTIVE and len(data) <= MAX_REGISTERED_BYTES
+                    and _registered_bytes + len(data) <= MAX_REGISTERED_TOTAL_BYTES):
                 handle = lib.nvtxcffi_string_register(self._index, data)
+                if handle >= 0:
+                    _registered_bytes += len(data)
             registered = RegisteredString(self, string, handle)
             if handle >= 0:  # only what the bounded C table holds is cached
                 self._strings[string] = registered
