@@ -277,9 +277,10 @@ def test_dropped_events_are_counted_and_reported(tmp_path):
     complete = len(traced.events("X", "r"))
     dropped = other["dropped_events"]
     assert 0 < complete < n and dropped > 0
-    # Every push/pop was either recorded (paired or not) or counted as dropped.
+    # Every push/pop was either recorded (paired or not) or counted as dropped; the drop count may
+    # also include a few definition records (string/domain registrations) made past the bound.
     recorded = 2 * complete + other["unterminated_ranges"] + other["unmatched_pops"]
-    assert recorded + dropped == 2 * n
+    assert 2 * n <= recorded + dropped <= 2 * n + 8
     assert re.search(rf"WARNING: {dropped} event\(s\) were dropped", traced.stdout)
 
 

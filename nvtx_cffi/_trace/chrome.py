@@ -15,6 +15,7 @@ uses CLOCK_MONOTONIC in every process, so processes line up. Events are written 
 >>> tl = Timeline(); tl.marks.append(Mark("hi", None, None, 0xFF00FF00, None, 7, 7, 1500))
 >>> tl.threads.add((7, 7)); tl.process_names[7] = "demo"; tl.start_ns = 1000
 >>> out = io.StringIO(); write_chrome_trace(tl, out)
+1
 >>> [e["ph"] for e in json.loads(out.getvalue())["traceEvents"]]
 ['M', 'M', 'i']
 """

@@ -53,8 +53,9 @@ def write_png(timeline: Timeline, path: str, *, title: str = "NVTX timeline") ->
     ranges = timeline.ranges
     if len(ranges) > MAX_BARS:
         ranges = sorted(ranges, key=lambda r: r.end_ns - r.start_ns, reverse=True)[:MAX_BARS]
+    ranges = sorted(ranges, key=lambda r: r.depth)  # parents first, so nested bars are drawn on top
     max_depth = max((r.depth for r in ranges), default=0)
-    fig_h = 1.2 + 0.45 * max(len(row_keys), 1)
+    fig_h = 1.4 + 0.6 * max(len(row_keys), 1)
     fig, ax = plt.subplots(figsize=(14, fig_h), dpi=100)
     polys, colors, labels = [], [], []
     for r in ranges:
@@ -67,10 +68,10 @@ def write_png(timeline: Timeline, path: str, *, title: str = "NVTX timeline") ->
         polys.append([(x0, y - half), (x1, y - half), (x1, y + half), (x0, y + half)])
         colors.append(hex_color(r.color) or _DEFAULT_COLOR)
         if (x1 - x0) / span_s > 0.04:
-            labels.append(((x0 + x1) / 2, y, r.name))
+            labels.append((x0 + span_s * 2e-3, y - half, r.name))  # top-left: nested labels stack
     ax.add_collection(PolyCollection(polys, facecolors=colors, edgecolors="black", linewidths=0.3))
     for x, y, text in labels[:2000]:
-        ax.text(x, y, text, ha="center", va="center", fontsize=7, clip_on=True)
+        ax.text(x, y, text, ha="left", va="top", fontsize=7, clip_on=True)
     if timeline.marks:
         mx = [(m.time_ns - t0) / 1e9 for m in timeline.marks]
         my = [index[(m.pid, m.tid, "thread")] for m in timeline.marks]
