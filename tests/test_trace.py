@@ -143,8 +143,10 @@ def test_multiprocessing_children_are_merged_with_their_pids(tmp_path, method):
         (m,) = [e for e in means if e["pid"] == g["pid"]]
         assert g["ts"] + g["dur"] <= m["ts"] + 1e-6
         assert main["ts"] <= g["ts"] and m["ts"] + m["dur"] <= main["ts"] + main["dur"] + 1e-6
-    processes = {e["pid"] for e in traced.events("M", "process_name")}
-    assert processes >= child_pids | {main["pid"]}
+    processes = {e["pid"]: e["args"]["name"] for e in traced.events("M", "process_name")}
+    assert processes[main["pid"]] == f"python {example} ({main['pid']})"
+    if method != "forkserver":  # (forkserver children are the server's)
+        assert {processes[pid] for pid in child_pids} == {f"child of {main['pid']} ({pid})" for pid in child_pids}
 
 
 def test_subprocess_of_python_is_traced(tmp_path):

@@ -22,10 +22,9 @@ uses CLOCK_MONOTONIC in every process, so processes line up. Events are written 
 from __future__ import annotations
 
 import json
-import os
-from typing import IO, Any, Callable, Dict, List, Optional
+from typing import IO, Any, Callable, Dict, List, Optional, Tuple
 
-from .model import Range, Timeline
+from .model import Timeline
 
 __all__ = ["write_chrome_trace", "hex_color"]
 
@@ -61,10 +60,6 @@ def _cat(domain: Optional[str], category: Optional[str]) -> str:
     return f"{cat},{category}" if category is not None else cat
 
 
-def _us(ns: int, t0: int) -> float:
-    return round((ns - t0) / 1000.0, 3)
-
-
 def write_chrome_trace(timeline: Timeline, out: IO[str], progress: Optional[Callable[[int, int], None]] = None,
                        extra_metadata: Optional[Dict[str, Any]] = None) -> int:
     """Write ``timeline`` to the text stream ``out``; returns the number of trace events written.
@@ -72,16 +67,18 @@ def write_chrome_trace(timeline: Timeline, out: IO[str], progress: Optional[Call
     ``progress(done, total)`` is called every 65536 events.
     """
     t0 = timeline.start_ns
-    # (time, order, payload): order puts metadata first, and at equal times a begin before the
-    # shorter ranges it encloses (-end) and an async end before a later begin.
-    items: List[tuple] = []
-    for r in timeline.ranges:
-        items.append((r.start_ns, -r.end_ns, r.depth, 0, r))
-        if r.style == "start":
-            items.append((r.end_ns, 0, 0, 1, r))
-    for m in timeline.marks:
-        items.append((m.time_ns, 0, 0, 2, m))
-    items.sort(key=lambda item: item[:4])
+    # Sort keys only (time, order..., index): at equal times a range before the shorter ones it
+    # encloses (-end), then by depth; the index makes keys unique so objects are never compared.
+    ranges = timeline.ranges
+    marks = timeline.marks
+    n_ranges = len(ranges)
+    items: List[tuple] = [(r.start_ns, -r.end_ns, r.depth, i) for i, r in enumerate(ranges)]
+    async_ends = [r for r in ranges if r.style == "start"]  # each also needs its "e" event
+    async_end_at = n_ranges
+    items += [(r.end_ns, 0, 0, async_end_at + i) for i, r in enumerate(async_ends)]
+    marks_at = len(items)
+    items += [(m.time_ns, 0, 0, marks_at + i) for i, m in enumerate(marks)]
+    items.sort()
     total = len(items)
 
     other: Dict[str, Any] = {
@@ -111,37 +108,60 @@ def write_chrome_trace(timeline: Timeline, out: IO[str], progress: Optional[Call
 
     pids = sorted({pid for pid, _ in timeline.threads} | set(timeline.process_names))
     for pid in pids:
-        name = timeline.process_names.get(pid, f"pid {pid}")
+        name = timeline.process_names.get(pid, "process")
         emit({"name": "process_name", "ph": "M", "pid": pid, "tid": pid,
-              "args": {"name": f"{os.path.basename(name) or name} ({pid})"}})
+              "args": {"name": f"{name} ({pid})"}})
     for pid, tid in sorted(timeline.threads | set(timeline.thread_names)):
         name = timeline.thread_names.get((pid, tid))
         if name is None:
             name = "main thread" if tid == pid else f"thread {tid}"
         emit({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}})
 
-    for done, (_t, _o, _d, what, obj) in enumerate(items, 1):
+    # Per-event text from cached fragments: names, categories and colours repeat, times do not.
+    heads: Dict[tuple, Tuple[str, str]] = {}
+
+    def head(ph: str, name: str, domain: Optional[str], category: Optional[str], color: Optional[int]):
+        key = (ph, name, domain, category, color)
+        cached = heads.get(key)
+        if cached is None:
+            extra = ',"s":"t"' if ph == "i" else ""
+            static_args = _dumps(_args(domain, category, color, None))[1:-1]
+            cached = heads[key] = (f'{{"name":{_dumps(name)},"cat":{_dumps(_cat(domain, category))},'
+                                   f'"ph":"{ph}"{extra}', static_args)
+        return cached
+
+    def args_text(static_args: str, payload: Any, unterminated: bool) -> str:
+        parts = [static_args] if static_args else []
+        if payload is not None:
+            parts.append(f'"payload":{_dumps(payload)}')
+        if unterminated:
+            parts.append('"unterminated":true')
+        return ",".join(parts)
+
+    sep = "" if first else ",\n"
+    for done, (_t, _o, _d, index) in enumerate(items, 1):
         if progress is not None and not done & 0xFFFF:
             progress(done, total)
-        if what == 2:
-            emit({"name": obj.name, "cat": _cat(obj.domain, obj.category), "ph": "i", "s": "t",
-                  "ts": _us(obj.time_ns, t0), "pid": obj.pid, "tid": obj.tid,
-                  "args": _args(obj.domain, obj.category, obj.color, obj.payload)})
-            continue
-        r: Range = obj
-        args = _args(r.domain, r.category, r.color, r.payload)
-        if r.unterminated:
-            args["unterminated"] = True
-        if r.style == "push":
-            emit({"name": r.name, "cat": _cat(r.domain, r.category), "ph": "X", "ts": _us(r.start_ns, t0),
-                  "dur": round(r.duration_ns / 1000.0, 3), "pid": r.pid, "tid": r.tid, "args": args})
-        elif what == 0:
-            emit({"name": r.name, "cat": _cat(r.domain, r.category), "ph": "b",
-                  "id2": {"local": f"0x{r.range_id:x}"}, "ts": _us(r.start_ns, t0), "pid": r.pid,
-                  "tid": r.tid, "args": args})
+        if index >= marks_at:
+            m = marks[index - marks_at]
+            prefix, static_args = head("i", m.name, m.domain, m.category, m.color)
+            write(f'{sep}{prefix},"ts":{(m.time_ns - t0) / 1000.0!r},"pid":{m.pid},"tid":{m.tid},'
+                  f'"args":{{{args_text(static_args, m.payload, False)}}}}}')
+        elif index >= async_end_at:
+            r = async_ends[index - async_end_at]
+            prefix, _ = head("e", r.name, r.domain, r.category, r.color)
+            write(f'{sep}{prefix},"id2":{{"local":"0x{r.range_id:x}"}},"ts":{(r.end_ns - t0) / 1000.0!r},'
+                  f'"pid":{r.pid},"tid":{r.end_tid},"args":{{}}}}')
         else:
-            emit({"name": r.name, "cat": _cat(r.domain, r.category), "ph": "e",
-                  "id2": {"local": f"0x{r.range_id:x}"}, "ts": _us(r.end_ns, t0), "pid": r.pid,
-                  "tid": r.end_tid, "args": {}})
+            r = ranges[index]
+            if r.style == "push":
+                prefix, static_args = head("X", r.name, r.domain, r.category, r.color)
+                write(f'{sep}{prefix},"ts":{(r.start_ns - t0) / 1000.0!r},"dur":{(r.end_ns - r.start_ns) / 1000.0!r},'
+                      f'"pid":{r.pid},"tid":{r.tid},"args":{{{args_text(static_args, r.payload, r.unterminated)}}}}}')
+            else:
+                prefix, static_args = head("b", r.name, r.domain, r.category, r.color)
+                write(f'{sep}{prefix},"id2":{{"local":"0x{r.range_id:x}"}},"ts":{(r.start_ns - t0) / 1000.0!r},'
+                      f'"pid":{r.pid},"tid":{r.tid},"args":{{{args_text(static_args, r.payload, r.unterminated)}}}}}')
+        sep = ",\n"
     write("\n]}\n")
     return total

@@ -84,7 +84,7 @@ class Timeline:
     def __init__(self) -> None:
         self.ranges: List[Range] = []
         self.marks: List[Mark] = []
-        #: pid -> process name (executable path or command)
+        #: pid -> process name ("child of <ppid>"; the tracer names the root process by its command)
         self.process_names: Dict[int, str] = {}
         #: (pid, tid) -> thread name
         self.thread_names: Dict[Tuple[int, int], str] = {}
@@ -111,14 +111,16 @@ def build_timeline(events: Iterable[Any], processes: Dict[int, Any], dropped: in
                    progress: Progress = None) -> Timeline:
     """Pair the events (sorted by time, as :func:`nvtx_cffi.recorder.read` returns them) into a Timeline.
 
-    ``processes`` maps pid to the recorder's ``ProcessInfo`` (``path``, ``dropped``, ``thread_names``,
+    ``processes`` maps pid to the recorder's ``ProcessInfo`` (``ppid``, ``dropped``, ``thread_names``,
     ``category_names``); missing entries are fine. ``progress`` is called with the count of events done
     every 65536 events.
     """
     tl = Timeline()
     tl.dropped = dropped
     for pid, info in processes.items():
-        tl.process_names[pid] = getattr(info, "path", None) or f"pid {pid}"
+        # (info.path is the record file; the command line is known only for the root process)
+        ppid = getattr(info, "ppid", 0)
+        tl.process_names[pid] = f"child of {ppid}" if ppid else "process"
         tl.dropped_by_pid[pid] = int(getattr(info, "dropped", 0) or 0)
         for tid, name in (getattr(info, "thread_names", None) or {}).items():
             tl.thread_names[(pid, tid)] = name
@@ -203,7 +205,7 @@ def build_timeline(events: Iterable[Any], processes: Dict[int, Any], dropped: in
         ranges.append(r)
         tl.unterminated += 1
     for pid, _tid in tl.threads:
-        tl.process_names.setdefault(pid, f"pid {pid}")
+        tl.process_names.setdefault(pid, "process")
     tl.start_ns = first or 0
     tl.end_ns = last
     return tl
