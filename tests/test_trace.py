@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import glob
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -16,7 +17,7 @@ import sys
 import textwrap
 
 import pytest
-from trace_check import run_tracer
+from trace_check import run_tracer, validate_chrome_trace
 
 from nvtx_cffi import to_argb
 
@@ -316,6 +317,27 @@ def test_crash_keeps_what_was_recorded(tmp_path, how, signum):
     assert cut["args"]["unterminated"] is True
     assert "1 range(s) were still open" in traced.stdout
     assert f"killed by signal {signum}" in traced.stderr
+
+
+def test_sigterm_to_the_tracer_is_passed_on_and_the_trace_still_written(tmp_path):
+    script = write(tmp_path, "wait.py", """
+        import time
+        import nvtx_cffi as nvtx
+        nvtx.push_range("waiting")
+        print("ready", flush=True)
+        time.sleep(60)
+    """)
+    out = tmp_path / "t.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NVTX_INJECTION", "NVTX_CFFI_RECORD"))}
+    proc = subprocess.Popen([sys.executable, "-m", "nvtx_cffi", "trace", "-o", str(out), script], cwd=str(tmp_path),
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM
+    doc = validate_chrome_trace(json.loads(out.read_text()))
+    (waiting,) = [e for e in doc["traceEvents"] if e["name"] == "waiting"]
+    assert waiting["args"]["unterminated"] is True and "killed by signal 15" in err
 
 
 def test_progress_is_reported_when_forced(tmp_path):

@@ -173,12 +173,13 @@ def _convert(opts: argparse.Namespace, record_dir: str, root_pid: int, root_name
 
         write_png(timeline, png, title=f"NVTX timeline: {root_name}")
     processes = len({pid for pid, _ in timeline.threads})
+    shown = os.path.relpath(output) if output.startswith(os.getcwd() + os.sep) else output
     if not timeline.event_count:
         print(f"{PROG}: no NVTX events were recorded (does the program annotate with NVTX? is NVTX_DISABLE set?)",
               file=sys.stderr)
     elif timeline.dropped and not opts.stats:
         print(f"{PROG}: WARNING: {timeline.dropped} event(s) were dropped (raise --max-bytes)", file=sys.stderr)
-    print(f"{PROG}: wrote {output} ({len(timeline.ranges)} ranges, {len(timeline.marks)} marks, "
+    print(f"{PROG}: wrote {shown} ({len(timeline.ranges)} ranges, {len(timeline.marks)} marks, "
           f"{processes} process(es)); open it at {PERFETTO_URL}", file=sys.stderr)
     if png is not None:
         print(f"{PROG}: wrote {png}", file=sys.stderr)
