@@ -79,3 +79,10 @@ def test_cupy_memory(tmp_path):
                   and v["ts"] <= e["ts"] <= v["ts"] + v["dur"]]
         assert sorted(e["name"] for e in inside) == ["compute", "data generation"]
     assert "done" in traced.stdout
+
+
+@pytest.mark.skipif(_gpu_ready(), reason="CuPy and a GPU are here: test_cupy_memory runs instead")
+def test_cupy_example_skips_cleanly_without_gpu(tmp_path):
+    traced = run_tracer(str(tmp_path), [example("cupy_memory.py"), "--short"])
+    assert traced.returncode == 0, traced.stderr
+    assert traced.stdout.startswith("skipped: ") and traced.events("X") == []
