@@ -1,0 +1,37 @@
+"""``python -m nvtx_cffi``: ``trace`` runs the tracer; anything else is the Profile CLI.
+
+    python -m nvtx_cffi trace [--stats] [-o trace.json] script.py [args...]   # see nvtx_cffi._trace.cli
+    python -m nvtx_cffi [--linenos] script.py [args...]                        # see nvtx_cffi._profile_cli
+
+Both are imported only when asked for, so one's import cost or absence never affects the other.
+"""
+from __future__ import annotations
+
+import sys
+from typing import List, Optional
+
+__all__ = ["main"]
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Dispatch ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv and argv[0] == "trace":
+        from ._trace.cli import main as trace_main
+
+        return trace_main(argv[1:])
+    try:
+        from . import _profile_cli
+    except ModuleNotFoundError as exc:
+        if exc.name != f"{__package__}._profile_cli":
+            raise  # a missing dependency of the Profile CLI is its own bug: show it
+        print("python -m nvtx_cffi: the Profile CLI (python -m nvtx_cffi [--linenos] script.py) is not "
+              "part of this installation; use: python -m nvtx_cffi trace [--stats] script.py [args...]",
+              file=sys.stderr)
+        return 2
+    return _profile_cli.main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

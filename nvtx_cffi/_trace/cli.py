@@ -1,0 +1,239 @@
+"""``python -m nvtx_cffi trace``: run a program with the NVTX recorder, write a Chrome/Perfetto trace.
+
+Usage::
+
+    python -m nvtx_cffi trace [-o trace.json] [--stats] [--png timeline.png] [--] script.py [args...]
+    python -m nvtx_cffi trace [options] -m package.module [args...]
+
+Everything after the script (or ``-m module``) belongs to the program. Exit status: the program's
+(128 + N when a signal N killed it); 2 for the tracer's own usage errors (script not found, output
+not writable, recorder library or matplotlib missing), before the program runs.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+from typing import List, Optional, Tuple
+
+from .chrome import write_chrome_trace
+from .model import build_timeline
+from .progress import Progress
+from .runner import command_for, exit_status, run
+from .stats import format_summary
+
+__all__ = ["main", "TraceError"]
+
+PROG = "python -m nvtx_cffi trace"
+PERFETTO_URL = "https://ui.perfetto.dev"
+
+# Options that take a value: needed to find where the program's command line starts.
+_VALUE_OPTIONS = {"-o", "--output", "--png", "--max-bytes", "--record-dir"}
+_SUFFIXES = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+
+
+class TraceError(Exception):
+    """A usage problem reported as ``error: ...`` with exit status 2, never as a traceback."""
+
+
+def _byte_size(text: str) -> int:
+    """``"4096"``, ``"64k"``, ``"16M"``, ``"2G"`` → bytes (``--max-bytes``)."""
+    value = text.strip().lower().rstrip("b")
+    scale = 1
+    if value and value[-1] in _SUFFIXES:
+        scale = _SUFFIXES[value[-1]]
+        value = value[:-1]
+    try:
+        n = int(value) * scale
+    except ValueError:
+        msg = f"--max-bytes: expected a size like 4096, 64k, 16M or 2G, got {text!r}"
+        raise argparse.ArgumentTypeError(msg) from None
+    if n <= 0:
+        msg = f"--max-bytes must be positive, got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return n
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=PROG,
+        usage=f"{PROG} [options] [--] script.py [args...]\n       {PROG} [options] -m module [args...]",
+        description="Run a Python program with nvtx-cffi's NVTX recorder attached (child processes "
+                    "included) and write its NVTX ranges and marks as a Chrome Trace Event JSON file "
+                    f"for {PERFETTO_URL} or chrome://tracing.",
+        epilog="Exit status: the program's (128+N if signal N killed it); 2 for usage errors.")
+    p.add_argument("-o", "--output", metavar="TRACE.json",
+                   help="trace file to write (default: <script or module name>.trace.json)")
+    p.add_argument("--stats", action="store_true",
+                   help="print a summary table per range name (count, total, avg, median, min, max, stddev)")
+    p.add_argument("--png", metavar="TIMELINE.png", help="also draw a timeline picture (needs matplotlib)")
+    p.add_argument("--max-bytes", type=_byte_size, metavar="SIZE",
+                   help="bound of each process's record file (e.g. 64M); events past it are dropped "
+                        "and counted (default: the recorder's, 4G)")
+    p.add_argument("--record-dir", metavar="DIR",
+                   help="keep the raw per-process recordings in DIR (default: a temporary directory, removed)")
+    p.add_argument("--progress", action="store_true", help="always report conversion progress on stderr")
+    p.add_argument("-m", dest="module", metavar="MODULE", help="run a module, like python -m")
+    return p
+
+
+def _split(argv: List[str]) -> Tuple[List[str], Optional[str], Optional[str], List[str]]:
+    """Split ``argv`` into (tracer options, script, module, program arguments)."""
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            rest = argv[i + 1:]
+            return argv[:i], (rest[0] if rest else None), None, rest[1:]
+        if arg == "-m":
+            if i + 1 >= len(argv):
+                return argv, None, None, []  # argparse reports the missing value
+            return argv[:i], None, argv[i + 1], argv[i + 2:]
+        if arg.startswith("-m") and not arg.startswith("--"):
+            return argv[:i], None, arg[2:], argv[i + 1:]
+        if arg.startswith("-") and arg != "-":
+            if arg in _VALUE_OPTIONS:
+                i += 1  # skip its value
+            i += 1
+            continue
+        return argv[:i], arg, None, argv[i + 1:]
+    return argv, None, None, []
+
+
+def _check_writable(path: str, what: str) -> str:
+    path = os.path.abspath(path)
+    if os.path.isdir(path):
+        msg = f"{what} {path!r} is a directory; give a file name"
+        raise TraceError(msg)
+    parent = os.path.dirname(path)
+    if not os.path.isdir(parent):
+        msg = f"cannot write {what} {path!r}: directory {parent!r} does not exist"
+        raise TraceError(msg)
+    if not os.access(parent, os.W_OK | os.X_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        msg = f"cannot write {what} {path!r}: permission denied"
+        raise TraceError(msg)
+    return path
+
+
+def _recorder_environment(directory: str, max_bytes: Optional[int]) -> dict:
+    try:
+        from .. import recorder
+    except ImportError as exc:
+        msg = f"the NVTX recorder is not available in this nvtx-cffi installation ({exc})"
+        raise TraceError(msg) from None
+    path = recorder.library_path()
+    if not os.path.isfile(path):
+        msg = (f"the NVTX recorder library is missing: {path} (reinstall nvtx-cffi with a C compiler "
+               "available: pip install --force-reinstall --no-binary nvtx-cffi nvtx-cffi)")
+        raise TraceError(msg)
+    return recorder.environment(directory, max_bytes=max_bytes)
+
+
+def _prepare_record_dir(record_dir: Optional[str]) -> Tuple[str, bool]:
+    """The directory the recorder writes to, and whether to remove it afterwards."""
+    if record_dir is None:
+        return tempfile.mkdtemp(prefix="nvtx-cffi-trace-"), True
+    record_dir = os.path.abspath(record_dir)
+    try:
+        os.makedirs(record_dir, exist_ok=True)
+    except OSError as exc:
+        msg = f"cannot create --record-dir {record_dir!r}: {exc.strerror}"
+        raise TraceError(msg) from None
+    if any(name.endswith(".nvtxrec") for name in os.listdir(record_dir)):
+        msg = f"--record-dir {record_dir!r} already holds recordings; use an empty directory"
+        raise TraceError(msg)
+    if not os.access(record_dir, os.W_OK | os.X_OK):
+        msg = f"cannot write to --record-dir {record_dir!r}: permission denied"
+        raise TraceError(msg)
+    return record_dir, False
+
+
+def _convert(opts: argparse.Namespace, record_dir: str, root_pid: int, root_name: str, output: str,
+             png: Optional[str]) -> None:
+    from .. import recorder
+
+    progress = Progress(force=opts.progress)
+    recording = recorder.read(record_dir, progress=lambda done, total: progress.update("reading", done, total))
+    total_events = len(recording.events)
+    timeline = build_timeline(recording.events, recording.processes, recording.dropped,
+                              progress=lambda done: progress.update("pairing", done, total_events))
+    del recording  # the timeline holds what the writers need; let the raw events go
+    if root_pid in timeline.process_names or any(pid == root_pid for pid, _ in timeline.threads):
+        timeline.process_names[root_pid] = root_name
+    with open(output, "w", encoding="utf-8") as out:
+        write_chrome_trace(timeline, out, progress=lambda done, total: progress.update("writing", done, total))
+    progress.done()
+    if opts.stats:
+        sys.stdout.write("\n" + format_summary(timeline))
+        sys.stdout.flush()
+    if png is not None:
+        from .png import write_png
+
+        write_png(timeline, png, title=f"NVTX timeline: {root_name}")
+    processes = len({pid for pid, _ in timeline.threads})
+    shown = os.path.relpath(output) if output.startswith(os.getcwd() + os.sep) else output
+    if not timeline.event_count:
+        print(f"{PROG}: no NVTX events were recorded (does the program annotate with NVTX? is NVTX_DISABLE set?)",
+              file=sys.stderr)
+    elif timeline.dropped and not opts.stats:
+        print(f"{PROG}: WARNING: {timeline.dropped} event(s) were dropped (raise --max-bytes)", file=sys.stderr)
+    print(f"{PROG}: wrote {shown} ({len(timeline.ranges)} ranges, {len(timeline.marks)} marks, "
+          f"{processes} process(es)); open it at {PERFETTO_URL}", file=sys.stderr)
+    if png is not None:
+        print(f"{PROG}: wrote {png}", file=sys.stderr)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Run the tracer with ``argv`` (without the ``trace`` word); returns the exit status."""
+    if argv is None:
+        argv = sys.argv[2:]
+    options, script, module, program_args = _split(list(argv))
+    parser = _parser()
+    opts = parser.parse_args(options)
+    if opts.module is not None:  # "-m" inside the options part only happens without a value
+        module = opts.module
+    if script is None and module is None:
+        parser.error("give a script to run (script.py [args...]) or a module (-m module [args...])")
+    try:
+        if script is not None and not os.path.isfile(script):
+            what = "is a directory, not a script" if os.path.isdir(script) else "not found"
+            msg = f"script {script!r} {what}"
+            raise TraceError(msg)
+        name = module if module is not None else os.path.splitext(os.path.basename(script or ""))[0]
+        output = _check_writable(opts.output or f"{name}.trace.json", "trace")
+        png = _check_writable(opts.png, "PNG") if opts.png else None
+        if png is not None:
+            from .png import _load_pyplot
+
+            try:
+                _load_pyplot()
+            except RuntimeError as exc:
+                raise TraceError(str(exc)) from None
+        record_dir, remove = _prepare_record_dir(opts.record_dir)
+    except TraceError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        try:
+            env = _recorder_environment(record_dir, opts.max_bytes)
+        except TraceError as exc:
+            print(f"{PROG}: error: {exc}", file=sys.stderr)
+            return 2
+        command = command_for(sys.executable, script, module, program_args)
+        root_pid, returncode = run(command, env)
+        status = exit_status(returncode)
+        if returncode < 0:
+            print(f"{PROG}: the program was killed by signal {-returncode}; writing what it recorded",
+                  file=sys.stderr)
+        root_name = " ".join(["python", "-m", module] if module else ["python", script or ""])
+        try:
+            _convert(opts, record_dir, root_pid, root_name, output, png)
+        except (OSError, RuntimeError) as exc:
+            print(f"{PROG}: error: could not write the trace: {exc}", file=sys.stderr)
+            return status or 2
+        return status
+    finally:
+        if remove:
+            shutil.rmtree(record_dir, ignore_errors=True)
