@@ -246,9 +246,12 @@ class _Engine:
         self.filter = _Filter(profile.include, profile.exclude)
         self.domain = get_domain(profile.domain)
         self.domain_index = self.domain._index
-        self.slots: Dict[object, int] = {}        # code -> C slot (annotated, fast path)
-        self.inline: Dict[object, object] = {}    # code -> EventAttributes without a C slot
-        self.excluded: Set[object] = set()        # codes the filters reject
+        # Keyed by id(code): hashing a code object hashes its names and constants on every call,
+        # id() is one cheap call. ``keep`` holds the codes so that their ids are never reused.
+        self.slots: Dict[int, int] = {}           # id(code) -> C slot (annotated, fast path)
+        self.inline: Dict[int, object] = {}       # id(code) -> EventAttributes without a C slot
+        self.excluded: Set[int] = set()           # ids of codes the filters reject
+        self.keep: Dict[int, object] = {}         # id(code) -> code
         self.cslots: Dict[str, int] = {}          # C function name -> C slot
         self.snapshot: Dict[int, object] = {}     # frames running at enable(): they never pushed
         self.overflow = False                     # MAX_CACHED_CODES reached: some codes uncached
@@ -267,32 +270,33 @@ class _Engine:
 
     def classify(self, code) -> bool:
         """First sighting of ``code``: decide and cache. True when its calls get ranges."""
+        key = id(code)
         with self.lock:
-            if code in self.slots or code in self.inline:
+            if key in self.slots or key in self.inline:
                 return True
-            if code in self.excluded:
+            if key in self.excluded:
                 return False
+            if len(self.keep) >= MAX_CACHED_CODES:
+                self.overflow = True
+                return self.filter.accepts(code)
+            self.keep[key] = code
             if not self.filter.accepts(code):
-                if len(self.excluded) < MAX_CACHED_CODES:
-                    self.excluded.add(code)
+                self.excluded.add(key)
                 return False
             attrs = self.attributes(self.message(code))
-            if len(self.slots) + len(self.inline) < MAX_CACHED_CODES:
-                if attrs.fast_slot >= 0:
-                    self.slots[code] = attrs.fast_slot
-                else:
-                    self.inline[code] = attrs
+            if attrs.fast_slot >= 0:
+                self.slots[key] = attrs.fast_slot
             else:
-                self.overflow = True
+                self.inline[key] = attrs
             return True
 
     def push_code(self, code) -> None:
         """Open the range of an accepted ``code`` that the fast path did not find."""
-        slot = self.slots.get(code)
+        slot = self.slots.get(id(code))
         if slot is not None:
             lib.nvtxcffi_push(slot)
             return
-        attrs = self.inline.get(code) or self.attributes(self.message(code))
+        attrs = self.inline.get(id(code)) or self.attributes(self.message(code))
         if attrs.fast_slot >= 0:
             lib.nvtxcffi_push(attrs.fast_slot)
         else:
@@ -307,9 +311,10 @@ class _Engine:
 
     def annotated(self, code) -> bool:
         """Does a call of ``code`` open a range? (Return side of codes missing from ``slots``.)"""
-        if code in self.slots or code in self.inline:
+        key = id(code)
+        if key in self.slots or key in self.inline:
             return True
-        return self.overflow and code not in self.excluded and self.filter.accepts(code)
+        return self.overflow and key not in self.excluded and self.filter.accepts(code)
 
     def cfunc_push(self, func) -> None:
         """Open the range of C function ``func``, named after its ``__name__`` as in nvtx."""
@@ -329,9 +334,10 @@ class _Engine:
 
     def caller_ok(self, code) -> bool:
         """C functions are annotated when the code calling them is accepted."""
-        if code in self.excluded or code.co_filename in _OWN_FILES:
+        key = id(code)
+        if key in self.excluded or code.co_filename in _OWN_FILES:
             return False
-        return code in self.slots or code in self.inline or self.filter.accepts(code)
+        return key in self.slots or key in self.inline or self.filter.accepts(code)
 
     def take_snapshot(self) -> None:
         # Frames already running never opened a range; their returns must not count as open.
@@ -344,7 +350,8 @@ class _Engine:
         """Ranges this profile opened for ``frame`` and its callers (still running)."""
         count = 0
         while frame is not None:
-            if id(frame) not in self.snapshot and (frame.f_code in self.slots or frame.f_code in self.inline):
+            if id(frame) not in self.snapshot and (id(frame.f_code) in self.slots
+                                                   or id(frame.f_code) in self.inline):
                 count += 1
             frame = frame.f_back
         return count
@@ -429,39 +436,42 @@ class _MonitoringEngine(_Engine):
         slots, inline, excluded = self.slots, self.inline, self.excluded
         push, pop, dom = lib.nvtxcffi_push, lib.nvtxcffi_pop, self.domain_index
         first, annotated, classify, push_code = self.first, self.annotated, self.classify, self.push_code
+        id_ = id
 
         if self.max_depth is None:
             # The fast path: a dict lookup and one C call per event.
             def on_start(code, offset):
                 try:
-                    push(slots[code])
+                    push(slots[id_(code)])
                 except KeyError:
                     if not first(code):
                         return DISABLE  # never again for this code: excluded code runs at full speed
 
             def on_throw(code, offset, exc):  # PY_THROW cannot be disabled
                 try:
-                    push(slots[code])
+                    push(slots[id_(code)])
                 except KeyError:
                     first(code)
 
             def on_return(code, offset, value):
-                if code in slots:
+                key = id_(code)
+                if key in slots:
                     pop(dom)
-                elif code in excluded:
+                elif key in excluded:
                     return DISABLE
                 elif annotated(code):
                     pop(dom)
 
             def on_unwind(code, offset, exc):  # PY_UNWIND cannot be disabled
-                if code in slots or annotated(code):
+                if id_(code) in slots or annotated(code):
                     pop(dom)
         else:
             limit = self.max_depth
             depth_of = self.depth_of
 
             def enter(code) -> bool:
-                if code not in slots and code not in inline and not classify(code):
+                key = id_(code)
+                if key not in slots and key not in inline and not classify(code):
                     return False
                 depth = depth_of()
                 depth[0] += 1
@@ -470,7 +480,7 @@ class _MonitoringEngine(_Engine):
                 return True
 
             def leave(code) -> None:
-                if code in slots or annotated(code):
+                if id_(code) in slots or annotated(code):
                     depth = depth_of()
                     if depth[0] > 0:  # 0: a call that was already running at enable()
                         if depth[0] <= limit:
@@ -485,7 +495,7 @@ class _MonitoringEngine(_Engine):
                 enter(code)
 
             def on_return(code, offset, value):
-                if code in excluded:
+                if id_(code) in excluded:
                     return DISABLE
                 leave(code)
 
@@ -502,19 +512,19 @@ class _MonitoringEngine(_Engine):
         }
 
         if self.cfuncs:
-            cfunc_push, caller_ok = self.cfunc_push, self.caller_ok
-            c_types = _C_TYPES
-            callers: Set[object] = set()  # caller codes already accepted
-
             limit = self.max_depth
             depth_of = self.depth_of
+            cfunc_push, caller_ok = self.cfunc_push, self.caller_ok
+            c_types = _C_TYPES
+            callers: Set[int] = set()  # ids of caller codes already accepted (kept alive in keep)
+            keep = self.keep
 
             def on_call(code, offset, func, arg0):
-                if code not in callers:
+                if id_(code) not in callers:
                     if not caller_ok(code):
                         return DISABLE  # no C calls watched in excluded code from now on
-                    if len(callers) < MAX_CACHED_CODES:
-                        callers.add(code)
+                    if id_(code) in keep:
+                        callers.add(id_(code))
                 if type(func) in c_types:
                     if depth_of is not None:
                         depth = depth_of()
@@ -524,7 +534,7 @@ class _MonitoringEngine(_Engine):
                     cfunc_push(func)
 
             def on_c_return(code, offset, func, arg0):  # C_RETURN/C_RAISE cannot be disabled
-                if type(func) in c_types and (code in callers or caller_ok(code)):
+                if type(func) in c_types and (id_(code) in callers or caller_ok(code)):
                     if depth_of is not None:
                         depth = depth_of()
                         if depth[0] <= 0:
@@ -580,20 +590,22 @@ class _SetprofileEngine(_Engine):
                 return
             if event == "call":
                 code = frame.f_code
+                key = id(code)
                 if depth_of is None:
                     try:
-                        push(slots[code])
+                        push(slots[key])
                     except KeyError:
-                        if code not in excluded:
+                        if key not in excluded:
                             first(code)
-                elif code in slots or code in inline or (code not in excluded and classify(code)):
+                elif key in slots or key in inline or (key not in excluded and classify(code)):
                     depth = depth_of()
                     depth[0] += 1
                     if depth[0] <= limit:
                         push_code(code)
             elif event == "return":
                 code = frame.f_code
-                if code in slots or (code not in excluded and annotated(code)):
+                key = id(code)
+                if key in slots or (key not in excluded and annotated(code)):
                     if id(frame) in snapshot:
                         return  # running before enable(): it opened nothing
                     if depth_of is not None:
