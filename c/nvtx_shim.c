@@ -279,3 +279,33 @@ void nvtxcffi_name_os_thread(uint32_t os_thread_id, const char *name)
     if (name != NULL)
         nvtxNameOsThreadA(os_thread_id, name);
 }
+
+/* ---- CUDA resource naming ----------------------------------------------------------------------
+ * nvToolsExtCuda.h includes "cuda.h" only for the four handle types; c/cuda.h (found through the
+ * shim's include path) declares exactly those, binary-compatible with the toolkit's, so the shim
+ * builds on machines without CUDA. A name reaches the tool as is; NVTX never dereferences handles. */
+#include <nvtx3/nvToolsExtCuda.h>
+
+void nvtxcffi_name_cuda_device(int device, const char *name)
+{
+    if (name != NULL)
+        nvtxNameCuDeviceA((CUdevice)device, name);
+}
+
+void nvtxcffi_name_cuda_context(uintptr_t context, const char *name)
+{
+    if (name != NULL)
+        nvtxNameCuContextA((CUcontext)context, name);
+}
+
+void nvtxcffi_name_cuda_stream(uintptr_t stream, const char *name)
+{
+    if (name != NULL)
+        nvtxNameCuStreamA((CUstream)stream, name);
+}
+
+void nvtxcffi_name_cuda_event(uintptr_t event, const char *name)
+{
+    if (name != NULL)
+        nvtxNameCuEventA((CUevent)event, name);
+}

@@ -67,4 +67,13 @@ uint64_t nvtxcffi_emit(int op, int domain, const char *message, uint32_t color, 
 uint32_t nvtxcffi_os_thread_id(void);
 void nvtxcffi_name_os_thread(uint32_t os_thread_id, const char *name);
 
+/* ---- CUDA resource naming (nvToolsExtCuda.h) ---------------------------------------------------
+ * Handles travel as integers so that neither this header nor the cdef needs CUDA's types:
+ * a device is its ordinal (CUdevice is an int), contexts, streams and events are pointers.
+ * The shim builds without the CUDA toolkit (see c/cuda.h). */
+void nvtxcffi_name_cuda_device(int device, const char *name);
+void nvtxcffi_name_cuda_context(uintptr_t context, const char *name);
+void nvtxcffi_name_cuda_stream(uintptr_t stream, const char *name);
+void nvtxcffi_name_cuda_event(uintptr_t event, const char *name);
+
 #endif

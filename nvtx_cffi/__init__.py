@@ -16,6 +16,9 @@ from ._annotate import annotate
 from ._colors import to_argb
 from ._domain import Domain, EventAttributes, RegisteredString, get_domain
 from ._ranges import RangeId, end_range, mark, pop_range, push_range, start_range
+from ._profile import Profile
+from ._cuda import name_cuda_context, name_cuda_device, name_cuda_event, name_cuda_stream
+from . import _threads
 
 __all__ = [
     "annotate",
@@ -32,7 +35,15 @@ __all__ = [
     "enabled",
     "tool_attached",
     "to_argb",
+    "Profile",
+    "name_cuda_stream",
+    "name_cuda_device",
+    "name_cuda_event",
+    "name_cuda_context",
 ]
+
+# Name Python threads in NVTX (existing ones now, new ones at start, renames); only with a tool.
+_threads.install()
 
 __version__ = "0.1.0"
 

@@ -1,0 +1,644 @@
+"""``Profile``: one NVTX range per Python (and C) function call, without touching the code.
+
+Compatible with nvtx 0.2.x's ``nvtx.Profile``: domain ``"nvtx.py"``, colour blue, messages
+``"file.py:lineno(name)"`` with ``linenos`` (basename of the file, the function's first line, its
+``co_name``) or the plain name without; C functions appear under their ``__name__``.
+
+Two engines, picked once per interpreter:
+
+* Python 3.12+ (CPython): :mod:`sys.monitoring` (PEP 669) under a tool id of its own. It covers every
+  thread, including threads that were already running at :meth:`Profile.enable`. Code that the
+  filters reject is switched off for good at its first call (``sys.monitoring.DISABLE``), so
+  excluded code runs at full speed afterwards.
+* Python 3.9-3.11 and PyPy: ``sys.setprofile`` for the calling thread and ``threading.setprofile``
+  for threads started afterwards. Threads already running at ``enable()`` are not profiled (Python
+  offers no way to install a profile function on another running thread).
+
+Per code object the message is built and registered once and its prepared C attribute slot kept,
+so a call costs a dict lookup and one C call (nvtx formats and registers the string on every
+call). Generators and coroutines close their range at each ``yield``/``await`` and reopen it on
+resumption; exceptions close it on the way out, so ranges stay balanced on every thread.
+
+Without an NVTX tool (or with ``NVTX_DISABLE``), ``enable()`` and ``disable()`` do nothing.
+"""
+from __future__ import annotations
+
+import fnmatch
+import os
+import sys
+import threading
+import warnings
+from typing import Dict, Iterable, List, Optional, Sequence, Set, Union
+
+from . import _state
+from ._domain import OP_PUSH, get_domain
+from ._native import lib
+
+__all__ = ["Profile", "MONITORING"]
+
+#: The engine in use: ``sys.monitoring`` (CPython 3.12+) rather than ``sys.setprofile``.
+MONITORING: bool = hasattr(sys, "monitoring") and sys.implementation.name == "cpython"
+
+#: nvtx's domain and colour for automatic annotations (kept for drop-in compatibility).
+DEFAULT_DOMAIN = "nvtx.py"
+_COLOR = 0x0000FF
+
+#: Code objects whose decision is cached; beyond it new code takes the slow path on every call.
+MAX_CACHED_CODES = 1 << 18
+
+#: Tool ids tried in order (3 and 4 are free by convention; 2 is PROFILER_ID, used by cProfile).
+_TOOL_IDS = (4, 3)
+_TOOL_NAME = "nvtx_cffi.Profile"
+
+# The profiler never annotates itself.
+_OWN_FILES = frozenset(
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
+    for name in ("_profile.py", "_profile_cli.py")
+)
+
+_C_TYPES = (type(len), type(list.append))  # builtin_function_or_method, method_descriptor
+
+_enabled_lock = threading.Lock()
+_enabled_profile: Optional["Profile"] = None
+
+Patterns = Union[str, Iterable[str], None]
+
+
+def _patterns(value: Patterns, argument: str) -> tuple:
+    if value is None:
+        return ()
+    items = [value] if isinstance(value, str) else value
+    try:
+        items = tuple(items)
+    except TypeError:
+        msg = f"{argument} must be a str, an iterable of str or None, not {type(value).__name__}"
+        raise TypeError(msg) from None
+    for item in items:
+        if not isinstance(item, str):
+            msg = f"{argument} must contain str patterns, not {type(item).__name__}"
+            raise TypeError(msg)
+        if not item:
+            msg = f"{argument} must not contain an empty pattern"
+            raise ValueError(msg)
+    return items
+
+
+class _Filter:
+    """Which code objects get ranges: include/exclude patterns against module name and file.
+
+    A pattern matches a module and its submodules (``"json"`` matches ``json.decoder``), or is a
+    glob matched against the module name (``"my*"``) and the file name (``"*/site-packages/*"``).
+    Code without a module file (``python -c``, ``exec``) is matched by its file name only,
+    e.g. ``"<string>"``.
+    """
+
+    def __init__(self, include: tuple, exclude: tuple) -> None:
+        self.include = include
+        self.exclude = exclude
+        self._modules: Dict[str, str] = {}
+        self._modules_seen: tuple = ()
+
+    def _module_of(self, filename: str) -> Optional[str]:
+        if filename.startswith("<frozen "):
+            return filename[8:-1]
+        found = self._modules.get(filename)
+        # Rescan sys.modules when it changed (runpy swaps __main__ without changing its size).
+        seen = (len(sys.modules), id(sys.modules.get("__main__")))
+        if found is None and seen != self._modules_seen:
+            self._modules_seen = seen
+            for name, module in list(sys.modules.items()):
+                path = getattr(module, "__file__", None)
+                if isinstance(path, str):
+                    self._modules.setdefault(path, name)
+                    self._modules.setdefault(os.path.abspath(path), name)
+            main_path = getattr(sys.modules.get("__main__"), "__file__", None)
+            if isinstance(main_path, str):
+                self._modules[main_path] = self._modules[os.path.abspath(main_path)] = "__main__"
+            found = self._modules.get(filename)
+        return found
+
+    @staticmethod
+    def _matches(pattern: str, module: Optional[str], filename: str) -> bool:
+        if module is not None and (module == pattern or module.startswith(pattern + ".")
+                                   or fnmatch.fnmatchcase(module, pattern)):
+            return True
+        return fnmatch.fnmatchcase(filename, pattern)
+
+    def accepts(self, code) -> bool:
+        filename = code.co_filename
+        if filename in _OWN_FILES:
+            return False
+        if not self.include and not self.exclude:
+            return True
+        module = self._module_of(filename)
+        if self.include and not any(self._matches(p, module, filename) for p in self.include):
+            return False
+        return not any(self._matches(p, module, filename) for p in self.exclude)
+
+
+class Profile:
+    """Annotate every function call with an NVTX range while enabled (nvtx-compatible).
+
+    Parameters
+    ----------
+    linenos
+        Messages ``"file.py:lineno(name)"`` (``True``, nvtx's default) or the bare function name.
+    annotate_cfuncs
+        Also annotate builtin and C-extension functions (under their ``__name__``), when called
+        from code that the filters accept.
+    include, exclude
+        Module names (a name covers its submodules) or globs over module names and file paths.
+        With ``include``, only matching code is annotated; ``exclude`` wins over ``include``.
+    max_depth
+        Annotate at most this many nested Profile ranges per thread (``None``: no limit).
+    domain
+        NVTX domain of the ranges (nvtx uses ``"nvtx.py"``).
+
+    >>> import nvtx_cffi
+    >>> with nvtx_cffi.Profile(linenos=False, include="mypackage"):
+    ...     pass  # calls into mypackage appear as ranges named after the functions
+    """
+
+    def __init__(self, linenos: bool = True, annotate_cfuncs: bool = True, *, include: Patterns = None,
+                 exclude: Patterns = None, max_depth: Optional[int] = None,
+                 domain: str = DEFAULT_DOMAIN) -> None:
+        if max_depth is not None and (isinstance(max_depth, bool) or not isinstance(max_depth, int)):
+            msg = f"max_depth must be a positive int or None, not {type(max_depth).__name__}"
+            raise TypeError(msg)
+        if max_depth is not None and max_depth < 1:
+            msg = f"max_depth must be a positive int or None, not {max_depth}"
+            raise ValueError(msg)
+        if not isinstance(domain, str):
+            msg = f"domain must be a str, not {type(domain).__name__}"
+            raise TypeError(msg)
+        self.linenos = bool(linenos)
+        self.annotate_cfuncs = bool(annotate_cfuncs)
+        self.include = _patterns(include, "include")
+        self.exclude = _patterns(exclude, "exclude")
+        self.max_depth = max_depth
+        self.domain = domain
+        self._engine: Optional[_Engine] = None
+
+    @property
+    def enabled(self) -> bool:
+        """Whether this profile is currently annotating calls."""
+        return self._engine is not None
+
+    def enable(self) -> None:
+        """Start annotating function calls (does nothing without an NVTX tool).
+
+        Only one Profile can be enabled at a time; enabling an enabled one does nothing.
+        """
+        global _enabled_profile
+        if not _state.ACTIVE or self._engine is not None:
+            return
+        with _enabled_lock:
+            if _enabled_profile is not None:
+                msg = "another nvtx_cffi.Profile is enabled; disable it first"
+                raise RuntimeError(msg)
+            engine = (_MonitoringEngine if MONITORING else _SetprofileEngine)(self)
+            engine.start()
+            self._engine = engine
+            _enabled_profile = self
+
+    def disable(self) -> int:
+        """Stop annotating and close the ranges still open on this thread.
+
+        Returns the number of ranges left open on other threads (their function calls are still
+        running and this thread cannot close another thread's ranges), and warns when it is not 0.
+        With the ``sys.setprofile`` engine, other threads close theirs at their next call event.
+        """
+        global _enabled_profile
+        engine = self._engine
+        if engine is None:
+            return 0
+        with _enabled_lock:
+            self._engine = None
+            _enabled_profile = None
+            left = engine.stop()
+        if left:
+            detail = ", ".join(f"{name}: {count}" for name, count in sorted(left.items()))
+            warnings.warn(f"nvtx_cffi.Profile.disable() could not close ranges open on other threads "
+                          f"({detail})", RuntimeWarning, stacklevel=2)
+        return sum(left.values())
+
+    def __enter__(self) -> "Profile":
+        self.enable()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.disable()
+
+    def __repr__(self) -> str:
+        return (f"Profile(linenos={self.linenos}, annotate_cfuncs={self.annotate_cfuncs}, "
+                f"include={self.include!r}, exclude={self.exclude!r}, max_depth={self.max_depth}, "
+                f"domain={self.domain!r})")
+
+
+class _Engine:
+    """State shared by both engines: the per-code cache, messages, and range bookkeeping."""
+
+    def __init__(self, profile: Profile) -> None:
+        self.profile = profile
+        self.linenos = profile.linenos
+        self.cfuncs = profile.annotate_cfuncs
+        self.max_depth = profile.max_depth
+        self.filter = _Filter(profile.include, profile.exclude)
+        self.domain = get_domain(profile.domain)
+        self.domain_index = self.domain._index
+        # Keyed by id(code): hashing a code object hashes its names and constants on every call,
+        # id() is one cheap call. ``keep`` holds the codes so that their ids are never reused.
+        self.slots: Dict[int, int] = {}           # id(code) -> C slot (annotated, fast path)
+        self.inline: Dict[int, object] = {}       # id(code) -> EventAttributes without a C slot
+        self.excluded: Set[int] = set()           # ids of codes the filters reject
+        self.keep: Dict[int, object] = {}         # id(code) -> code
+        self.cslots: Dict[str, int] = {}          # C function name -> C slot
+        self.snapshot: Dict[int, object] = {}     # frames running at enable(): they never pushed
+        self.overflow = False                     # MAX_CACHED_CODES reached: some codes uncached
+        # Per-thread nesting for max_depth, shared by Python and C calls (None: no limit, no cost).
+        self.depth_of = _depth_counter() if profile.max_depth is not None else None
+        self.lock = threading.Lock()
+
+    # -- messages and slots (slow path, once per code object) ---------------------------------
+    def message(self, code) -> str:
+        if self.linenos:
+            return f"{os.path.basename(code.co_filename)}:{code.co_firstlineno}({code.co_name})"
+        return code.co_name
+
+    def attributes(self, message: str):
+        return self.domain.get_event_attributes(message=message, color=_COLOR)
+
+    def classify(self, code) -> bool:
+        """First sighting of ``code``: decide and cache. True when its calls get ranges."""
+        key = id(code)
+        with self.lock:
+            if key in self.slots or key in self.inline:
+                return True
+            if key in self.excluded:
+                return False
+            if len(self.keep) >= MAX_CACHED_CODES:
+                self.overflow = True
+                return self.filter.accepts(code)
+            self.keep[key] = code
+            if not self.filter.accepts(code):
+                self.excluded.add(key)
+                return False
+            attrs = self.attributes(self.message(code))
+            if attrs.fast_slot >= 0:
+                self.slots[key] = attrs.fast_slot
+            else:
+                self.inline[key] = attrs
+            return True
+
+    def push_code(self, code) -> None:
+        """Open the range of an accepted ``code`` that the fast path did not find."""
+        slot = self.slots.get(id(code))
+        if slot is not None:
+            lib.nvtxcffi_push(slot)
+            return
+        attrs = self.inline.get(id(code)) or self.attributes(self.message(code))
+        if attrs.fast_slot >= 0:
+            lib.nvtxcffi_push(attrs.fast_slot)
+        else:
+            attrs._emit(OP_PUSH)
+
+    def first(self, code) -> bool:
+        """Slow path of a call: classify ``code`` and open its range. False when excluded."""
+        if not self.classify(code):
+            return False
+        self.push_code(code)
+        return True
+
+    def annotated(self, code) -> bool:
+        """Does a call of ``code`` open a range? (Return side of codes missing from ``slots``.)"""
+        key = id(code)
+        if key in self.slots or key in self.inline:
+            return True
+        return self.overflow and key not in self.excluded and self.filter.accepts(code)
+
+    def cfunc_push(self, func) -> None:
+        """Open the range of C function ``func``, named after its ``__name__`` as in nvtx."""
+        name = getattr(func, "__name__", None)
+        if not isinstance(name, str):
+            name = type(func).__name__
+        slot = self.cslots.get(name)
+        if slot is None:
+            slot = self.attributes(name).fast_slot
+            with self.lock:
+                if len(self.cslots) < MAX_CACHED_CODES:
+                    self.cslots[name] = slot
+        if slot >= 0:
+            lib.nvtxcffi_push(slot)
+        else:
+            self.attributes(name)._emit(OP_PUSH)
+
+    def caller_ok(self, code) -> bool:
+        """C functions are annotated when the code calling them is accepted."""
+        key = id(code)
+        if key in self.excluded or code.co_filename in _OWN_FILES:
+            return False
+        return key in self.slots or key in self.inline or self.filter.accepts(code)
+
+    def take_snapshot(self) -> None:
+        # Frames already running never opened a range; their returns must not count as open.
+        for frame in sys._current_frames().values():
+            while frame is not None:
+                self.snapshot[id(frame)] = frame
+                frame = frame.f_back
+
+    def open_on(self, frame) -> int:
+        """Ranges this profile opened for ``frame`` and its callers (still running)."""
+        count = 0
+        while frame is not None:
+            if id(frame) not in self.snapshot and (id(frame.f_code) in self.slots
+                                                   or id(frame.f_code) in self.inline):
+                count += 1
+            frame = frame.f_back
+        return count
+
+    def close_current_thread(self, frame) -> None:
+        depth = self.open_on(frame)
+        if self.max_depth is not None:
+            depth = min(depth, self.max_depth)
+        for _ in range(depth):
+            lib.nvtxcffi_pop(self.domain_index)
+
+    def open_elsewhere(self) -> Dict[str, int]:
+        names = {t.ident: t.name for t in threading.enumerate()}
+        me = threading.get_ident()
+        left = {}
+        for ident, frame in sys._current_frames().items():
+            if ident == me:
+                continue
+            count = self.open_on(frame)
+            if self.max_depth is not None:
+                count = min(count, self.max_depth)
+            if count:
+                left[names.get(ident, f"thread {ident}")] = count
+        return left
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> Dict[str, int]:
+        raise NotImplementedError
+
+
+def _depth_counter():
+    """Per-thread nesting counter for ``max_depth`` (only built when a limit is set)."""
+    local = threading.local()
+
+    def get() -> List[int]:
+        try:
+            return local.depth
+        except AttributeError:
+            local.depth = [0]
+            return local.depth
+    return get
+
+
+class _MonitoringEngine(_Engine):
+    """CPython 3.12+: ``sys.monitoring`` callbacks under a tool id of our own."""
+
+    def start(self) -> None:
+        mon = sys.monitoring
+        for tool in _TOOL_IDS:
+            if mon.get_tool(tool) is None:
+                mon.use_tool_id(tool, _TOOL_NAME)
+                self.tool = tool
+                break
+        else:
+            msg = f"no free sys.monitoring tool id among {_TOOL_IDS} for nvtx_cffi.Profile"
+            raise RuntimeError(msg)
+        callbacks = self.callbacks()
+        mask = 0
+        for event, callback in callbacks.items():
+            mon.register_callback(self.tool, event, callback)
+            mask |= event
+        self.registered = tuple(callbacks)
+        self.take_snapshot()
+        mon.set_events(self.tool, mask)
+
+    def stop(self) -> Dict[str, int]:
+        mon = sys.monitoring
+        mon.set_events(self.tool, 0)
+        for event in self.registered:
+            mon.register_callback(self.tool, event, None)
+        mon.free_tool_id(self.tool)
+        self.close_current_thread(sys._getframe())
+        left = self.open_elsewhere()
+        self.snapshot.clear()
+        return left
+
+    def callbacks(self) -> dict:
+        ev = sys.monitoring.events
+        DISABLE = sys.monitoring.DISABLE  # noqa: N806
+        slots, inline, excluded = self.slots, self.inline, self.excluded
+        push, pop, dom = lib.nvtxcffi_push, lib.nvtxcffi_pop, self.domain_index
+        first, annotated, classify, push_code = self.first, self.annotated, self.classify, self.push_code
+        id_ = id
+
+        if self.max_depth is None:
+            # The fast path: a dict lookup and one C call per event.
+            def on_start(code, offset):
+                try:
+                    push(slots[id_(code)])
+                except KeyError:
+                    if not first(code):
+                        return DISABLE  # never again for this code: excluded code runs at full speed
+
+            def on_throw(code, offset, exc):  # PY_THROW cannot be disabled
+                try:
+                    push(slots[id_(code)])
+                except KeyError:
+                    first(code)
+
+            def on_return(code, offset, value):
+                key = id_(code)
+                if key in slots:
+                    pop(dom)
+                elif key in excluded:
+                    return DISABLE
+                elif annotated(code):
+                    pop(dom)
+
+            def on_unwind(code, offset, exc):  # PY_UNWIND cannot be disabled
+                if id_(code) in slots or annotated(code):
+                    pop(dom)
+        else:
+            limit = self.max_depth
+            depth_of = self.depth_of
+
+            def enter(code) -> bool:
+                key = id_(code)
+                if key not in slots and key not in inline and not classify(code):
+                    return False
+                depth = depth_of()
+                depth[0] += 1
+                if depth[0] <= limit:
+                    push_code(code)
+                return True
+
+            def leave(code) -> None:
+                if id_(code) in slots or annotated(code):
+                    depth = depth_of()
+                    if depth[0] > 0:  # 0: a call that was already running at enable()
+                        if depth[0] <= limit:
+                            pop(dom)
+                        depth[0] -= 1
+
+            def on_start(code, offset):
+                if not enter(code):
+                    return DISABLE
+
+            def on_throw(code, offset, exc):
+                enter(code)
+
+            def on_return(code, offset, value):
+                if id_(code) in excluded:
+                    return DISABLE
+                leave(code)
+
+            def on_unwind(code, offset, exc):
+                leave(code)
+
+        callbacks = {
+            ev.PY_START: on_start,
+            ev.PY_RESUME: on_start,
+            ev.PY_THROW: on_throw,
+            ev.PY_RETURN: on_return,
+            ev.PY_YIELD: on_return,
+            ev.PY_UNWIND: on_unwind,
+        }
+
+        if self.cfuncs:
+            limit = self.max_depth
+            depth_of = self.depth_of
+            cfunc_push, caller_ok = self.cfunc_push, self.caller_ok
+            c_types = _C_TYPES
+            callers: Set[int] = set()  # ids of caller codes already accepted (kept alive in keep)
+            keep = self.keep
+
+            def on_call(code, offset, func, arg0):
+                if id_(code) not in callers:
+                    if not caller_ok(code):
+                        return DISABLE  # no C calls watched in excluded code from now on
+                    if id_(code) in keep:
+                        callers.add(id_(code))
+                if type(func) in c_types:
+                    if depth_of is not None:
+                        depth = depth_of()
+                        depth[0] += 1
+                        if depth[0] > limit:
+                            return
+                    cfunc_push(func)
+
+            def on_c_return(code, offset, func, arg0):  # C_RETURN/C_RAISE cannot be disabled
+                if type(func) in c_types and (id_(code) in callers or caller_ok(code)):
+                    if depth_of is not None:
+                        depth = depth_of()
+                        if depth[0] <= 0:
+                            return
+                        depth[0] -= 1
+                        if depth[0] >= limit:
+                            return
+                    pop(dom)
+
+            callbacks[ev.CALL] = on_call
+            callbacks[ev.C_RETURN] = on_c_return
+            callbacks[ev.C_RAISE] = on_c_return
+        return callbacks
+
+
+class _SetprofileEngine(_Engine):
+    """CPython 3.9-3.11 and PyPy: ``sys.setprofile`` here, ``threading.setprofile`` for new threads."""
+
+    def start(self) -> None:
+        self.on = True
+        self.previous = (sys.getprofile(), _threading_getprofile())
+        hook = self.make_hook()
+        self.take_snapshot()
+        threading.setprofile(hook)
+        sys.setprofile(hook)
+
+    def stop(self) -> Dict[str, int]:
+        sys.setprofile(self.previous[0])  # first: the hook must not see ``on`` False on this thread
+        self.on = False
+        threading.setprofile(self.previous[1])
+        self.close_current_thread(sys._getframe())
+        # Other threads still run the hook: it sees ``on`` is False at their next event, closes
+        # their ranges and removes itself. Report what is open there now.
+        return self.open_elsewhere()
+
+    def make_hook(self):
+        slots, inline, excluded, snapshot = self.slots, self.inline, self.excluded, self.snapshot
+        push, pop, dom = lib.nvtxcffi_push, lib.nvtxcffi_pop, self.domain_index
+        first, annotated, classify, push_code = self.first, self.annotated, self.classify, self.push_code
+        cfunc_push, caller_ok = self.cfunc_push, self.caller_ok
+        cfuncs, c_types, engine = self.cfuncs, _C_TYPES, self
+        limit = self.max_depth
+        depth_of = self.depth_of
+
+        def hook(frame, event, arg):
+            if not engine.on:
+                # disable() ran on another thread: close this thread's ranges and leave.
+                sys.setprofile(None)
+                engine.close_current_thread(frame.f_back if event == "call" else frame)
+                if event in ("c_return", "c_exception") and cfuncs and type(arg) in c_types \
+                        and caller_ok(frame.f_code):
+                    pop(dom)
+                return
+            if event == "call":
+                code = frame.f_code
+                key = id(code)
+                if depth_of is None:
+                    try:
+                        push(slots[key])
+                    except KeyError:
+                        if key not in excluded:
+                            first(code)
+                elif key in slots or key in inline or (key not in excluded and classify(code)):
+                    depth = depth_of()
+                    depth[0] += 1
+                    if depth[0] <= limit:
+                        push_code(code)
+            elif event == "return":
+                code = frame.f_code
+                key = id(code)
+                if key in slots or (key not in excluded and annotated(code)):
+                    if id(frame) in snapshot:
+                        return  # running before enable(): it opened nothing
+                    if depth_of is not None:
+                        depth = depth_of()
+                        if depth[0] <= 0:
+                            return
+                        depth[0] -= 1
+                        if depth[0] >= limit:
+                            return
+                    pop(dom)
+            elif cfuncs and type(arg) in c_types and caller_ok(frame.f_code):
+                if event == "c_call":
+                    if depth_of is not None:
+                        depth = depth_of()
+                        depth[0] += 1
+                        if depth[0] > limit:
+                            return
+                    cfunc_push(arg)
+                else:  # c_return, c_exception
+                    if depth_of is not None:
+                        depth = depth_of()
+                        if depth[0] <= 0:
+                            return
+                        depth[0] -= 1
+                        if depth[0] >= limit:
+                            return
+                    pop(dom)
+
+        return hook
+
+
+def _threading_getprofile():
+    get = getattr(threading, "getprofile", None)  # 3.10+
+    if get is not None:
+        return get()
+    return getattr(threading, "_profile_hook", None)

@@ -1,0 +1,87 @@
+"""Thread names: NVTX tools show threads by OS id; give them their Python names.
+
+Installed once at import when a tool is attached (:func:`install`), and never on a hot path:
+
+* threads that already exist (the main thread included) are named at once, by ``native_id``;
+* every ``threading.Thread`` started later names itself first thing on its own OS thread
+  (``Thread._bootstrap_inner`` is wrapped), so ``Thread-1 (worker)`` and ``ThreadPoolExecutor``
+  workers carry their names from their first event;
+* ``thread.name = ...`` (and ``setName``) re-names it in NVTX: the ``name`` property is wrapped.
+
+Ranges and marks pay nothing for this: no check runs per event. Threads that Python did not start
+(C threads that call into Python) keep their OS names.
+
+>>> import threading, nvtx_cffi
+>>> t = threading.Thread(target=print, name="loader")  # shown as "loader" in Nsight Systems
+"""
+from __future__ import annotations
+
+import threading
+from typing import Optional
+
+from . import _state
+from ._native import lib
+from ._validate import to_utf8
+
+__all__ = ["install", "name_current_thread", "name_thread"]
+
+_installed = False
+_install_lock = threading.Lock()
+
+
+def _encode(name: object) -> Optional[bytes]:
+    try:
+        return to_utf8(str(name), "thread name")
+    except ValueError:
+        return None  # a name NVTX cannot carry (NUL, lone surrogate) is skipped, never an error
+
+
+def name_current_thread(name: str) -> None:
+    """Name the calling OS thread in NVTX (what the hooks do for ``threading`` threads).
+
+    >>> name_current_thread("io-loop")
+    """
+    data = _encode(name)
+    if _state.ACTIVE and data is not None:
+        lib.nvtxcffi_name_os_thread(lib.nvtxcffi_os_thread_id(), data)
+
+
+def name_thread(thread: threading.Thread) -> bool:
+    """Name ``thread`` in NVTX by its OS id; False when it has none yet (not started)."""
+    native_id = getattr(thread, "native_id", None)
+    data = _encode(thread.name)
+    if not _state.ACTIVE or native_id is None or data is None:
+        return False
+    lib.nvtxcffi_name_os_thread(native_id, data)
+    return True
+
+
+def install() -> bool:
+    """Hook ``threading`` once (only when a tool is attached). Returns whether hooks are in place."""
+    global _installed
+    if not _state.ACTIVE:
+        return False
+    with _install_lock:
+        if _installed:
+            return True
+        bootstrap = getattr(threading.Thread, "_bootstrap_inner", None)
+        name_property = threading.Thread.__dict__.get("name")
+        if bootstrap is not None:
+            def _bootstrap_inner(self):
+                # First thing on the new OS thread: its name, before any event it may emit.
+                name_current_thread(self.name)
+                return bootstrap(self)
+
+            _bootstrap_inner.__wrapped__ = bootstrap
+            threading.Thread._bootstrap_inner = _bootstrap_inner
+        if isinstance(name_property, property) and name_property.fset is not None:
+            def _set_name(self, value):
+                name_property.fset(self, value)
+                name_thread(self)  # started threads only; a new one names itself at start
+
+            threading.Thread.name = property(name_property.fget, _set_name, name_property.fdel,
+                                             name_property.__doc__)
+        for thread in threading.enumerate():
+            name_thread(thread)
+        _installed = True
+        return True

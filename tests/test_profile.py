@@ -1,0 +1,367 @@
+"""nvtx_cffi.Profile and ``python -m nvtx_cffi``: ranges per call, checked with the recorder.
+
+Each scenario runs in a fresh subprocess attached to the recorder (NVTX loads its tool once per
+process). Run this file on 3.11 (sys.setprofile engine) and 3.12+ (sys.monitoring engine).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from nvtx_cffi import recorder
+
+ENGINE = "monitoring" if sys.version_info >= (3, 12) and sys.implementation.name == "cpython" else "setprofile"
+BLUE = 0x0000FF
+
+
+def run(tmp_path: Path, code: str, *, record: bool = True, args: tuple = ("-c",), cwd=None) -> dict:
+    """Run ``code`` (or a command) in a subprocess, recorded into tmp_path/rec; last stdout line as JSON."""
+    env = dict(os.environ)
+    if record:
+        env.update(recorder.environment(tmp_path / "rec"))
+    cmd = [sys.executable, *args] + ([textwrap.dedent(code)] if args == ("-c",) else [])
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, cwd=cwd or tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    return json.loads(lines[-1]) if lines else {}
+
+
+def ranges(tmp_path: Path, domain: str = "nvtx.py") -> dict:
+    """Per tid: the push/pop sequence of ``domain`` as ("push", message) / ("pop",)."""
+    out = defaultdict(list)
+    for e in recorder.read(tmp_path / "rec").events:
+        if e.domain == domain and e.kind in ("push", "pop"):
+            out[e.tid].append(("push", e.message) if e.kind == "push" else ("pop",))
+    return dict(out)
+
+
+def assert_balanced(seq: list) -> None:
+    depth = 0
+    for item in seq:
+        depth += 1 if item[0] == "push" else -1
+        assert depth >= 0, seq
+    assert depth == 0, seq
+
+
+PROGRAM = """
+import json, threading, nvtx_cffi
+def gen():
+    yield 1
+    yield 2
+def outer(x):
+    return len([x]) + sum(gen())
+def boom():
+    raise KeyError(1)
+p = nvtx_cffi.Profile({options})
+with p:
+    outer(1)
+    try:
+        boom()
+    except KeyError:
+        pass
+print(json.dumps({{"tid": threading.get_native_id()}}))
+"""
+
+
+@pytest.mark.parametrize("linenos", [True, False])
+def test_messages_generators_exceptions(tmp_path, linenos):
+    out = run(tmp_path, PROGRAM.format(options=f"linenos={linenos}, annotate_cfuncs=True"))
+    name = (lambda line, fn: f"<string>:{line}({fn})") if linenos else (lambda line, fn: fn)
+    seq = ranges(tmp_path)[out["tid"]]
+    assert seq == [
+        ("push", name(6, "outer")),
+        ("push", "len"), ("pop",),
+        ("push", "sum"),
+        # a generator's range closes at each yield and reopens on resumption
+        ("push", name(3, "gen")), ("pop",), ("push", name(3, "gen")), ("pop",), ("push", name(3, "gen")), ("pop",),
+        ("pop",),
+        ("pop",),
+        ("push", name(8, "boom")), ("pop",),  # closed by the exception
+    ]
+    events = [e for e in recorder.read(tmp_path / "rec").events if e.kind == "push"]
+    assert {e.color for e in events} == {BLUE}
+    assert {e.domain for e in events} == {"nvtx.py"}
+
+
+def test_without_cfuncs_and_registered_once(tmp_path):
+    out = run(tmp_path, PROGRAM.format(options="annotate_cfuncs=False"))
+    seq = ranges(tmp_path)[out["tid"]]
+    assert [m for m in seq if m[0] == "push"] == [("push", "<string>:6(outer)")] + [("push", "<string>:3(gen)")] * 3 \
+        + [("push", "<string>:8(boom)")]
+    assert_balanced(seq)
+    strings = [e.name for e in recorder.read(tmp_path / "rec").events if e.kind == "string"]
+    assert sorted(strings) == sorted(set(strings))  # each message registered once, not per call
+
+
+def test_coroutines_balanced(tmp_path):
+    out = run(tmp_path, """
+        import asyncio, json, threading, nvtx_cffi
+        async def leaf(i):
+            await asyncio.sleep(0)
+            return i
+        async def main():
+            return sum(await asyncio.gather(*(leaf(i) for i in range(3))))
+        with nvtx_cffi.Profile(annotate_cfuncs=False, include="<string>"):
+            asyncio.run(main())
+        print(json.dumps({"tid": threading.get_native_id()}))
+    """)
+    seq = ranges(tmp_path)[out["tid"]]
+    assert_balanced(seq)
+    pushes = [m[1] for m in seq if m[0] == "push"]
+    assert pushes.count("<string>:6(main)") >= 2  # suspended at the await, resumed later
+    assert pushes.count("<string>:3(leaf)") == 6  # three coroutines, each resumed once
+
+
+def _write_package(root: Path) -> None:
+    pkg = root / "mypkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "core.py").write_text("import json\nfrom .sub import helper\n"
+                                 "def work():\n    return helper.assist() + len(json.dumps([1]))\n")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "sub" / "helper.py").write_text("def assist():\n    return 1\n")
+
+
+@pytest.mark.parametrize("options, expected", [
+    ("include='mypkg', annotate_cfuncs=False", ["core.py:3(work)", "helper.py:1(assist)"]),
+    ("include='mypkg', exclude='mypkg.sub', annotate_cfuncs=False", ["core.py:3(work)"]),
+    ("include='mypkg.core', annotate_cfuncs=True", ["core.py:3(work)", "len"]),  # C calls of included code
+    ("include='*/sub/*', annotate_cfuncs=False", ["helper.py:1(assist)"]),  # a glob over file paths
+    ("include='my*', exclude=['*helper*', 'json'], annotate_cfuncs=False", ["core.py:3(work)"]),
+])
+def test_include_exclude(tmp_path, options, expected):
+    _write_package(tmp_path)
+    out = run(tmp_path, f"""
+        import json, threading, nvtx_cffi
+        from mypkg import core
+        with nvtx_cffi.Profile({options}):
+            core.work()
+        print(json.dumps({{"tid": threading.get_native_id()}}))
+    """)
+    seq = ranges(tmp_path)[out["tid"]]
+    assert [m[1] for m in seq if m[0] == "push"] == expected
+    assert_balanced(seq)
+
+
+def test_default_profiles_the_standard_library(tmp_path):
+    _write_package(tmp_path)
+    out = run(tmp_path, """
+        import json, threading, nvtx_cffi
+        from mypkg import core
+        with nvtx_cffi.Profile(linenos=False, annotate_cfuncs=False):
+            core.work()
+        print(json.dumps({"tid": threading.get_native_id()}))
+    """)
+    pushes = [m[1] for m in ranges(tmp_path)[out["tid"]] if m[0] == "push"]
+    assert pushes[:2] == ["work", "assist"] and "dumps" in pushes and "encode" in pushes
+
+
+def test_max_depth(tmp_path):
+    out = run(tmp_path, """
+        import json, threading, nvtx_cffi
+        def rec(n):
+            if n:
+                rec(n - 1)
+        with nvtx_cffi.Profile(linenos=False, annotate_cfuncs=False, max_depth=2):
+            rec(5)
+            rec(0)
+        print(json.dumps({"tid": threading.get_native_id()}))
+    """)
+    assert ranges(tmp_path)[out["tid"]] == [("push", "rec"), ("push", "rec"), ("pop",), ("pop",),
+                                            ("push", "rec"), ("pop",)]
+
+
+def test_threads_started_after_enable(tmp_path):
+    out = run(tmp_path, """
+        import json, threading, nvtx_cffi
+        from concurrent.futures import ThreadPoolExecutor
+        def task(i):
+            return i * 2
+        tids = []
+        def worker():
+            tids.append(threading.get_native_id())
+            task(1)
+        with nvtx_cffi.Profile(linenos=False, annotate_cfuncs=False, include="<string>"):
+            t = threading.Thread(target=worker)
+            t.start()
+            t.join()
+            with ThreadPoolExecutor(1) as pool:
+                pool.submit(lambda: tids.append(threading.get_native_id())).result()
+                pool.submit(task, 2).result()
+        print(json.dumps({"tids": tids}))
+    """)
+    per_tid = ranges(tmp_path)
+    worker, pooled = out["tids"]
+    assert per_tid[worker] == [("push", "worker"), ("push", "task"), ("pop",), ("pop",)]
+    assert ("push", "task") in per_tid[pooled]
+    assert_balanced(per_tid[pooled])
+
+
+def test_disable_closes_ranges_open_on_this_thread(tmp_path):
+    out = run(tmp_path, """
+        import json, threading, nvtx_cffi
+        p = nvtx_cffi.Profile(linenos=False, annotate_cfuncs=False)
+        def inner():
+            return p.disable()
+        def outer():
+            return inner()
+        p.enable()
+        left = outer()
+        print(json.dumps({"tid": threading.get_native_id(), "left": left, "enabled": p.enabled}))
+    """)
+    assert out["left"] == 0 and out["enabled"] is False
+    assert ranges(tmp_path)[out["tid"]] == [("push", "outer"), ("push", "inner"), ("pop",), ("pop",)]
+
+
+def test_disable_reports_ranges_open_on_other_threads(tmp_path):
+    out = run(tmp_path, """
+        import json, threading, warnings, nvtx_cffi
+        started, release = threading.Event(), threading.Event()
+        def blocked():
+            started.set()
+            release.wait()
+            return sum([1])
+        p = nvtx_cffi.Profile(linenos=False, annotate_cfuncs=False, include="<string>")
+        p.enable()
+        t = threading.Thread(target=blocked, name="stuck")
+        t.start()
+        started.wait()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            left = p.disable()
+        release.set()
+        t.join()
+        print(json.dumps({"left": left, "warnings": [str(w.message) for w in caught],
+                          "categories": [w.category.__name__ for w in caught], "tid": t.native_id}))
+    """)
+    assert out["left"] == 1
+    assert out["categories"] == ["RuntimeWarning"]
+    assert "stuck: 1" in out["warnings"][0]
+    seq = ranges(tmp_path)[out["tid"]]
+    if ENGINE == "setprofile":
+        # the thread's own hook closes its range at its next event after disable()
+        assert seq == [("push", "blocked"), ("pop",)]
+    else:
+        assert seq == [("push", "blocked")]
+
+
+def test_running_frames_do_not_pop_and_reenable(tmp_path):
+    out = run(tmp_path, """
+        import json, threading, nvtx_cffi
+        p = nvtx_cffi.Profile(linenos=False, annotate_cfuncs=False, include="<string>")
+        def leaf():
+            pass
+        def running():
+            p.enable()    # running() and <module> were already running: they opened nothing
+            leaf()
+        running()
+        leaf()
+        p.disable()
+        p.enable()
+        p.enable()        # no-op when enabled
+        leaf()
+        p.disable()
+        p.disable()       # no-op when disabled
+        print(json.dumps({"tid": threading.get_native_id()}))
+    """)
+    assert ranges(tmp_path)[out["tid"]] == [("push", "leaf"), ("pop",)] * 3
+
+
+def test_only_one_enabled_profile(tmp_path):
+    out = run(tmp_path, """
+        import json, nvtx_cffi
+        a, b = nvtx_cffi.Profile(), nvtx_cffi.Profile()
+        with a:
+            try:
+                b.enable()
+            except RuntimeError as exc:
+                error = str(exc)
+        print(json.dumps({"error": error, "b": b.enabled}))
+    """)
+    assert "another nvtx_cffi.Profile is enabled" in out["error"] and out["b"] is False
+
+
+def test_without_a_tool_enable_does_nothing(tmp_path):
+    out = run(tmp_path, """
+        import json, sys, nvtx_cffi
+        p = nvtx_cffi.Profile()
+        p.enable()
+        hooked = sys.getprofile() is not None
+        if hasattr(sys, "monitoring"):
+            hooked = hooked or any(sys.monitoring.get_tool(i) for i in range(6))
+        print(json.dumps({"enabled": p.enabled, "hooked": hooked, "left": p.disable()}))
+    """, record=False)
+    assert out == {"enabled": False, "hooked": False, "left": 0}
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"max_depth": 0}, ValueError, "max_depth must be a positive int"),
+    ({"max_depth": 1.5}, TypeError, "max_depth must be a positive int or None, not float"),
+    ({"max_depth": True}, TypeError, "max_depth"),
+    ({"include": 3}, TypeError, "include must be a str, an iterable of str or None, not int"),
+    ({"exclude": ["ok", 4]}, TypeError, "exclude must contain str patterns, not int"),
+    ({"include": [""]}, ValueError, "include must not contain an empty pattern"),
+    ({"domain": 1}, TypeError, "domain must be a str, not int"),
+])
+def test_bad_arguments(kwargs, error, match):
+    import nvtx_cffi
+    with pytest.raises(error, match=match):
+        nvtx_cffi.Profile(**kwargs)
+
+
+# --------------------------------------------------------------------------- the CLI
+
+SCRIPT = """\
+import sys
+def main(argv):
+    return helper(len(argv))
+def helper(n):
+    return n
+print("args", sys.argv[1:])
+if main(sys.argv) != 3:
+    raise SystemExit("wrong argv")
+sys.exit(7)
+"""
+
+
+def cli(tmp_path, *flags):
+    (tmp_path / "script.py").write_text(SCRIPT)
+    code = (f"import sys, threading, json; from nvtx_cffi._profile_cli import main\n"
+            f"rc = main({list(flags) + ['script.py', 'a', '--b']!r})\n"
+            f"print(json.dumps({{'rc': rc, 'tid': threading.get_native_id(), 'argv': sys.argv}}))")
+    return run(tmp_path, code)
+
+
+def test_cli_runs_script_under_profile(tmp_path):
+    out = cli(tmp_path)
+    assert out["rc"] == 7 and out["argv"] == ["-c"]  # exit status returned, sys.argv restored
+    seq = ranges(tmp_path)[out["tid"]]
+    pushes = [m[1] for m in seq if m[0] == "push"]
+    # nvtx's defaults: linenos on, C functions off; runpy's own frames are left out
+    assert "script.py:1(<module>)" in pushes
+    assert pushes[-2:] == ["script.py:2(main)", "script.py:4(helper)"]
+    assert "len" not in pushes and not any("runpy" in p for p in pushes)
+    assert_balanced(seq)
+
+
+def test_cli_flags(tmp_path):
+    out = cli(tmp_path, "--no-linenos", "--annotate-cfuncs", "--include", "__main__", "--max-depth", "1")
+    assert out["rc"] == 7
+    seq = ranges(tmp_path)[out["tid"]]
+    assert seq == [("push", "<module>"), ("pop",)]  # depth 1: only the outermost call
+
+
+def test_cli_errors(tmp_path):
+    from nvtx_cffi._profile_cli import main
+    with pytest.raises(SystemExit) as exc:
+        main(["--max-depth", "0", "x.py"])
+    assert exc.value.code == 2
+    with pytest.raises(SystemExit):
+        main([str(tmp_path / "missing.py")])
