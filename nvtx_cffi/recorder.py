@@ -58,7 +58,7 @@ _EVENT_KINDS = frozenset((1, 2, 3, 4, 5))
 _K_START, _K_END, _K_DOMAIN, _K_STRING, _K_CATEGORY, _K_THREAD, _K_RESOURCE = 3, 4, 6, 7, 8, 9, 10
 _APIS = ("ex", "ascii", "unicode", "domain")
 _RESOURCES = (None, "cuda_device", "cuda_context", "cuda_stream", "cuda_event")
-_F_COLOR, _F_TEXT, _F_INHERITED = 1, 2, 8
+_F_COLOR, _F_TEXT, _F_TRUNCATED, _F_INHERITED = 1, 2, 4, 8
 _PAYLOAD_EXT = struct.unpack("<i", struct.pack("<I", 0xDFBD0009))[0]
 _D = struct.Struct("<d")
 _Q = struct.Struct("<Q")
@@ -101,6 +101,8 @@ class Event:
     """Category id, OS thread id, resource handle value, string id or domain id of a naming event."""
     resource: Optional[str] = None
     """``cuda_device cuda_context cuda_stream cuda_event`` for ``resource_name``."""
+    truncated: bool = False
+    """The message (or name) was longer than a record may carry (64 KiB) and was cut."""
 
 
 @dataclass
@@ -360,7 +362,7 @@ def _parse(path: str, progress: Optional[ProgressFn], done: int, total: int
                 "payload": value, "payload_type": vtype,
                 "range_id": arg if kind == _K_START or kind == _K_END else None,
                 "api": _APIS[api] if api < 4 else str(api), "name": None, "target": None,
-                "resource": None,
+                "resource": None, "truncated": bool(flags & _F_TRUNCATED),
             }
         else:
             if kind == _K_CATEGORY:
@@ -381,6 +383,7 @@ def _parse(path: str, progress: Optional[ProgressFn], done: int, total: int
                 "category": category if kind == _K_CATEGORY else 0, "payload": None,
                 "payload_type": None, "range_id": None, "api": _APIS[api] if api < 4 else str(api),
                 "name": s, "target": target, "resource": resource,
+                "truncated": bool(flags & _F_TRUNCATED),
             }
         ev = new(Event)
         ev.__dict__.update(values)  # frozen: skip the per-field __setattr__ of __init__

@@ -9,4 +9,5 @@ VENV="${VENV:-.venv-$("$PYTHON" -c 'import sys; print(sys.implementation.name + 
 "$VENV/bin/python" -m pip install -q --upgrade pip
 "$VENV/bin/python" -m pip install -q ".[test]"
 # Run from tests/ so the installed package is imported, not the source tree.
-cd tests && exec "../$VENV/bin/python" -m pytest "$@"
+VENV="$(cd "$VENV" && pwd)"
+cd tests && exec "$VENV/bin/python" -m pytest "$@"

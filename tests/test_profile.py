@@ -26,6 +26,8 @@ def run(tmp_path: Path, code: str, *, record: bool = True, args: tuple = ("-c",)
     env = dict(os.environ)
     if record:
         env.update(recorder.environment(tmp_path / "rec"))
+    else:  # conftest attaches the recorder to the test process; this child gets no tool
+        env.pop("NVTX_INJECTION64_PATH", None)
     cmd = [sys.executable, *args] + ([textwrap.dedent(code)] if args == ("-c",) else [])
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, cwd=cwd or tmp_path)
     assert proc.returncode == 0, proc.stderr

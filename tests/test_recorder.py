@@ -389,12 +389,19 @@ def test_capture_in_process(tmp_path, client_lib):
 
 
 def test_in_process_api_without_recorder():
-    assert not recorder.loaded()
-    assert recorder.current_file() is None
-    recorder.flush()  # no-op
-    with pytest.raises(RuntimeError, match="not loaded"):
-        with recorder.capture():
-            pass
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import pytest
+        from nvtx_cffi import recorder
+        assert not recorder.loaded()
+        assert recorder.current_file() is None
+        recorder.flush()  # no-op
+        with pytest.raises(RuntimeError, match="not loaded"):
+            with recorder.capture():
+                pass
+        print("checked")
+    """)], env={k: v for k, v in os.environ.items() if k != "NVTX_INJECTION64_PATH"},
+        capture_output=True, text=True, timeout=60)
+    assert proc.stdout.split() == ["checked"], proc.stderr
 
 
 def test_paths_and_environment(tmp_path):
