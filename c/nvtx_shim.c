@@ -189,6 +189,11 @@ void nvtxcffi_pop(int domain)
         nvtxDomainRangePop(domains[domain]);
 }
 
+void nvtxcffi_pop_default(void)
+{
+    nvtxDomainRangePop(NULL); /* domains[0] */
+}
+
 uint64_t nvtxcffi_start(int slot)
 {
     const slot_t *s = slot_get(slot);
@@ -199,6 +204,11 @@ void nvtxcffi_end(int domain, uint64_t range_id)
 {
     if (domain_valid(domain))
         nvtxDomainRangeEnd(domains[domain], range_id);
+}
+
+void nvtxcffi_end_default(uint64_t range_id)
+{
+    nvtxDomainRangeEnd(NULL, range_id); /* domains[0] */
 }
 
 void nvtxcffi_mark(int slot)

@@ -52,8 +52,13 @@ int nvtxcffi_slot_count(void);
 /* Hot calls: one C call each, no allocation, no lock. */
 void nvtxcffi_push(int slot);
 void nvtxcffi_pop(int domain);
+/* nvtxcffi_pop(0) with no argument: CFFI wraps 0-argument functions as METH_NOARGS, its cheapest
+ * call (no argument conversion), and popping the default domain is the most common call of all. */
+void nvtxcffi_pop_default(void);
 uint64_t nvtxcffi_start(int slot);
 void nvtxcffi_end(int domain, uint64_t range_id);
+/* nvtxcffi_end(0, range_id) as a 1-argument function (METH_O: no argument tuple to unpack). */
+void nvtxcffi_end_default(uint64_t range_id);
 void nvtxcffi_mark(int slot);
 
 /* A prepared slot with a per-call payload (kind NVTXCFFI_PAYLOAD_*; ints travel as int64 bits). */

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextvars
+import functools
 import threading
 from typing import Callable, Optional, TypeVar, Union
 
@@ -20,9 +21,13 @@ F = TypeVar("F", bound=Callable)
 MAX_CACHED_ANNOTATIONS = 4096
 
 _cache: dict = {}
+# annotate(message) with every other argument at its default, the commonest form: keyed by the
+# message alone (no 7-tuple to build and hash). Same objects as in _cache, same bound.
+_by_message: dict = {}
 _cache_lock = threading.Lock()
 _push = lib.nvtxcffi_push
 _pop = lib.nvtxcffi_pop
+_pop_default = lib.nvtxcffi_pop_default
 _start = lib.nvtxcffi_start
 _end = lib.nvtxcffi_end
 
@@ -53,10 +58,16 @@ class annotate:  # noqa: N801 - the name nvtx users know
     Objects are immutable: equal arguments may give back the same object.
     """
 
-    __slots__ = ("_args", "_attributes", "_slot", "_domain_index")
+    __slots__ = ("_args", "_attributes", "_slot", "_domain_index", "_close")
 
     def __new__(cls, message: Optional[str] = None, color: ColorLike = None, domain: Optional[str] = None,
                 category: Union[str, int, None] = None, payload: Payload = None) -> "annotate":
+        plain = color is None and domain is None and category is None and payload is None and cls is annotate
+        if plain:
+            try:
+                return _by_message[message]
+            except (KeyError, TypeError):
+                pass
         key = (cls, message, color, domain, category, payload, payload.__class__)
         try:
             return _cache[key]
@@ -68,10 +79,14 @@ class annotate:  # noqa: N801 - the name nvtx users know
         self._args = (message, color, domain, category, payload)
         self._attributes = attributes
         self._slot = attributes.fast_slot
-        self._domain_index = domain_object._index
+        self._domain_index = index = domain_object._index
+        # What closes the range: a C function called with no argument (no frame, no conversion).
+        self._close = _pop_default if index == 0 else functools.partial(_pop, index)
         with _cache_lock:
             if len(_cache) < MAX_CACHED_ANNOTATIONS:
                 _cache[key] = self
+                if plain:
+                    _by_message[message] = self
         return self
 
     message = property(lambda self: self._args[0], doc="The message as given.")
@@ -100,7 +115,7 @@ class annotate:  # noqa: N801 - the name nvtx users know
             return self
 
         def __exit__(self, exc_type, exc_value, traceback) -> None:
-            _pop(self._domain_index)
+            self._close()
 
         async def __aenter__(self) -> "annotate":
             _async_ranges.set(_async_ranges.get() + (self._start(),))
@@ -127,7 +142,7 @@ class annotate:  # noqa: N801 - the name nvtx users know
                 begin, begin_arg = _push, annotation._slot
             else:
                 begin, begin_arg = annotation._attributes._emit, OP_PUSH
-            return wrap(func, begin, begin_arg, _pop, domain_index,
+            return wrap(func, begin, begin_arg, annotation._close,
                         annotation._start, lambda range_id: _end(domain_index, range_id))
 
         def _start(self) -> int:

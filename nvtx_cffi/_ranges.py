@@ -1,7 +1,7 @@
 """Module-level calls: ``push_range``/``pop_range``, ``start_range``/``end_range``, ``mark``.
 
 Hot path: the arguments as given are the key of one dict that maps straight to a prepared C slot,
-so a repeated call is one tuple, one lookup and one C call. Everything else (first use, payloads,
+so a repeated call is one tuple, one lookup and one C call (a message-only call: no tuple either). Everything else (first use, payloads,
 inline messages, errors) goes through :mod:`._domain`.
 
 Without a tool (or with ``NVTX_DISABLE``) the same names are bound to functions with the same
@@ -28,12 +28,22 @@ RangeId = Tuple[int, int]
 MAX_CACHED_CALLS = 65536
 
 _slot_cache: dict = {}
+# The commonest calls give only a message: for those, a dict keyed by the message alone (its hash is
+# cached in the str) saves building and hashing a 4-tuple. One per default colour: push_range and
+# mark default to "blue", start_range to None. Filled together with _slot_cache, same bound.
+# (An identity test: a colour object with an odd __eq__, e.g. an array, is never compared.)
+_BLUE = "blue"
+_blue_slots: dict = {}
+_uncoloured_slots: dict = {}
 _cache_lock = threading.Lock()
 
 _push = lib.nvtxcffi_push
 _pop = lib.nvtxcffi_pop
+_pop_default = lib.nvtxcffi_pop_default
 _start = lib.nvtxcffi_start
 _end = lib.nvtxcffi_end
+_end_default = lib.nvtxcffi_end_default
+_DEFAULT_DOMAIN = 0
 _mark = lib.nvtxcffi_mark
 
 
@@ -45,6 +55,11 @@ def _slow(op: int, message, color, domain, category, payload) -> Optional[int]:
         with _cache_lock:
             if len(_slot_cache) < MAX_CACHED_CALLS:
                 _slot_cache[key] = attributes._slot
+                if domain is None and category is None:
+                    if color is _BLUE:
+                        _blue_slots[message] = attributes._slot
+                    elif color is None:
+                        _uncoloured_slots[message] = attributes._slot
     return attributes._emit(op)
 
 
@@ -55,13 +70,21 @@ def _with_payload(op: int, slot: int, payload) -> int:
 
 if _state.ACTIVE:
 
-    def push_range(message: Optional[str] = None, color: ColorLike = "blue", domain: Optional[str] = None,
+    def push_range(message: Optional[str] = None, color: ColorLike = _BLUE, domain: Optional[str] = None,
                    category: Union[str, int, None] = None, payload: Payload = None) -> None:
         """Open a range on this thread (close it with :func:`pop_range` on the same thread).
 
         >>> push_range("load", color="green")
         >>> pop_range()
         """
+        if color is _BLUE and domain is None and category is None and payload is None:
+            try:
+                slot = _blue_slots[message]
+            except (KeyError, TypeError):
+                pass
+            else:
+                _push(slot)
+                return
         try:
             slot = _slot_cache[message, color, domain, category]
         except (KeyError, TypeError):
@@ -75,7 +98,7 @@ if _state.ACTIVE:
     def pop_range(domain: Optional[str] = None) -> None:
         """Close this thread's innermost range of ``domain``; with nothing open, tools ignore it."""
         if domain is None:
-            _pop(0)
+            _pop_default()
         else:
             _pop(get_domain(domain)._index)
 
@@ -86,6 +109,13 @@ if _state.ACTIVE:
         >>> rng = start_range("request")
         >>> end_range(rng)
         """
+        if color is None and domain is None and category is None and payload is None:
+            try:
+                slot = _uncoloured_slots[message]
+            except (KeyError, TypeError):
+                pass
+            else:
+                return _start(slot), 0
         try:
             slot = _slot_cache[message, color, domain, category]
         except (KeyError, TypeError):
@@ -99,27 +129,39 @@ if _state.ACTIVE:
         """End a range from :func:`start_range`. ``None`` is ignored; a plain int is an id in the
         default domain; an id NVTX never issued is passed on and tools ignore it."""
         if range_id.__class__ is tuple and len(range_id) == 2:
+            identifier, domain_index = range_id
             try:
-                _end(range_id[1], range_id[0])
+                if domain_index is _DEFAULT_DOMAIN:  # the 0 start_range returned (not 0.0, not False)
+                    _end_default(identifier)
+                else:
+                    _end(domain_index, identifier)
                 return
             except (TypeError, OverflowError):
-                raise _bad_range_id(range_id[0]) from None
+                raise _bad_range_id(identifier) from None
         if range_id is None:
             return
         if isinstance(range_id, int) and not isinstance(range_id, bool):
             try:
-                _end(0, range_id)
+                _end_default(range_id)
                 return
             except OverflowError:
                 raise _bad_range_id(range_id) from None
         raise _bad_range_id(range_id)
 
-    def mark(message: Optional[str] = None, color: ColorLike = "blue", domain: Optional[str] = None,
+    def mark(message: Optional[str] = None, color: ColorLike = _BLUE, domain: Optional[str] = None,
              category: Union[str, int, None] = None, payload: Payload = None) -> None:
         """An instantaneous event.
 
         >>> mark("checkpoint", payload=3)
         """
+        if color is _BLUE and domain is None and category is None and payload is None:
+            try:
+                slot = _blue_slots[message]
+            except (KeyError, TypeError):
+                pass
+            else:
+                _mark(slot)
+                return
         try:
             slot = _slot_cache[message, color, domain, category]
         except (KeyError, TypeError):

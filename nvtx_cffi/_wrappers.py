@@ -15,14 +15,15 @@ from typing import Any, Callable
 __all__ = ["wrap"]
 
 _P = inspect.Parameter
-_INTERNAL = ("_nvtx_func", "_nvtx_begin", "_nvtx_close", "_nvtx_arg", "_nvtx_dom")
+_INTERNAL = ("_nvtx_func", "_nvtx_begin", "_nvtx_close", "_nvtx_arg")
 
 
-def wrap(func: Callable, begin: Callable, begin_arg: Any, close: Callable, close_arg: Any,
+def wrap(func: Callable, begin: Callable, begin_arg: Any, close: Callable,
          start: Callable, end: Callable) -> Callable:
     """Return ``func`` wrapped so that each call is one range.
 
-    Sync calls run ``begin(begin_arg)`` before and ``close(close_arg)`` after (push/pop);
+    Sync calls run ``begin(begin_arg)`` before and ``close()`` after (push/pop; ``close`` is
+    typically a 0-argument C function, CFFI's cheapest call);
     generators and coroutines run ``rid = start()`` when first resumed and ``end(rid)`` when done.
     """
     if inspect.isasyncgenfunction(func):
@@ -32,24 +33,24 @@ def wrap(func: Callable, begin: Callable, begin_arg: Any, close: Callable, close
     elif inspect.isgeneratorfunction(func):
         wrapper = _generator_wrapper(func, start, end)
     else:
-        wrapper = _fixed_signature_wrapper(func, begin, begin_arg, close, close_arg)
+        wrapper = _fixed_signature_wrapper(func, begin, begin_arg, close)
         if wrapper is None:
-            wrapper = _generic_wrapper(func, begin, begin_arg, close, close_arg)
+            wrapper = _generic_wrapper(func, begin, begin_arg, close)
     return functools.wraps(func)(wrapper)
 
 
-def _generic_wrapper(func, begin, begin_arg, close, close_arg):
+def _generic_wrapper(func, begin, begin_arg, close):
     def wrapper(*args, **kwargs):
         begin(begin_arg)
         try:
             return func(*args, **kwargs)
         finally:
-            close(close_arg)
+            close()
 
     return wrapper
 
 
-def _fixed_signature_wrapper(func, begin, begin_arg, close, close_arg):
+def _fixed_signature_wrapper(func, begin, begin_arg, close):
     """Generate ``def wrapper(<func's parameters>)`` forwarding each one; None when not possible."""
     if not inspect.isfunction(func):
         return None
@@ -88,7 +89,7 @@ def _fixed_signature_wrapper(func, begin, begin_arg, close, close_arg):
         params.append(text)
     if saw_positional_only:
         params.append("/")
-    outer = ", ".join(["_nvtx_func", "_nvtx_begin", "_nvtx_arg", "_nvtx_close", "_nvtx_dom", *defaults])
+    outer = ", ".join(["_nvtx_func", "_nvtx_begin", "_nvtx_arg", "_nvtx_close", *defaults])
     source = (
         f"def _nvtx_make({outer}):\n"
         f"    def wrapper({', '.join(params)}):\n"
@@ -96,12 +97,12 @@ def _fixed_signature_wrapper(func, begin, begin_arg, close, close_arg):
         f"        try:\n"
         f"            return _nvtx_func({', '.join(args)})\n"
         f"        finally:\n"
-        f"            _nvtx_close(_nvtx_dom)\n"
+        f"            _nvtx_close()\n"
         f"    return wrapper\n"
     )
     namespace: dict = {}
     exec(compile(source, f"<nvtx_cffi wrapper of {func.__qualname__}>", "exec"), namespace)  # noqa: S102
-    return namespace["_nvtx_make"](func, begin, begin_arg, close, close_arg, *defaults.values())
+    return namespace["_nvtx_make"](func, begin, begin_arg, close, *defaults.values())
 
 
 def _generator_wrapper(func, start, end):

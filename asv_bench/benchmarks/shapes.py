@@ -1,0 +1,203 @@
+"""The call shapes measured by the asv suite and by ``asv_bench/compare.py``, and how to time them.
+
+A shape is setup code plus a loop body, written against ``L``: the ``nvtx_cffi`` or ``nvtx``
+module (the APIs are the same, that is the point of a drop-in). ``plain`` is the body without any
+annotation, the baseline the overhead is measured above. Setup runs once; its names become locals
+of a generated timing function, so the loop pays no global or attribute lookups that a user's
+code would not pay too.
+
+NVTX loads its tool once per process, at initialisation: :func:`attach` must run before the
+library is first imported, so each (library, tool) combination needs a process of its own.
+
+>>> timer = Timer(SHAPES["push_pop"], load_library("nvtx_cffi"))
+>>> timer.ns_per_op(repeats=3, number=100) >= 0.0
+True
+"""
+from __future__ import annotations
+
+import gc
+import importlib
+import importlib.util
+import os
+import textwrap
+import time
+from typing import Any, Dict, List, NamedTuple, Optional
+
+__all__ = ["Shape", "SHAPES", "LIBRARIES", "TOOLS", "Timer", "attach", "load_library",
+           "null_tool_path", "shape_available"]
+
+#: Libraries a shape can run against ("plain" runs the baseline body, no annotation at all).
+LIBRARIES = ("plain", "nvtx_cffi", "nvtx")
+#: NVTX tool attached to the process: none, or the do-nothing tool (cost of reaching a tool).
+TOOLS = ("none", "null")
+
+#: How many copies of the body one loop iteration runs (so loop overhead is a small correction).
+UNROLL = 10
+
+
+class Shape(NamedTuple):
+    name: str
+    title: str
+    setup: str  # run once; may use L (the library module)
+    body: str  # the measured statement(s)
+    plain: str  # the same statement(s) with no annotation
+    needs: str = ""  # attribute L must have ("" = none)
+    libraries: tuple = ("nvtx_cffi", "nvtx")
+    plain_setup: str = ""  # setup of the plain body (no L there)
+
+
+_F = "def f():\n    pass\n"
+
+SHAPES: Dict[str, Shape] = {s.name: s for s in [
+    Shape("decorated", "@annotate call (above f())", _F + "g = L.annotate('f')(f)\n", "g()", "f()",
+          plain_setup=_F),
+    Shape("with_new", "with annotate('x') built each time", "annotate = L.annotate\n",
+          "with annotate('x'):\n    pass", "pass"),
+    Shape("with_reused", "with a reused annotate object", "a = L.annotate('x')\n",
+          "with a:\n    pass", "pass"),
+    Shape("push_pop", "push_range('x') + pop_range()",
+          "push_range = L.push_range\npop_range = L.pop_range\n",
+          "push_range('x')\npop_range()", "pass"),
+    Shape("mark", "mark('x')", "mark = L.mark\n", "mark('x')", "pass"),
+    Shape("start_end", "end_range(start_range('x'))",
+          "start_range = L.start_range\nend_range = L.end_range\n",
+          "end_range(start_range('x'))", "pass"),
+    Shape("domain_attrs", "Domain pre-built attrs push+pop",
+          "d = L.get_domain('bench')\nattrs = d.get_event_attributes(message='x')\n",
+          "d.push_range(attrs)\nd.pop_range()", "pass"),
+    Shape("profile", "Profile enabled, per call of f()",
+          _F + "profile = L.Profile()\n", "f()", "f()", needs="Profile", plain_setup=_F),
+    # The raw C calls of this shim, GIL kept, against the same shim built by stock CFFI
+    # (which releases the GIL and saves errno around each call): see stock_cffi.py.
+    Shape("gil_kept", "C push+pop, this shim (GIL kept)",
+          "from nvtx_cffi._native import lib\nslot = lib.nvtxcffi_slot_create(0, -1, 0xFF0000FF, 0)\n"
+          "push = lib.nvtxcffi_push\npop = lib.nvtxcffi_pop\n",
+          "push(slot)\npop(0)", "pass", libraries=("nvtx_cffi",)),
+    Shape("stock_cffi", "C push+pop, stock CFFI (GIL released)",
+          "from benchmarks.stock_cffi import load\nlib = load().lib\nlib.nvtxcffi_initialize()\n"
+          "slot = lib.nvtxcffi_slot_create(0, -1, 0xFF0000FF, 0)\n"
+          "push = lib.nvtxcffi_push\npop = lib.nvtxcffi_pop\n",
+          "push(slot)\npop(0)", "pass", libraries=("nvtx_cffi",)),
+]}
+
+
+def null_tool_path() -> Optional[str]:
+    """The null tool library: ``$NVTX_CFFI_NULL_TOOL``, else the one installed with nvtx_cffi.
+
+    Found without importing nvtx_cffi (importing it initialises NVTX, which must wait for
+    :func:`attach`). None when there is none.
+    """
+    override = os.environ.get("NVTX_CFFI_NULL_TOOL")
+    if override:
+        return override if os.path.exists(override) else None
+    spec = importlib.util.find_spec("nvtx_cffi")
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        path = os.path.join(root, "libnvtx_null_tool.so")
+        if os.path.exists(path):
+            return path
+    return None
+
+
+def attach(tool: str) -> None:
+    """Set this process's environment so NVTX loads ``tool`` ("none" or "null") when it initialises."""
+    os.environ.pop("NVTX_DISABLE", None)
+    if tool == "none":
+        os.environ.pop("NVTX_INJECTION64_PATH", None)
+    elif tool == "null":
+        path = null_tool_path()
+        if path is None:
+            msg = "null tool library not found (build nvtx_cffi or set NVTX_CFFI_NULL_TOOL)"
+            raise NotImplementedError(msg)
+        os.environ["NVTX_INJECTION64_PATH"] = path
+    else:
+        msg = f"tool must be one of {TOOLS}, not {tool!r}"
+        raise ValueError(msg)
+
+
+def load_library(library: str) -> Any:
+    """The module a shape's ``L`` stands for (None for "plain"); NotImplementedError if missing."""
+    if library == "plain":
+        return None
+    try:
+        return importlib.import_module(library)
+    except ImportError as exc:
+        raise NotImplementedError(f"{library} is not importable: {exc}") from None
+
+
+def shape_available(shape: Shape, library: str, module: Any) -> bool:
+    """Whether ``shape`` runs against ``library`` (plain runs every shape's baseline body)."""
+    if library == "plain":
+        return True
+    if library not in shape.libraries:
+        return False
+    return not shape.needs or hasattr(module, shape.needs)
+
+
+class Timer:
+    """Times ``number`` unrolled iterations of a shape's body (or plain body) in thread CPU time."""
+
+    def __init__(self, shape: Shape, module: Any, plain: bool = False) -> None:
+        namespace: Dict[str, Any] = {"L": module}
+        exec(shape.plain_setup if plain else shape.setup, namespace)  # noqa: S102 - our own fixed snippets
+        names = sorted(k for k in namespace if not k.startswith("__") and k != "L")
+        body = textwrap.indent((shape.plain if plain else shape.body) + "\n", " " * 8) * UNROLL
+        params = "".join(f", {k}={k}" for k in names)
+        source = (
+            f"def run(_n, _clock=_clock, _range=range{params}):\n"
+            f"    _t0 = _clock()\n"
+            f"    for _ in _range(_n):\n{body}"
+            f"    return _clock() - _t0\n"
+        )
+        namespace["_clock"] = time.thread_time_ns
+        exec(compile(source, f"<shape {shape.name}>", "exec"), namespace)  # noqa: S102
+        self._run = namespace["run"]
+        self.once = _once(namespace, shape.plain if plain else shape.body, names)
+        self._profile = namespace.get("profile") if shape.needs == "Profile" and not plain else None
+
+    def run(self, number: int) -> int:
+        """Thread CPU ns for ``number`` iterations (``number * UNROLL`` bodies)."""
+        if self._profile is not None:
+            self._profile.enable()
+            try:
+                return self._run(number)
+            finally:
+                self._profile.disable()
+        return self._run(number)
+
+    def ns_per_op(self, repeats: int = 50, number: int = 2000) -> float:
+        """Minimum over ``repeats`` of ns per body, loop overhead included (subtract "empty")."""
+        return min(self.samples(repeats, number)) / (number * UNROLL)
+
+    def samples(self, repeats: int, number: int) -> List[int]:
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            self.run(max(1, number // 10))  # warm caches and first-use preparation
+            return [self.run(number) for _ in range(repeats)]
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+
+
+def _once(namespace: Dict[str, Any], body: str, names: List[str]):
+    """A function that runs the body once (for asv's own time_* timing)."""
+    params = ", ".join(f"{k}={k}" for k in names)
+    source = f"def once({params}):\n{textwrap.indent(body, '    ')}\n"
+    local: Dict[str, Any] = {}
+    exec(compile(source, "<once>", "exec"), namespace, local)  # noqa: S102
+    return local["once"]
+
+
+# Floors (plain column only): what any pure-Python implementation pays on this interpreter before
+# doing anything, for comparison with the rows above.
+_CM = "class CM:\n    __slots__ = ()\n    def __enter__(self):\n        return self\n" \
+      "    def __exit__(self, t, v, tb):\n        pass\ncm = CM()\n"
+_H = "def h(message=None, color='blue', domain=None, category=None, payload=None):\n    pass\n"
+SHAPES.update({s.name: s for s in [
+    Shape("floor_with", "floor: with a no-op Python CM", "", "pass", "with cm:\n    pass",
+          libraries=(), plain_setup=_CM),
+    Shape("floor_call", "floor: no-op Python fn(5 defaults)", "", "pass", "h('x')",
+          libraries=(), plain_setup=_H),
+]})
+
+EMPTY = Shape("empty", "empty loop", "", "pass", "pass")

@@ -1,0 +1,109 @@
+"""The C shim built by stock CFFI (no ``c/keep_gil.h``): the baseline for "GIL kept".
+
+nvtx-cffi's wrappers keep the GIL and skip cffi's errno save/restore around each C call. To show
+what that buys, this builds the very same ``c/nvtx_shim.c`` and cdef as a second, throw-away CFFI
+module without that header (so each call releases and re-takes the GIL, as stock CFFI does) and
+caches it in the temp directory. Benchmarks only: it is never part of the package.
+
+>>> load().lib.nvtxcffi_gil_held() in (0, -1)   # 0: the GIL is released during the call
+True
+"""
+from __future__ import annotations
+
+import glob
+import hashlib
+import importlib.util
+import os
+import shutil
+import sys
+import sysconfig
+import tempfile
+from types import ModuleType
+from typing import Optional
+
+__all__ = ["load", "repo_root"]
+
+MODULE = "_nvtxcffi_stock"
+
+# The GIL probe the cdef declares, without keep_gil.h's macro overrides around it.
+_PREAMBLE = """
+#include "nvtx_shim.h"
+#ifndef PYPY_VERSION
+PyAPI_FUNC(int) PyGILState_Check(void);
+#endif
+int nvtxcffi_gil_held(void)
+{
+#ifdef PYPY_VERSION
+    return -1;
+#else
+    return PyGILState_Check();
+#endif
+}
+"""
+
+_loaded: Optional[ModuleType] = None
+
+
+def repo_root() -> str:
+    """The source checkout these benchmarks belong to (holds ``build_ffi.py`` and ``c/``)."""
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def load() -> ModuleType:
+    """Import the stock-CFFI build of the shim, building it first if needed.
+
+    Raises NotImplementedError (asv's "skip") when it cannot be built here.
+    """
+    global _loaded
+    if _loaded is not None:
+        return _loaded
+    root = repo_root()
+    try:
+        path = _build(root)
+    except Exception as exc:  # no compiler, no headers, no sources: skip, do not fail the suite
+        msg = f"cannot build the stock CFFI shim: {type(exc).__name__}: {exc}"
+        raise NotImplementedError(msg) from None
+    spec = importlib.util.spec_from_file_location(MODULE, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    _loaded = module
+    return module
+
+
+def _build(root: str) -> str:
+    shim = os.path.join(root, "c")
+    sources = [os.path.join(shim, name) for name in ("nvtx_shim.c", "nvtx_shim.h")]
+    digest = hashlib.sha256(_PREAMBLE.encode())
+    for source in sources:
+        with open(source, "rb") as f:
+            digest.update(f.read())
+    digest.update(sys.version.encode() + sys.executable.encode())
+    cache = os.path.join(tempfile.gettempdir(), f"nvtx-cffi-stock-{digest.hexdigest()[:16]}")
+    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    target = os.path.join(cache, MODULE + suffix)
+    if os.path.exists(target):
+        return target
+
+    from cffi import FFI
+
+    sys.path.insert(0, root)
+    try:
+        import build_ffi  # the project's own cdef reader and header finder
+    finally:
+        sys.path.remove(root)
+    ffi = FFI()
+    with open(sources[1], encoding="utf-8") as f:
+        ffi.cdef(build_ffi._cdef_from_header(f.read()))
+    ffi.set_source(MODULE, _PREAMBLE, sources=[sources[0]],
+                   include_dirs=[build_ffi.nvtx_include_dir(), shim],
+                   extra_compile_args=build_ffi.C_FLAGS, libraries=["dl", "pthread"])
+    os.makedirs(cache, exist_ok=True)
+    work = tempfile.mkdtemp(prefix="build-", dir=cache)
+    try:
+        built = ffi.compile(tmpdir=work)
+        if not os.path.exists(built):  # some cffi versions return a relative name
+            built = glob.glob(os.path.join(work, "**", MODULE + "*"), recursive=True)[0]
+        os.replace(built, target)  # atomic: concurrent builders both end with a whole file
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return target

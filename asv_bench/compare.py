@@ -1,0 +1,195 @@
+#!/usr/bin/env python
+"""One-shot side-by-side overhead table: nvtx-cffi against NVIDIA's nvtx, with and without a tool.
+
+    python asv_bench/compare.py            # ~1 minute; --quick for a rough table in seconds
+
+For every shape (see ``benchmarks/shapes.py``) × library {plain, nvtx-cffi, nvtx} × tool {none,
+null}, prints the cost in ns above the baseline (the same code without annotation: an empty body,
+or ``f()`` for decorated calls and Profile) and the ratio nvtx / nvtx-cffi, next to the target
+ratio of issue 4. NVTX loads its tool once per process, so each (library, tool) combination runs
+in a child process of its own; this process only collects and prints. Times are thread CPU time,
+the minimum of many repeats (the shapes are interleaved so a noisy moment hits them all).
+The last two rows are the raw C push+pop of this shim (GIL kept) against the same shim built by
+stock CFFI (see ``benchmarks/stock_cffi.py``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+from typing import Dict, Optional
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from benchmarks import shapes  # noqa: E402
+
+# Issue 4's targets: nvtx / nvtx-cffi must be at least this, per tool ("identity": the decorator
+# returns the function itself). Shapes not listed have no target.
+TARGETS = {
+    "none": {"decorated": "identity", "with_new": 8, "with_reused": 2, "push_pop": 5, "mark": 4,
+             "start_end": 3, "domain_attrs": 1},
+    "null": {"decorated": 3, "with_new": 6, "with_reused": 2, "push_pop": 5, "mark": 7,
+             "start_end": 5, "domain_attrs": 1},
+}
+FLOOR_NS = 0.5  # below this a difference is noise; ratios against it are shown as ">x"
+
+
+def child(library: str, tool: str, repeats: int, number: int) -> Dict:
+    """Measure every shape for one (library, tool) in this process; returns what the parent prints."""
+    shapes.attach(tool)  # before the first import of the library: NVTX initialises then
+    module = shapes.load_library(library)
+    info: Dict = {"library": library, "tool": tool, "shapes": {}}
+    if library == "nvtx_cffi":
+        info["tool_attached"] = module.tool_attached()
+        if tool == "null" and not module.tool_attached():
+            raise SystemExit("the null tool did not attach")
+    if library == "nvtx":
+        info["version"] = getattr(module, "__version__", None) or _dist_version("nvtx")
+    timers = {"empty": shapes.Timer(shapes.EMPTY, None, plain=True)}
+    for shape in shapes.SHAPES.values():
+        if not shapes.shape_available(shape, library, module):
+            continue
+        try:
+            timers[shape.name + ":plain"] = shapes.Timer(shape, module, plain=True)
+            if library != "plain":
+                timers[shape.name] = shapes.Timer(shape, module)
+        except NotImplementedError as exc:  # e.g. no compiler for the stock CFFI build
+            info.setdefault("skipped", {})[shape.name] = str(exc)
+    if library != "plain" and "decorated" in timers:
+        info["decorator_returns_function"] = _decorator_identity(module)
+    best = {name: float("inf") for name in timers}
+    for timer in timers.values():
+        timer.run(max(1, number // 10))  # first-use preparation outside the measurement
+    for _ in range(repeats):  # interleaved: noise hits every shape alike
+        for name, timer in timers.items():
+            best[name] = min(best[name], timer.run(number))
+    per_op = {name: ns / (number * shapes.UNROLL) for name, ns in best.items()}
+    info["empty"] = per_op["empty"]
+    for shape in shapes.SHAPES:
+        if shape + ":plain" in per_op:
+            info["shapes"][shape] = {"plain": per_op[shape + ":plain"], "body": per_op.get(shape)}
+    return info
+
+
+def _decorator_identity(module) -> bool:
+    def f():
+        pass
+
+    return module.annotate("f")(f) is f
+
+
+def _dist_version(name: str) -> Optional[str]:
+    try:
+        from importlib.metadata import version
+        return version(name)
+    except Exception:
+        return None
+
+
+def run_child(library: str, tool: str, repeats: int, number: int) -> Optional[Dict]:
+    command = [sys.executable, os.path.abspath(__file__), "--child", library, tool,
+               "--repeats", str(repeats), "--number", str(number)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        print(f"[{library}, tool={tool}] skipped: {done.stderr.strip().splitlines()[-1:] or done.returncode}",
+              file=sys.stderr)
+        return None
+    return json.loads(done.stdout)
+
+
+def overhead(info: Optional[Dict], shape: str) -> Optional[float]:
+    """ns above the baseline: body - plain body (the library), plain - empty loop (plain)."""
+    if info is None or shape not in info["shapes"]:
+        return None
+    entry = info["shapes"][shape]
+    if info["library"] == "plain":
+        return entry["plain"] - info["empty"]
+    if entry["body"] is None:
+        return None
+    return entry["body"] - entry["plain"]
+
+
+def table(results: Dict) -> str:
+    def cell(value: Optional[float]) -> str:
+        return "-" if value is None else f"{value:.1f}"
+
+    lines = []
+    header = f"{'shape':<37}"
+    for tool in shapes.TOOLS:
+        label = "no tool" if tool == "none" else "null tool"
+        header += f" | {label + ': plain':>14} {'nvtx-cffi':>9} {'nvtx':>7} {'ratio':>7} {'target':>8}"
+    lines += [header, "-" * len(header)]
+    for name, shape in shapes.SHAPES.items():
+        row = f"{shape.title:<37}"
+        shown = False
+        for tool in shapes.TOOLS:
+            plain = overhead(results.get(("plain", tool)), name)
+            ours = overhead(results.get(("nvtx_cffi", tool)), name)
+            theirs = overhead(results.get(("nvtx", tool)), name)
+            shown = shown or ours is not None or theirs is not None or not shape.libraries
+            ratio, verdict = "-", ""
+            target = TARGETS[tool].get(name)
+            cffi_info = results.get(("nvtx_cffi", tool)) or {}
+            if target == "identity":
+                same = cffi_info.get("decorator_returns_function")
+                ratio = "f itself" if same else "wrapped"
+                verdict = "met" if same else "NOT met"
+                target = "is f"
+            elif ours is not None and theirs is not None:
+                clamped = ours < FLOOR_NS
+                value = theirs / max(ours, FLOOR_NS)
+                ratio = (">" if clamped else "") + f"{value:.1f}"
+                if target is not None:
+                    verdict = "met" if value >= target else "NOT met"
+            target_text = "" if target is None else (target if isinstance(target, str) else f">={target}")
+            row += (f" | {cell(plain):>14} {cell(ours):>9} {cell(theirs):>7} {ratio:>7}"
+                    f" {(target_text + ' ' + verdict).strip():>8}")
+        if shown:
+            lines.append(row)
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=200, help="timed repeats per shape (min is kept)")
+    parser.add_argument("--number", type=int, default=1000, help="loop iterations per repeat (x10 bodies)")
+    parser.add_argument("--quick", action="store_true", help="20 repeats of 200: seconds, rough")
+    parser.add_argument("--json", metavar="PATH", help="also write the raw results here")
+    parser.add_argument("--child", nargs=2, metavar=("LIBRARY", "TOOL"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.repeats, args.number = 20, 200
+    if args.child:
+        json.dump(child(*args.child, args.repeats, args.number), sys.stdout)
+        return 0
+
+    try:  # build the stock-CFFI shim once, here, not inside a timed child
+        from benchmarks import stock_cffi
+        stock_cffi.load()
+    except NotImplementedError as exc:
+        print(f"stock CFFI row skipped: {exc}", file=sys.stderr)
+    if shapes.null_tool_path() is None:
+        print("no null tool library (build nvtx_cffi or set NVTX_CFFI_NULL_TOOL): null-tool columns empty",
+              file=sys.stderr)
+    results = {}
+    for tool in shapes.TOOLS:
+        for library in shapes.LIBRARIES:
+            results[library, tool] = run_child(library, tool, args.repeats, args.number)
+    nvtx_info = results.get(("nvtx", "none")) or {}
+    print(f"# {platform.python_implementation()} {platform.python_version()}, nvtx "
+          f"{nvtx_info.get('version') or 'not installed'}; ns above baseline per call "
+          f"(thread CPU time, min of {args.repeats} x {args.number * shapes.UNROLL}); "
+          f"ratio = nvtx / nvtx-cffi")
+    print(table(results))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump({f"{lib}/{tool}": info for (lib, tool), info in results.items()}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

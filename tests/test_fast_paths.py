@@ -1,0 +1,178 @@
+"""The hot paths (issue 4) must record exactly what the general paths record.
+
+nvtx_cffi answers repeated calls from caches (message-only dicts, the argument-tuple cache, cached
+annotate objects, per-domain C pop functions). A mistake there would send the wrong slot, colour,
+domain or range id while every call still "works", so each scenario below runs three times in one
+recorded subprocess: first use (general path, filling the caches), hot (fast paths) and after
+clearing every Python-side cache (general path again), and the recorded events must be the same.
+"""
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import nvtx_cffi
+
+SCENARIO = r"""
+import json
+import nvtx_cffi as nvtx
+from nvtx_cffi import _annotate, _ranges
+
+assert nvtx.enabled(), "the recorder did not attach"
+blue = "".join(["bl", "ue"])  # equal to the default colour, not the same object: general path
+d = nvtx.get_domain("fastdom")
+d0 = nvtx.get_domain()
+
+
+def scenario(tag):
+    nvtx.mark("separator", domain="separator", payload=tag)
+    nvtx.push_range("x"); nvtx.pop_range()
+    nvtx.push_range("x", color=blue); nvtx.pop_range(domain=None)
+    nvtx.push_range("x", payload=7); nvtx.pop_range()
+    nvtx.mark("m"); nvtx.mark("m", blue); nvtx.mark("m", category=2)
+    nvtx.end_range(nvtx.start_range("s"))
+    nvtx.end_range(nvtx.start_range("s", color="red")[0])  # a bare int: default domain
+    nvtx.push_range("y", domain="fastdom"); nvtx.pop_range("fastdom")
+    nvtx.end_range(nvtx.start_range("z", domain="fastdom", payload=1.5))
+    with nvtx.annotate("w"):
+        pass
+    with nvtx.annotate("w", domain="fastdom", color="red"):
+        pass
+
+    @nvtx.annotate("dec")
+    def f():
+        pass
+
+    @nvtx.annotate(domain="fastdom", category="cat")
+    def g(a, b=2):
+        return a + b
+
+    f(); g(1)
+    attrs = d.get_event_attributes(message="attrs", color="green", category=3)
+    d.push_range(attrs); d.pop_range()
+    d.push_range(message="attrs", color="green", category=3); d.pop_range()
+    d.mark(attrs); d.end_range(d.start_range(attrs))
+    d0.push_range(d0.get_event_attributes(message="d0")); d0.pop_range()
+
+
+scenario(0)  # first use: general paths, caches filled
+scenario(1)  # hot: fast paths
+for cache in (_ranges._slot_cache, _ranges._blue_slots, _ranges._uncoloured_slots,
+              _annotate._cache, _annotate._by_message):
+    cache.clear()
+scenario(2)  # general paths again
+
+errors = {}
+for name, bad in [("str id", ("a", 0)), ("too big", (2 ** 64, 0)), ("list", [1, 0]),
+                  ("triple", (1, 0, 0)), ("bool", True), ("negative", -1)]:
+    try:
+        nvtx.end_range(bad)
+        errors[name] = None
+    except Exception as exc:
+        errors[name] = [type(exc).__name__, str(exc)]
+print(json.dumps(errors))
+"""
+
+KINDS = {"push", "pop", "start", "end", "mark"}
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    recorder = pytest.importorskip("nvtx_cffi.recorder")
+    directory = tmp_path_factory.mktemp("fast_paths")
+    env = {**os.environ, **recorder.environment(str(directory))}
+    env.pop("NVTX_DISABLE", None)
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(SCENARIO)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    events = [e for e in recorder.read(str(directory)).events if e.kind in KINDS]
+    runs, current = {}, None
+    for event in events:
+        if event.kind == "mark" and event.domain == "separator":
+            current = runs.setdefault(event.payload, [])
+        elif current is not None:
+            current.append(event)
+    return runs, json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _content(event) -> tuple:
+    return (event.kind, event.domain, event.message, event.color, event.category, event.payload,
+            event.payload_type, event.api)
+
+
+def test_fast_paths_record_the_same_events_as_the_general_paths(recorded):
+    runs, _ = recorded
+    assert sorted(runs) == [0, 1, 2]
+    first = [_content(e) for e in runs[0]]
+    assert [_content(e) for e in runs[1]] == first
+    assert [_content(e) for e in runs[2]] == first
+
+
+def test_fast_path_events_carry_the_right_content(recorded):
+    runs, _ = recorded
+    hot = runs[1]
+    push = hot[0]
+    assert (push.kind, push.message, push.color, push.domain, push.category, push.payload) == (
+        "push", "x", nvtx_cffi.to_argb("blue"), None, 0, None)
+    assert hot[1].kind == "pop" and hot[1].domain is None
+    with_payload = hot[4]
+    assert (with_payload.kind, with_payload.message, with_payload.payload) == ("push", "x", 7)
+    marks = [e for e in hot if e.kind == "mark"]
+    assert [(m.message, m.category) for m in marks[:3]] == [("m", 0), ("m", 0), ("m", 2)]
+    fastdom = [e for e in hot if e.domain == "fastdom" and e.kind == "push"]
+    assert [e.message for e in fastdom] == ["y", "w", "g", "attrs", "attrs"]
+    assert fastdom[1].color == nvtx_cffi.to_argb("red")
+    assert fastdom[3].color == nvtx_cffi.to_argb("green") and fastdom[3].category == 3
+
+
+def test_every_end_closes_the_id_its_start_returned(recorded):
+    runs, _ = recorded
+    for run in runs.values():
+        starts = [e for e in run if e.kind == "start"]
+        ends = [e for e in run if e.kind == "end"]
+        assert len(starts) == len(ends) == 4
+        assert [(s.range_id, s.domain) for s in starts] == [(e.range_id, e.domain) for e in ends]
+        assert len({s.range_id for s in starts}) == 4
+
+
+def test_end_range_rejects_what_start_range_never_returns(recorded):
+    _, errors = recorded
+    assert errors["str id"][0] == "TypeError" and "range_id" in errors["str id"][1]
+    assert errors["too big"][0] == "ValueError" and "out of range" in errors["too big"][1]
+    assert errors["list"][0] == "TypeError" and "list" in errors["list"][1]
+    assert errors["triple"][0] == "TypeError" and "tuple" in errors["triple"][1]
+    assert errors["bool"][0] == "TypeError" and "bool" in errors["bool"][1]
+    assert errors["negative"][0] == "ValueError" and "-1" in errors["negative"][1]
+
+
+@pytest.mark.parametrize("method", ["push_range", "start_range", "mark"])
+def test_domain_methods_keep_their_keyword_only_signature(method):
+    signature = inspect.signature(getattr(nvtx_cffi.Domain, method))
+    parameters = list(signature.parameters.values())
+    assert [p.name for p in parameters] == ["self", "attributes", "message", "color", "category", "payload"]
+    assert parameters[1].default is None
+    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in parameters[2:])
+
+
+@pytest.mark.parametrize("method", ["push_range", "start_range", "mark"])
+def test_domain_methods_reject_unknown_keywords_and_extra_positionals(method):
+    bound = getattr(nvtx_cffi.get_domain("fast_paths_errors"), method)
+    with pytest.raises(TypeError, match=rf"Domain\.{method}\(\) got an unexpected keyword argument 'colour'"):
+        bound(colour="red")
+    with pytest.raises(TypeError, match="positional argument"):
+        bound(None, "message")
+    with pytest.raises(TypeError, match="EventAttributes"):
+        bound("not attributes")
+
+
+def test_domain_pop_range_takes_no_argument():
+    assert nvtx_cffi.get_domain().pop_range() is None
+    assert nvtx_cffi.get_domain("fast_paths_pop").pop_range() is None
+    with pytest.raises(TypeError):
+        nvtx_cffi.get_domain("fast_paths_pop").pop_range(1)
