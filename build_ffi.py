@@ -49,14 +49,18 @@ def _cdef_from_header(text: str) -> str:
 
 ffi = FFI()
 ffi.cdef(_cdef_from_header(_read("c/nvtx_shim.h")))
+ffi.cdef(_cdef_from_header(_read("c/accel.h")))
 ffi.set_source(
     "nvtx_cffi._native._ffi",
-    '#include "nvtx_shim.h"\n#include "keep_gil.h"\n',
-    sources=[os.path.join("c", "nvtx_shim.c")],
+    '#include "nvtx_shim.h"\n#include "accel.h"\n#include "keep_gil.h"\n',
+    sources=[os.path.join("c", "nvtx_shim.c"), os.path.join("c", "accel.c")],
     include_dirs=[nvtx_include_dir(), os.path.join(HERE, "c")],
     extra_compile_args=C_FLAGS,
     libraries=["dl", "pthread"],
-    depends=[os.path.join("c", name) for name in ("nvtx_shim.h", "nvtx_shim.c", "keep_gil.h")],
+    depends=[os.path.join("c", name) for name in ("nvtx_shim.h", "nvtx_shim.c", "keep_gil.h", "accel.h", "accel.c")],
+    # c/accel.c uses CPython's full C API (vectorcall, type objects): the module is built for one
+    # CPython version, not the stable ABI (abi3).
+    py_limited_api=False,
 )
 
 if __name__ == "__main__":

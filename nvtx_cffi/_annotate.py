@@ -7,6 +7,7 @@ import threading
 from typing import Callable, Optional, TypeVar, Union
 
 from . import _state
+from ._accel import accel as _accel
 from ._colors import ColorLike
 from ._domain import OP_PUSH, OP_START, EventAttributes, get_domain
 from ._native import lib
@@ -35,7 +36,40 @@ _end = lib.nvtxcffi_end
 _async_ranges: contextvars.ContextVar = contextvars.ContextVar("nvtx_cffi_async_ranges", default=())
 
 
-class annotate:  # noqa: N801 - the name nvtx users know
+if _accel is not None:
+    # C: the fields below as C members, __enter__/__exit__ as C methods (c/accel.c).
+    _Base = _accel.AnnotateBase
+else:
+
+    class _Base:
+        """annotate's fields and ``with`` protocol in Python (PyPy, ``NVTX_CFFI_PURE_PYTHON=1``),
+        what ``AnnotateBase`` in ``c/accel.c`` does in C on CPython."""
+
+        __slots__ = ("_args", "_attributes", "_slot", "_domain_index", "_close")
+
+        if _state.ACTIVE:
+
+            def __enter__(self) -> "annotate":
+                slot = self._slot
+                if slot >= 0:
+                    _push(slot)
+                else:
+                    self._attributes._emit(OP_PUSH)
+                return self
+
+            def __exit__(self, exc_type, exc_value, traceback) -> None:
+                self._close()
+
+        else:
+
+            def __enter__(self) -> "annotate":
+                return self
+
+            def __exit__(self, exc_type, exc_value, traceback) -> None:
+                pass
+
+
+class annotate(_Base):  # noqa: N801 - the name nvtx users know
     """Annotate a code range, as a decorator or a context manager.
 
     Parameters are those of NVIDIA's ``nvtx.annotate``: ``message`` (default: the decorated
@@ -58,7 +92,7 @@ class annotate:  # noqa: N801 - the name nvtx users know
     Objects are immutable: equal arguments may give back the same object.
     """
 
-    __slots__ = ("_args", "_attributes", "_slot", "_domain_index", "_close")
+    __slots__ = ()
 
     def __new__(cls, message: Optional[str] = None, color: ColorLike = None, domain: Optional[str] = None,
                 category: Union[str, int, None] = None, payload: Payload = None) -> "annotate":
@@ -73,7 +107,7 @@ class annotate:  # noqa: N801 - the name nvtx users know
             return _cache[key]
         except (KeyError, TypeError):
             pass
-        self = object.__new__(cls)
+        self = _Base.__new__(cls)
         domain_object = get_domain(domain)
         attributes = EventAttributes(domain_object, message, color, category, payload)
         self._args = (message, color, domain, category, payload)
@@ -106,17 +140,6 @@ class annotate:  # noqa: N801 - the name nvtx users know
 
     if _state.ACTIVE:
 
-        def __enter__(self) -> "annotate":
-            slot = self._slot
-            if slot >= 0:
-                _push(slot)
-            else:
-                self._attributes._emit(OP_PUSH)
-            return self
-
-        def __exit__(self, exc_type, exc_value, traceback) -> None:
-            self._close()
-
         async def __aenter__(self) -> "annotate":
             _async_ranges.set(_async_ranges.get() + (self._start(),))
             return self
@@ -143,19 +166,14 @@ class annotate:  # noqa: N801 - the name nvtx users know
             else:
                 begin, begin_arg = annotation._attributes._emit, OP_PUSH
             return wrap(func, begin, begin_arg, annotation._close,
-                        annotation._start, lambda range_id: _end(domain_index, range_id))
+                        annotation._start, lambda range_id: _end(domain_index, range_id),
+                        (annotation._slot, domain_index, annotation._attributes))
 
         def _start(self) -> int:
             slot = self._slot
             return _start(slot) if slot >= 0 else self._attributes._emit(OP_START)
 
     else:
-
-        def __enter__(self) -> "annotate":
-            return self
-
-        def __exit__(self, exc_type, exc_value, traceback) -> None:
-            pass
 
         async def __aenter__(self) -> "annotate":
             return self
@@ -168,3 +186,8 @@ class annotate:  # noqa: N801 - the name nvtx users know
                 msg = f"annotate() decorates callables, not {type(func).__name__}"
                 raise TypeError(msg)
             return func
+
+
+if _accel is not None:
+    # Repeated annotate(...) calls answered in C from the two caches above (a miss runs __new__).
+    _accel.setup_annotate(annotate, _by_message, _cache)

@@ -13,6 +13,7 @@ import threading
 from typing import Dict, Optional, Tuple, Union
 
 from . import _state
+from ._accel import accel as _accel
 from ._colors import ColorLike, to_argb
 from ._native import ffi, lib
 from ._validate import Payload, payload_fields, to_category_id, to_utf8
@@ -148,9 +149,11 @@ class Domain:
     __slots__ = {
         "name": "The domain's name (None: NVTX's default domain).",
         "_index": None, "_strings": None, "_categories": None, "_slots": None, "__weakref__": None,
-        # An instance attribute bound to a C function (no Python frame): see get_domain().
-        "pop_range": "pop_range() -> None: close this thread's innermost range of this domain "
-                     "(nothing pushed: the tool ignores it).",
+        # Without the accelerator, an instance attribute bound to a C function (no Python frame):
+        # see get_domain(). With it, the method pop_range below, made a C function.
+        **({} if _accel is not None else {
+            "pop_range": "pop_range() -> None: close this thread's innermost range of this domain "
+                         "(nothing pushed: the tool ignores it)."}),
     }
 
     def __new__(cls, name: Optional[str] = None) -> "Domain":
@@ -302,6 +305,12 @@ class Domain:
         except (TypeError, OverflowError):
             raise _bad_range_id(range_id) from None
 
+    if _accel is not None:
+
+        def pop_range(self) -> None:
+            """Close this thread's innermost range of this domain (nothing pushed: the tool ignores it)."""
+            lib.nvtxcffi_pop(self._index)
+
     def mark(self, attributes: Optional[EventAttributes] = None, **changes) -> None:
         """An instantaneous event."""
         if changes or attributes.__class__ is not EventAttributes:
@@ -334,6 +343,15 @@ def _keyword_signature(method):
 for _method in (Domain.push_range, Domain.start_range, Domain.mark):
     _keyword_signature(_method)
 del _method
+
+if _accel is not None:
+    # C fast paths for calls with pre-built attributes (d.push_range(attrs), d.end_range(rid), ...);
+    # the methods above stay their Python twins (__wrapped__) for everything else.
+    _accel.setup_domain(Domain, EventAttributes, _domains)
+    for _name in ("push_range", "start_range", "mark", "end_range", "pop_range"):
+        _method = getattr(Domain, _name)
+        setattr(Domain, _name, functools.update_wrapper(_accel.accelerate("Domain." + _name, _method), _method))
+    del _name, _method
 
 
 def _bad_range_id(range_id: object) -> Exception:
@@ -375,8 +393,9 @@ def get_domain(name: Optional[str] = None) -> Domain:
         domain._strings = {}
         domain._categories = {}
         domain._slots = {}
-        # A C function, not a method: d.pop_range() is one cffi call with no Python frame
-        # (the 0-argument form for the default domain, the cheapest cffi call there is).
-        domain.pop_range = lib.nvtxcffi_pop_default if index == 0 else functools.partial(lib.nvtxcffi_pop, index)
+        if _accel is None:
+            # A C function, not a method: d.pop_range() is one cffi call with no Python frame
+            # (the 0-argument form for the default domain, the cheapest cffi call there is).
+            domain.pop_range = lib.nvtxcffi_pop_default if index == 0 else functools.partial(lib.nvtxcffi_pop, index)
         _domains[name] = domain
         return domain

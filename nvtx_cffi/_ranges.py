@@ -4,16 +4,21 @@ Hot path: the arguments as given are the key of one dict that maps straight to a
 so a repeated call is one tuple, one lookup and one C call (a message-only call: no tuple either). Everything else (first use, payloads,
 inline messages, errors) goes through :mod:`._domain`.
 
+On CPython the five names are C functions (``c/accel.c``) that answer from the same caches and
+call the Python functions below (their ``__wrapped__``) for everything else.
+
 Without a tool (or with ``NVTX_DISABLE``) the same names are bound to functions with the same
 signatures that do nothing: NVTX cannot record anything in this process, so no work is done and no
 argument is checked. :class:`~nvtx_cffi.annotate` and :class:`~nvtx_cffi.Domain` still check theirs.
 """
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Optional, Tuple, Union
 
 from . import _state
+from ._accel import accel as _accel
 from ._colors import ColorLike
 from ._domain import OP_MARK, OP_PUSH, OP_START, EventAttributes, _bad_range_id, get_domain
 from ._native import lib
@@ -195,3 +200,12 @@ else:
 
 def _domain_index(name: str) -> int:
     return get_domain(name)._index
+
+
+if _accel is not None:
+    # The C fast paths: the same caches, one C call; the functions above remain their twins
+    # (__wrapped__) for first use, payloads, new domains and errors, and give them their metadata.
+    _accel.setup_ranges(_BLUE, _blue_slots, _uncoloured_slots, _slot_cache)
+    push_range, pop_range, start_range, end_range, mark = (
+        functools.update_wrapper(_accel.accelerate(f.__name__, f), f)
+        for f in (push_range, pop_range, start_range, end_range, mark))

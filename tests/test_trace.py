@@ -85,6 +85,7 @@ def test_single_process_ranges_marks_and_args(tmp_path):
 
 def test_threads_each_on_their_own_row_with_names(tmp_path):
     script = write(tmp_path, "threads.py", """
+        import sys
         import threading
         import nvtx_cffi as nvtx
         from nvtx_cffi._native import lib
@@ -95,7 +96,9 @@ def test_threads_each_on_their_own_row_with_names(tmp_path):
                 with nvtx.annotate(f"job {k}", color="blue"):
                     with nvtx.annotate("inner", color="yellow"):
                         pass
-            print("tid", k, threading.get_native_id(), flush=True)
+            # one write per line: print() writes the text and its newline separately, and lines
+            # from concurrent threads could interleave
+            sys.stdout.write(f"tid {k} {threading.get_native_id()}\\n")
 
         threads = [threading.Thread(target=work, args=(k,)) for k in range(3)]
         for t in threads: t.start()

@@ -1,0 +1,1052 @@
+/* accel.c - CPython C-API fast paths for nvtx_cffi's hottest calls (compiled out on PyPy).
+ *
+ * Why: after the CFFI work (keep_gil.h, slot caches) what remains of a call's cost is CPython
+ * running Python frames (an empty __enter__/__exit__ pair is ~80 ns, a 5-default function ~20 ns).
+ * Only C callables avoid that. This file lives in the same shared object as nvtx_shim.c, so it calls
+ * the shim's slot and domain tables directly.
+ *
+ * How Python reaches it: accel.h declares nvtxcffi_accel_install(active), an ordinary cdef'd
+ * function taking no Python object (cffi converts nothing). Called with the GIL held (keep_gil.h
+ * keeps it through cffi's wrapper), it creates the module "nvtx_cffi._native._accel" and registers
+ * it in sys.modules, where nvtx_cffi/_accel.py picks it up. No handles, no ctypes.
+ *
+ * What it holds (all opt-in from Python, which passes in its own caches and Python twins):
+ *   AnnotateBase  base class of nvtx_cffi.annotate: C __enter__/__exit__ (push a slot / pop a
+ *                 domain), plus a vectorcall for the annotate class itself that answers repeated
+ *                 annotate(...) calls from annotate's own instance caches (a miss runs
+ *                 annotate.__new__, in Python).
+ *   function      a callable with functools.wraps metadata (a __dict__) whose body is C: either a
+ *                 decorated function (push, call, pop even on error) or a module-level/Domain call
+ *                 (push_range, mark, ...) that answers from the Python caches and otherwise calls
+ *                 its Python twin (__wrapped__) with the same arguments, so first use, payloads and
+ *                 every error message stay exactly those of the Python code.
+ * The Python implementation stays complete: PyPy and NVTX_CFFI_PURE_PYTHON=1 use it alone.
+ *
+ * Thread safety: every entry point runs with the GIL held (they are Python callables; the install
+ * function is called through cffi's GIL-keeping wrapper), and the C tables are lock-free to read.
+ * State is process-wide (one interpreter; cffi modules are single-phase anyway).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "accel.h"
+#include "nvtx_shim.h"
+
+#ifdef PYPY_VERSION
+
+int nvtxcffi_accel_install(int active)
+{
+    (void)active;
+    return -1; /* PyPy runs the Python implementation (its JIT inlines it) */
+}
+
+#else
+
+#include <structmember.h>
+
+/* A METH_FASTCALL / METH_NOARGS function cast for PyMethodDef, without -Wcast-function-type. */
+#define FUNC_CAST(f) ((PyCFunction)(void (*)(void))(f))
+
+/* ---- process state, set once by the setup functions below ------------------------------------ */
+static int active; /* _state.ACTIVE: a tool is attached and NVTX_DISABLE is unset */
+static PyObject *accel_module;
+
+static PyTypeObject *annotate_cls;     /* nvtx_cffi.annotate (a Python subclass of AnnotateBase) */
+static PyObject *annotate_by_message;  /* _annotate._by_message: message -> annotate */
+static PyObject *annotate_cache;       /* _annotate._cache: (cls, 5 args, payload type) -> annotate */
+
+static PyObject *default_color;     /* _ranges._BLUE, compared by identity as Python does */
+static PyObject *blue_slots;        /* _ranges._blue_slots: message -> slot */
+static PyObject *uncoloured_slots;  /* _ranges._uncoloured_slots: message -> slot */
+static PyObject *slot_cache;        /* _ranges._slot_cache: (message, color, domain, category) -> slot */
+
+static PyTypeObject *domain_cls;      /* nvtx_cffi.Domain */
+static PyTypeObject *attributes_cls;  /* nvtx_cffi.EventAttributes */
+static PyObject *domains;             /* _domain._domains: name -> Domain */
+static Py_ssize_t domain_index_offset = -1;   /* where a Domain keeps _index (a __slots__ member) */
+static Py_ssize_t attributes_fast_offset = -1; /* where EventAttributes keeps _fast */
+
+static PyObject *str_emit;  /* "_emit" */
+static PyObject *op_push;   /* NVTXCFFI_OP_PUSH as an int object */
+
+/* Parameter names (interned: keyword names from call sites are usually the same objects). */
+static PyObject *range_params[5];   /* message, color, domain, category, payload */
+static PyObject *pop_params[1];     /* domain */
+static PyObject *end_params[1];     /* range_id */
+
+/* ---- helpers ---------------------------------------------------------------------------------- */
+
+/* Bind vectorcall arguments to the positional-or-keyword parameters names[0..n); the first
+ * `required` must be given. Unbound ones are NULL in out. Returns 1 when bound, 0 when the call
+ * does not fit (too many, unknown, repeated or missing arguments): callers then call the Python
+ * twin, which raises exactly the error Python raises. */
+static int bind(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **names, int n,
+                int required, PyObject **out)
+{
+    if (nargs > n)
+        return 0;
+    for (int i = 0; i < n; i++)
+        out[i] = i < nargs ? args[i] : NULL;
+    if (kwnames != NULL) {
+        Py_ssize_t nkw = PyTuple_GET_SIZE(kwnames);
+        for (Py_ssize_t k = 0; k < nkw; k++) {
+            PyObject *key = PyTuple_GET_ITEM(kwnames, k);
+            int found = -1;
+            for (int i = 0; i < n && found < 0; i++)
+                if (key == names[i])
+                    found = i;
+            for (int i = 0; i < n && found < 0; i++)
+                if (PyUnicode_Compare(key, names[i]) == 0)
+                    found = i;
+            if (found < 0 || out[found] != NULL)
+                return 0;
+            out[found] = args[nargs + k];
+        }
+    }
+    for (int i = 0; i < required; i++)
+        if (out[i] == NULL)
+            return 0;
+    return 1;
+}
+
+/* dict[key] as Python's `try: d[key] except (KeyError, TypeError):` sees it: 1 found (*value
+ * borrowed), 0 absent or unhashable, -1 another error (raised). */
+static int lookup(PyObject *dict, PyObject *key, PyObject **value)
+{
+    *value = PyDict_GetItemWithError(dict, key);
+    if (*value != NULL)
+        return 1;
+    if (!PyErr_Occurred())
+        return 0;
+    if (PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_KeyError)) {
+        PyErr_Clear();
+        return 0;
+    }
+    return -1;
+}
+
+/* A cached slot number (the caches hold small non-negative ints); -1 when not usable. */
+static int as_slot(PyObject *value)
+{
+    if (!PyLong_CheckExact(value))
+        return -1;
+    long slot = PyLong_AsLong(value);
+    if (slot < 0 || slot > INT32_MAX) {
+        PyErr_Clear();
+        return -1;
+    }
+    return (int)slot;
+}
+
+/* The object in a __slots__ member of a Python-level instance (NULL when unset). */
+static inline PyObject *member_at(PyObject *obj, Py_ssize_t offset)
+{
+    return *(PyObject **)((char *)obj + offset);
+}
+
+/* The NVTX domain index of Domain `domain`, read from its _index slot; -1 when not available. */
+static int domain_index_of(PyObject *domain)
+{
+    if (domain_index_offset < 0 || !Py_IS_TYPE(domain, domain_cls))
+        return -1;
+    PyObject *index = member_at(domain, domain_index_offset);
+    return index == NULL ? -1 : as_slot(index);
+}
+
+/* The index of the domain *named* `name`, if it exists already; -1 otherwise (or unhashable). */
+static int domain_index_by_name(PyObject *name)
+{
+    PyObject *domain;
+    if (domains == NULL || !PyUnicode_CheckExact(name))
+        return -1;
+    if (lookup(domains, name, &domain) <= 0) {
+        PyErr_Clear();
+        return -1;
+    }
+    return domain_index_of(domain);
+}
+
+/* attributes._emit(OP_PUSH): the general push (payload or inline message). 0 or -1 (raised). */
+static int emit_push(PyObject *attributes)
+{
+    if (attributes == NULL) {
+        PyErr_SetString(PyExc_TypeError, "annotate object is not initialised");
+        return -1;
+    }
+    PyObject *result = PyObject_CallMethodObjArgs(attributes, str_emit, op_push, NULL);
+    if (result == NULL)
+        return -1;
+    Py_DECREF(result);
+    return 0;
+}
+
+static PyObject *new_range_id(uint64_t id, int domain_index)
+{
+    PyObject *rid = PyLong_FromUnsignedLongLong(id);
+    if (rid == NULL)
+        return NULL;
+    PyObject *index = PyLong_FromLong(domain_index);
+    if (index == NULL) {
+        Py_DECREF(rid);
+        return NULL;
+    }
+    PyObject *pair = PyTuple_New(2);
+    if (pair == NULL) {
+        Py_DECREF(rid);
+        Py_DECREF(index);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(pair, 0, rid);
+    PyTuple_SET_ITEM(pair, 1, index);
+    return pair;
+}
+
+/* ==== AnnotateBase ============================================================================= */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *args;        /* _args: (message, color, domain, category, payload) as given */
+    PyObject *attributes;  /* _attributes: the prepared EventAttributes */
+    PyObject *close;       /* _close: what the pure-Python wrappers call to close the range */
+    int slot;              /* _slot: the C slot when one push suffices, else -1 */
+    int domain_index;      /* _domain_index */
+    PyObject *bound[2];    /* __enter__ and __exit__ bound to this object, made on first use */
+} annotate_object;
+
+static PyObject *annotate_base_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    (void)args;
+    (void)kwargs;
+    annotate_object *self = (annotate_object *)type->tp_alloc(type, 0);
+    if (self != NULL) {
+        self->slot = -1;
+        self->domain_index = 0;
+    }
+    return (PyObject *)self;
+}
+
+static int annotate_base_traverse(PyObject *op, visitproc visit, void *arg)
+{
+    annotate_object *self = (annotate_object *)op;
+    Py_VISIT(self->args);
+    Py_VISIT(self->attributes);
+    Py_VISIT(self->close);
+    Py_VISIT(self->bound[0]);
+    Py_VISIT(self->bound[1]);
+    return 0;
+}
+
+static int annotate_base_clear(PyObject *op)
+{
+    annotate_object *self = (annotate_object *)op;
+    Py_CLEAR(self->args);
+    Py_CLEAR(self->attributes);
+    Py_CLEAR(self->close);
+    Py_CLEAR(self->bound[0]);
+    Py_CLEAR(self->bound[1]);
+    return 0;
+}
+
+static void annotate_base_dealloc(PyObject *op)
+{
+    PyObject_GC_UnTrack(op);
+    annotate_base_clear(op);
+    Py_TYPE(op)->tp_free(op);
+}
+
+static PyObject *annotate_enter(PyObject *op, PyObject *unused)
+{
+    (void)unused;
+    annotate_object *self = (annotate_object *)op;
+    if (active) {
+        if (self->slot >= 0)
+            nvtxcffi_push(self->slot);
+        else if (emit_push(self->attributes) < 0)
+            return NULL;
+    }
+    Py_INCREF(op);
+    return op;
+}
+
+static PyObject *annotate_exit(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)args;
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "__exit__() takes exactly 3 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    if (active)
+        nvtxcffi_pop(((annotate_object *)op)->domain_index);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef annotate_base_methods[] = {
+    {"__enter__", annotate_enter, METH_NOARGS, "Open the range (push); returns self."},
+    {"__exit__", FUNC_CAST(annotate_exit), METH_FASTCALL, "Close the range (pop its domain)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef annotate_base_members[] = {
+    {"_args", T_OBJECT_EX, offsetof(annotate_object, args), 0, NULL},
+    {"_attributes", T_OBJECT_EX, offsetof(annotate_object, attributes), 0, NULL},
+    {"_close", T_OBJECT_EX, offsetof(annotate_object, close), 0, NULL},
+    {"_slot", T_INT, offsetof(annotate_object, slot), 0, NULL},
+    {"_domain_index", T_INT, offsetof(annotate_object, domain_index), 0, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject annotate_base_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "nvtx_cffi._native._accel.AnnotateBase",
+    .tp_basicsize = sizeof(annotate_object),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "C base of nvtx_cffi.annotate: __enter__/__exit__ and the instance fields.",
+    .tp_new = annotate_base_new,
+    .tp_traverse = annotate_base_traverse,
+    .tp_clear = annotate_base_clear,
+    .tp_dealloc = annotate_base_dealloc,
+    .tp_methods = annotate_base_methods,
+    .tp_members = annotate_base_members,
+};
+
+/* `with obj:` looks __enter__ and __exit__ up on the type and binds them to obj, which for C
+ * methods allocates two bound-method objects per `with` (~20 ns of its ~55). annotate objects are
+ * cached and reused, so each keeps its two bound methods (made on first use) and this descriptor,
+ * installed in AnnotateBase's dict over the two ordinary method descriptors, hands them out.
+ * Anything else (class access, a foreign object) goes to the ordinary descriptor. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *method;  /* the ordinary method descriptor */
+    int which;         /* index in annotate_object.bound */
+} special_object;
+
+static void special_dealloc(PyObject *op)
+{
+    Py_XDECREF(((special_object *)op)->method);
+    PyObject_Free(op);
+}
+
+static PyObject *special_get(PyObject *op, PyObject *obj, PyObject *type)
+{
+    special_object *self = (special_object *)op;
+    descrgetfunc get = Py_TYPE(self->method)->tp_descr_get;
+    if (obj == NULL || !PyObject_TypeCheck(obj, &annotate_base_type))
+        return get(self->method, obj, type);
+    PyObject **bound = &((annotate_object *)obj)->bound[self->which];
+    if (*bound == NULL && (*bound = get(self->method, obj, type)) == NULL)
+        return NULL;
+    Py_INCREF(*bound);
+    return *bound;
+}
+
+static PyTypeObject special_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "nvtx_cffi._native._accel.special_method",
+    .tp_basicsize = sizeof(special_object),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "__enter__/__exit__ of AnnotateBase: bound once per object.",
+    .tp_dealloc = special_dealloc,
+    .tp_descr_get = special_get,
+};
+
+/* Replace AnnotateBase's __enter__ and __exit__ by special descriptors (after PyType_Ready). */
+static int install_special_methods(void)
+{
+    static const char *const names[2] = {"__enter__", "__exit__"};
+    for (int i = 0; i < 2; i++) {
+        PyObject *method = PyDict_GetItemString(annotate_base_type.tp_dict, names[i]);
+        if (method == NULL) {
+            PyErr_Format(PyExc_SystemError, "AnnotateBase has no %s", names[i]);
+            return -1;
+        }
+        special_object *special = PyObject_New(special_object, &special_type);
+        if (special == NULL)
+            return -1;
+        Py_INCREF(method);
+        special->method = method;
+        special->which = i;
+        int failed = PyDict_SetItemString(annotate_base_type.tp_dict, names[i], (PyObject *)special);
+        Py_DECREF(special);
+        if (failed)
+            return -1;
+    }
+    PyType_Modified(&annotate_base_type);
+    return 0;
+}
+
+/* Calls of the annotate class itself: repeated annotate(...) calls are answered from annotate's
+ * caches exactly as annotate.__new__ would answer them; anything else is the ordinary class call
+ * (type.__call__ -> annotate.__new__ in Python). Installed as the class's tp_vectorcall, which
+ * CPython uses for calls of a class object when set. */
+static PyObject *call_type_normally(PyObject *callable, PyObject *const *args, Py_ssize_t nargs,
+                                    PyObject *kwnames)
+{
+    PyObject *tuple = PyTuple_New(nargs);
+    if (tuple == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        Py_INCREF(args[i]);
+        PyTuple_SET_ITEM(tuple, i, args[i]);
+    }
+    PyObject *kwargs = NULL;
+    if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0) {
+        kwargs = PyDict_New();
+        if (kwargs == NULL) {
+            Py_DECREF(tuple);
+            return NULL;
+        }
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(kwnames); k++) {
+            if (PyDict_SetItem(kwargs, PyTuple_GET_ITEM(kwnames, k), args[nargs + k]) < 0) {
+                Py_DECREF(tuple);
+                Py_DECREF(kwargs);
+                return NULL;
+            }
+        }
+    }
+    PyObject *result = Py_TYPE(callable)->tp_call(callable, tuple, kwargs);
+    Py_DECREF(tuple);
+    Py_XDECREF(kwargs);
+    return result;
+}
+
+static PyObject *annotate_class_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf,
+                                           PyObject *kwnames)
+{
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *a[5];
+    if (callable == (PyObject *)annotate_cls && bind(args, nargs, kwnames, range_params, 5, 0, a)) {
+        for (int i = 0; i < 5; i++)
+            if (a[i] == NULL)
+                a[i] = Py_None;
+        PyObject *found;
+        int hit = 0;
+        if (a[1] == Py_None && a[2] == Py_None && a[3] == Py_None && a[4] == Py_None)
+            hit = lookup(annotate_by_message, a[0], &found);
+        if (hit == 0) {
+            PyObject *key = PyTuple_Pack(7, callable, a[0], a[1], a[2], a[3], a[4], (PyObject *)Py_TYPE(a[4]));
+            if (key == NULL)
+                return NULL;
+            hit = lookup(annotate_cache, key, &found);
+            Py_DECREF(key);
+        }
+        if (hit < 0)
+            return NULL;
+        if (hit > 0) {
+            Py_INCREF(found);
+            return found;
+        }
+    }
+    return call_type_normally(callable, args, nargs, kwnames);
+}
+
+/* ==== function: a C callable standing for a Python function =================================== */
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *func;        /* decorated: the user's function; otherwise the Python twin */
+    PyObject *attributes;  /* decorated, slot < 0: EventAttributes whose _emit opens the range */
+    int slot;              /* decorated: the C slot pushed before each call, or -1 */
+    int domain_index;      /* decorated: the domain popped after each call */
+    PyObject *dict;        /* functools.wraps metadata: __name__, __doc__, __wrapped__, ... */
+    PyObject *weakreflist;
+} function_object;
+
+static PyTypeObject function_type;
+
+static inline PyObject *twin(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    return PyObject_Vectorcall(((function_object *)op)->func, args, nargsf, kwnames);
+}
+
+/* -- decorated functions: push, call, pop (also when the call raises) -- */
+static PyObject *decorated_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    function_object *self = (function_object *)op;
+    if (Py_EnterRecursiveCall(" while calling an annotated function"))
+        return NULL;
+    if (self->slot >= 0) {
+        nvtxcffi_push(self->slot);
+    } else if (emit_push(self->attributes) < 0) {
+        Py_LeaveRecursiveCall();
+        return NULL;
+    }
+    PyObject *result = PyObject_Vectorcall(self->func, args, nargsf, kwnames);
+    nvtxcffi_pop(self->domain_index);
+    Py_LeaveRecursiveCall();
+    return result;
+}
+
+/* -- module-level calls (a tool is attached) -- */
+
+/* push_range / mark / start_range: the Python hot path of _ranges.py, in C. */
+static PyObject *range_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames, int opcode)
+{
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *a[5];
+    if (slot_cache == NULL || !bind(args, nargs, kwnames, range_params, 5, 0, a))
+        return twin(op, args, nargsf, kwnames);
+    PyObject *default_ = opcode == NVTXCFFI_OP_START ? Py_None : default_color;
+    PyObject *message = a[0] ? a[0] : Py_None, *color = a[1] ? a[1] : default_;
+    PyObject *domain = a[2] ? a[2] : Py_None, *category = a[3] ? a[3] : Py_None;
+    if (a[4] != NULL && a[4] != Py_None)
+        return twin(op, args, nargsf, kwnames); /* payload: per-call conversion, in Python */
+    PyObject *found;
+    int hit = 0;
+    if (color == default_ && domain == Py_None && category == Py_None)
+        hit = lookup(opcode == NVTXCFFI_OP_START ? uncoloured_slots : blue_slots, message, &found);
+    if (hit == 0) {
+        PyObject *key = PyTuple_Pack(4, message, color, domain, category);
+        if (key == NULL)
+            return NULL;
+        hit = lookup(slot_cache, key, &found);
+        Py_DECREF(key);
+    }
+    if (hit < 0)
+        return NULL;
+    int slot = hit ? as_slot(found) : -1;
+    if (slot < 0)
+        return twin(op, args, nargsf, kwnames); /* first use of these arguments: prepare, cache */
+    switch (opcode) {
+    case NVTXCFFI_OP_PUSH:
+        nvtxcffi_push(slot);
+        Py_RETURN_NONE;
+    case NVTXCFFI_OP_MARK:
+        nvtxcffi_mark(slot);
+        Py_RETURN_NONE;
+    default: {
+        int index = domain == Py_None ? 0 : domain_index_by_name(domain);
+        if (index < 0)
+            return twin(op, args, nargsf, kwnames);
+        return new_range_id(nvtxcffi_start(slot), index);
+    }
+    }
+}
+
+static PyObject *push_range_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    return range_call(op, args, nargsf, kwnames, NVTXCFFI_OP_PUSH);
+}
+
+static PyObject *mark_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    return range_call(op, args, nargsf, kwnames, NVTXCFFI_OP_MARK);
+}
+
+static PyObject *start_range_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    return range_call(op, args, nargsf, kwnames, NVTXCFFI_OP_START);
+}
+
+static PyObject *pop_range_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    PyObject *a[1];
+    if (!bind(args, PyVectorcall_NARGS(nargsf), kwnames, pop_params, 1, 0, a))
+        return twin(op, args, nargsf, kwnames);
+    if (a[0] == NULL || a[0] == Py_None) {
+        nvtxcffi_pop_default();
+        Py_RETURN_NONE;
+    }
+    int index = domain_index_by_name(a[0]);
+    if (index < 0)
+        return twin(op, args, nargsf, kwnames); /* a new domain, or a bad name: Python creates/raises */
+    nvtxcffi_pop(index);
+    Py_RETURN_NONE;
+}
+
+/* An exact int that fits a uint64_t, into *out; 0 when not (nothing raised). */
+static int as_range_id(PyObject *value, uint64_t *out)
+{
+    if (!PyLong_CheckExact(value))
+        return 0;
+    unsigned long long id = PyLong_AsUnsignedLongLong(value);
+    if (id == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    *out = (uint64_t)id;
+    return 1;
+}
+
+static PyObject *end_range_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    PyObject *a[1];
+    uint64_t id;
+    if (!bind(args, PyVectorcall_NARGS(nargsf), kwnames, end_params, 1, 1, a))
+        return twin(op, args, nargsf, kwnames);
+    PyObject *range_id = a[0];
+    if (PyTuple_CheckExact(range_id) && PyTuple_GET_SIZE(range_id) == 2) {
+        PyObject *index = PyTuple_GET_ITEM(range_id, 1);
+        int overflow = 0;
+        long domain = PyLong_CheckExact(index) ? PyLong_AsLongAndOverflow(index, &overflow) : -1;
+        if (PyLong_CheckExact(index) && !overflow && domain >= INT32_MIN && domain <= INT32_MAX
+            && as_range_id(PyTuple_GET_ITEM(range_id, 0), &id)) {
+            nvtxcffi_end((int)domain, id); /* an index the shim does not know is ignored there */
+            Py_RETURN_NONE;
+        }
+        PyErr_Clear();
+    } else if (range_id == Py_None) {
+        Py_RETURN_NONE;
+    } else if (as_range_id(range_id, &id)) {
+        nvtxcffi_end_default(id);
+        Py_RETURN_NONE;
+    }
+    return twin(op, args, nargsf, kwnames); /* anything else: Python's checks and messages */
+}
+
+/* -- module-level calls (no tool, or NVTX_DISABLE): check the arguments' shape, do nothing -- */
+static PyObject *noop5_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    PyObject *a[5];
+    if (!bind(args, PyVectorcall_NARGS(nargsf), kwnames, range_params, 5, 0, a))
+        return twin(op, args, nargsf, kwnames);
+    Py_RETURN_NONE;
+}
+
+static PyObject *noop_pop_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    PyObject *a[1];
+    if (!bind(args, PyVectorcall_NARGS(nargsf), kwnames, pop_params, 1, 0, a))
+        return twin(op, args, nargsf, kwnames);
+    Py_RETURN_NONE;
+}
+
+static PyObject *noop_end_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    PyObject *a[1];
+    if (!bind(args, PyVectorcall_NARGS(nargsf), kwnames, end_params, 1, 1, a))
+        return twin(op, args, nargsf, kwnames);
+    Py_RETURN_NONE;
+}
+
+/* -- Domain methods with pre-built EventAttributes: d.push_range(attrs) etc. -- */
+
+/* The slot of d.METHOD(attrs) called with exactly (Domain, EventAttributes): >= 0 a slot, -1 "no
+ * slot: the general call", -2 not this shape (keywords, other types): the Python twin decides. */
+static int domain_attrs_slot(PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    if (attributes_fast_offset < 0 || PyVectorcall_NARGS(nargsf) != 2
+        || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0)
+        || !Py_IS_TYPE(args[0], domain_cls) || !Py_IS_TYPE(args[1], attributes_cls))
+        return -2;
+    PyObject *fast = member_at(args[1], attributes_fast_offset);
+    if (fast == NULL || !PyLong_CheckExact(fast))
+        return -2;
+    int slot = as_slot(fast);
+    return slot >= 0 ? slot : -1;
+}
+
+static PyObject *domain_push_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    int slot = domain_attrs_slot(args, nargsf, kwnames);
+    if (slot >= 0) {
+        nvtxcffi_push(slot);
+        Py_RETURN_NONE;
+    }
+    if (slot == -1 && !active)
+        Py_RETURN_NONE;
+    return twin(op, args, nargsf, kwnames);
+}
+
+static PyObject *domain_mark_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    int slot = domain_attrs_slot(args, nargsf, kwnames);
+    if (slot >= 0) {
+        nvtxcffi_mark(slot);
+        Py_RETURN_NONE;
+    }
+    if (slot == -1 && !active)
+        Py_RETURN_NONE;
+    return twin(op, args, nargsf, kwnames);
+}
+
+static PyObject *domain_start_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    int slot = domain_attrs_slot(args, nargsf, kwnames);
+    if (slot >= 0)
+        return PyLong_FromUnsignedLongLong(nvtxcffi_start(slot));
+    if (slot == -1 && !active)
+        return PyLong_FromLong(0);
+    return twin(op, args, nargsf, kwnames);
+}
+
+static PyObject *domain_end_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    uint64_t id;
+    if (PyVectorcall_NARGS(nargsf) == 2 && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0)) {
+        int index = domain_index_of(args[0]);
+        if (index >= 0 && as_range_id(args[1], &id)) {
+            nvtxcffi_end(index, id);
+            Py_RETURN_NONE;
+        }
+    }
+    return twin(op, args, nargsf, kwnames);
+}
+
+static PyObject *domain_pop_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    if (PyVectorcall_NARGS(nargsf) == 1 && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0)) {
+        int index = domain_index_of(args[0]);
+        if (index >= 0) {
+            nvtxcffi_pop(index);
+            Py_RETURN_NONE;
+        }
+    }
+    return twin(op, args, nargsf, kwnames);
+}
+
+/* -- the type -- */
+
+static int function_traverse(PyObject *op, visitproc visit, void *arg)
+{
+    function_object *self = (function_object *)op;
+    Py_VISIT(self->func);
+    Py_VISIT(self->attributes);
+    Py_VISIT(self->dict);
+    return 0;
+}
+
+static int function_clear(PyObject *op)
+{
+    function_object *self = (function_object *)op;
+    Py_CLEAR(self->func);
+    Py_CLEAR(self->attributes);
+    Py_CLEAR(self->dict);
+    return 0;
+}
+
+static void function_dealloc(PyObject *op)
+{
+    function_object *self = (function_object *)op;
+    PyObject_GC_UnTrack(op);
+    if (self->weakreflist != NULL)
+        PyObject_ClearWeakRefs(op);
+    function_clear(op);
+    PyObject_GC_Del(op);
+}
+
+/* Bind like a Python function: a bound method on an instance, the function itself on a class. */
+static PyObject *function_descr_get(PyObject *op, PyObject *obj, PyObject *type)
+{
+    (void)type;
+    if (obj == NULL || obj == Py_None) {
+        Py_INCREF(op);
+        return op;
+    }
+    return PyMethod_New(op, obj);
+}
+
+static PyObject *function_repr(PyObject *op)
+{
+    PyObject *name = PyObject_GetAttrString(op, "__qualname__");
+    if (name == NULL) {
+        PyErr_Clear();
+        return PyUnicode_FromFormat("<nvtx_cffi function at %p>", op);
+    }
+    PyObject *repr = PyUnicode_FromFormat("<nvtx_cffi function %S at %p>", name, op);
+    Py_DECREF(name);
+    return repr;
+}
+
+/* Pickled by reference, like a function: its module and qualified name (pickle checks that the
+ * name leads back to this very object). */
+static PyObject *function_reduce(PyObject *op, PyObject *unused)
+{
+    (void)unused;
+    return PyObject_GetAttrString(op, "__qualname__");
+}
+
+static PyMethodDef function_methods[] = {
+    {"__reduce__", function_reduce, METH_NOARGS, "Pickled by qualified name, like a function."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef function_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject function_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "nvtx_cffi._native._accel.function",
+    .tp_basicsize = sizeof(function_object),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL
+              | Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_doc = "A Python function's C fast path (its Python implementation is __wrapped__).",
+    .tp_vectorcall_offset = offsetof(function_object, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_descr_get = function_descr_get,
+    .tp_dictoffset = offsetof(function_object, dict),
+    .tp_weaklistoffset = offsetof(function_object, weakreflist),
+    .tp_traverse = function_traverse,
+    .tp_clear = function_clear,
+    .tp_dealloc = function_dealloc,
+    .tp_repr = function_repr,
+    .tp_methods = function_methods,
+    .tp_getset = function_getset,
+};
+
+static PyObject *function_new(vectorcallfunc call, PyObject *func)
+{
+    function_object *self = PyObject_GC_New(function_object, &function_type);
+    if (self == NULL)
+        return NULL;
+    self->vectorcall = call;
+    Py_INCREF(func);
+    self->func = func;
+    self->attributes = NULL;
+    self->slot = -1;
+    self->domain_index = 0;
+    self->dict = NULL;
+    self->weakreflist = NULL;
+    PyObject_GC_Track((PyObject *)self);
+    return (PyObject *)self;
+}
+
+/* ==== module functions: setup, called once from Python ========================================= */
+
+static int check_dict(PyObject *obj, const char *what)
+{
+    if (!PyDict_CheckExact(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a dict", what);
+        return -1;
+    }
+    return 0;
+}
+
+static void store(PyObject **slot, PyObject *value)
+{
+    Py_INCREF(value);
+    Py_XSETREF(*slot, value);
+}
+
+PyDoc_STRVAR(setup_annotate_doc,
+"setup_annotate(cls, by_message, cache)\n--\n\n"
+"Answer calls of annotate class ``cls`` (a subclass of AnnotateBase) from its two caches.");
+
+static PyObject *setup_annotate(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "setup_annotate(cls, by_message, cache)");
+        return NULL;
+    }
+    if (!PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &annotate_base_type)) {
+        PyErr_SetString(PyExc_TypeError, "cls must be a subclass of AnnotateBase");
+        return NULL;
+    }
+    if (check_dict(args[1], "by_message") < 0 || check_dict(args[2], "cache") < 0)
+        return NULL;
+    store(&annotate_by_message, args[1]);
+    store(&annotate_cache, args[2]);
+    store((PyObject **)&annotate_cls, args[0]);
+    annotate_cls->tp_vectorcall = annotate_class_vectorcall;
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(setup_ranges_doc,
+"setup_ranges(default_color, blue_slots, uncoloured_slots, slot_cache)\n--\n\n"
+"The caches of _ranges.py that the module-level functions answer from.");
+
+static PyObject *setup_ranges(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "setup_ranges(default_color, blue_slots, uncoloured_slots, slot_cache)");
+        return NULL;
+    }
+    if (check_dict(args[1], "blue_slots") < 0 || check_dict(args[2], "uncoloured_slots") < 0
+        || check_dict(args[3], "slot_cache") < 0)
+        return NULL;
+    store(&default_color, args[0]);
+    store(&blue_slots, args[1]);
+    store(&uncoloured_slots, args[2]);
+    store(&slot_cache, args[3]);
+    Py_RETURN_NONE;
+}
+
+/* The offset of __slots__ member `name` of Python class `cls` (an object slot). */
+static Py_ssize_t slot_offset(PyTypeObject *cls, const char *name)
+{
+    PyObject *descr = PyDict_GetItemString(cls->tp_dict, name);
+    if (descr == NULL || !Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
+        PyErr_Format(PyExc_TypeError, "%s.%s is not a __slots__ member", cls->tp_name, name);
+        return -1;
+    }
+    PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+    if (member->type != T_OBJECT_EX) {
+        PyErr_Format(PyExc_TypeError, "%s.%s is not an object slot", cls->tp_name, name);
+        return -1;
+    }
+    return member->offset;
+}
+
+PyDoc_STRVAR(setup_domain_doc,
+"setup_domain(Domain, EventAttributes, domains)\n--\n\n"
+"Read Domain._index and EventAttributes._fast from their slots; ``domains`` maps names to Domains.");
+
+static PyObject *setup_domain(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 3 || !PyType_Check(args[0]) || !PyType_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "setup_domain(Domain, EventAttributes, domains)");
+        return NULL;
+    }
+    if (check_dict(args[2], "domains") < 0)
+        return NULL;
+    Py_ssize_t index_offset = slot_offset((PyTypeObject *)args[0], "_index");
+    Py_ssize_t fast_offset = index_offset < 0 ? -1 : slot_offset((PyTypeObject *)args[1], "_fast");
+    if (fast_offset < 0)
+        return NULL;
+    store((PyObject **)&domain_cls, args[0]);
+    store((PyObject **)&attributes_cls, args[1]);
+    store(&domains, args[2]);
+    domain_index_offset = index_offset;
+    attributes_fast_offset = fast_offset;
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(decorated_doc,
+"decorated(func, slot, domain_index, attributes)\n--\n\n"
+"``func`` wrapped so that each call is one range: push ``slot`` (or, when it is -1, "
+"``attributes._emit(OP_PUSH)``), call, pop ``domain_index``. Copy the metadata with "
+"functools.update_wrapper.");
+
+static PyObject *decorated(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 4 || !PyCallable_Check(args[0]) || !PyLong_Check(args[1]) || !PyLong_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "decorated(func, slot: int, domain_index: int, attributes)");
+        return NULL;
+    }
+    long slot = PyLong_AsLong(args[1]), index = PyLong_AsLong(args[2]);
+    if ((slot == -1 || index == -1) && PyErr_Occurred())
+        return NULL;
+    if (slot < -1 || slot > INT32_MAX || index < 0 || index > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "slot or domain_index out of range");
+        return NULL;
+    }
+    function_object *self = (function_object *)function_new(decorated_call, args[0]);
+    if (self == NULL)
+        return NULL;
+    self->slot = (int)slot;
+    self->domain_index = (int)index;
+    Py_INCREF(args[3]);
+    self->attributes = args[3];
+    return (PyObject *)self;
+}
+
+static const struct {
+    const char *name;
+    vectorcallfunc with_tool, without_tool;
+} KINDS[] = {
+    {"push_range", push_range_call, noop5_call},
+    {"mark", mark_call, noop5_call},
+    {"start_range", start_range_call, noop5_call},
+    {"pop_range", pop_range_call, noop_pop_call},
+    {"end_range", end_range_call, noop_end_call},
+    {"Domain.push_range", domain_push_call, domain_push_call},
+    {"Domain.mark", domain_mark_call, domain_mark_call},
+    {"Domain.start_range", domain_start_call, domain_start_call},
+    {"Domain.end_range", domain_end_call, domain_end_call},
+    {"Domain.pop_range", domain_pop_call, domain_pop_call},
+};
+
+PyDoc_STRVAR(accelerate_doc,
+"accelerate(kind, twin)\n--\n\n"
+"The C fast path of the Python function ``twin`` (``kind``: its qualified name, e.g. "
+"'push_range' or 'Domain.mark'); calls it for everything the fast path does not answer. "
+"Copy the metadata with functools.update_wrapper.");
+
+static PyObject *accelerate(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 2 || !PyUnicode_Check(args[0]) || !PyCallable_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "accelerate(kind: str, twin: callable)");
+        return NULL;
+    }
+    for (size_t i = 0; i < sizeof KINDS / sizeof KINDS[0]; i++)
+        if (PyUnicode_CompareWithASCIIString(args[0], KINDS[i].name) == 0)
+            return function_new(active ? KINDS[i].with_tool : KINDS[i].without_tool, args[1]);
+    PyErr_Format(PyExc_ValueError, "no fast path for %R", args[0]);
+    return NULL;
+}
+
+static PyMethodDef accel_functions[] = {
+    {"setup_annotate", FUNC_CAST(setup_annotate), METH_FASTCALL, setup_annotate_doc},
+    {"setup_ranges", FUNC_CAST(setup_ranges), METH_FASTCALL, setup_ranges_doc},
+    {"setup_domain", FUNC_CAST(setup_domain), METH_FASTCALL, setup_domain_doc},
+    {"decorated", FUNC_CAST(decorated), METH_FASTCALL, decorated_doc},
+    {"accelerate", FUNC_CAST(accelerate), METH_FASTCALL, accelerate_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef accel_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "nvtx_cffi._native._accel",
+    .m_doc = "CPython fast paths of nvtx_cffi (c/accel.c); nvtx_cffi/_accel.py loads and wires them.",
+    .m_size = -1,
+    .m_methods = accel_functions,
+};
+
+static int intern_all(PyObject **out, const char *const *names, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (out[i] == NULL && (out[i] = PyUnicode_InternFromString(names[i])) == NULL)
+            return -1;
+    return 0;
+}
+
+static int install(int is_active)
+{
+    static const char *const range_names[5] = {"message", "color", "domain", "category", "payload"};
+    static const char *const pop_names[1] = {"domain"};
+    static const char *const end_names[1] = {"range_id"};
+    if (intern_all(range_params, range_names, 5) < 0 || intern_all(pop_params, pop_names, 1) < 0
+        || intern_all(end_params, end_names, 1) < 0)
+        return -1;
+    if ((str_emit = PyUnicode_InternFromString("_emit")) == NULL
+        || (op_push = PyLong_FromLong(NVTXCFFI_OP_PUSH)) == NULL)
+        return -1;
+    if (PyType_Ready(&annotate_base_type) < 0 || PyType_Ready(&function_type) < 0
+        || PyType_Ready(&special_type) < 0 || install_special_methods() < 0)
+        return -1;
+    PyObject *module = PyModule_Create(&accel_def);
+    if (module == NULL)
+        return -1;
+    Py_INCREF(&annotate_base_type);
+    if (PyModule_AddObject(module, "AnnotateBase", (PyObject *)&annotate_base_type) < 0) {
+        Py_DECREF(&annotate_base_type);
+        Py_DECREF(module);
+        return -1;
+    }
+    Py_INCREF(&function_type);
+    if (PyModule_AddObject(module, "function", (PyObject *)&function_type) < 0) {
+        Py_DECREF(&function_type);
+        Py_DECREF(module);
+        return -1;
+    }
+    if (PyModule_AddIntConstant(module, "active", is_active) < 0
+        || PyDict_SetItemString(PyImport_GetModuleDict(), accel_def.m_name, module) < 0) {
+        Py_DECREF(module);
+        return -1;
+    }
+    active = is_active;
+    accel_module = module; /* kept for the life of the process */
+    return 0;
+}
+
+int nvtxcffi_accel_install(int is_active)
+{
+    if (!PyGILState_Check())
+        return -1;
+    if (accel_module != NULL)
+        return (!is_active) == (!active) ? 0 : -1; /* decided once per process */
+    if (install(is_active) < 0) {
+        PyErr_WriteUnraisable(NULL); /* shows the cause; Python raises ImportError */
+        return -1;
+    }
+    return 0;
+}
+
+#endif /* PYPY_VERSION */
