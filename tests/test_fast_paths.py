@@ -5,6 +5,9 @@ annotate objects, per-domain C pop functions). A mistake there would send the wr
 domain or range id while every call still "works", so each scenario below runs three times in one
 recorded subprocess: first use (general path, filling the caches), hot (fast paths) and after
 clearing every Python-side cache (general path again), and the recorded events must be the same.
+
+On CPython the hot paths are C (``c/accel.c``); ``NVTX_CFFI_PURE_PYTHON=1`` runs the Python ones.
+The scenario runs in both modes, and both must record the same events and raise the same errors.
 """
 from __future__ import annotations
 
@@ -18,16 +21,18 @@ import textwrap
 import pytest
 
 import nvtx_cffi
+from nvtx_cffi._domain import MAX_REGISTERED_BYTES
 
 SCENARIO = r"""
 import json
 import nvtx_cffi as nvtx
-from nvtx_cffi import _annotate, _ranges
+from nvtx_cffi import _accel, _annotate, _domain, _ranges
 
 assert nvtx.enabled(), "the recorder did not attach"
 blue = "".join(["bl", "ue"])  # equal to the default colour, not the same object: general path
 d = nvtx.get_domain("fastdom")
 d0 = nvtx.get_domain()
+LONG = "L" * (_domain.MAX_REGISTERED_BYTES + 1)  # sent inline: no slot, the general push
 
 
 def scenario(tag):
@@ -59,6 +64,47 @@ def scenario(tag):
     d.push_range(message="attrs", color="green", category=3); d.pop_range()
     d.mark(attrs); d.end_range(d.start_range(attrs))
     d0.push_range(d0.get_event_attributes(message="d0")); d0.pop_range()
+    # no slot (payload, inline message): C falls back to the general call
+    with nvtx.annotate("wp", payload=5):
+        pass
+    with nvtx.annotate(LONG):
+        pass
+    with nvtx.annotate(message="kw", color="red", domain="fastdom"):
+        pass
+    nvtx.push_range(message="kwp", domain="fastdom"); nvtx.pop_range(domain="fastdom")
+    nvtx.mark(LONG, domain="fastdom")
+    pattrs = d.get_event_attributes(message="pa", payload=1)
+    d.push_range(pattrs); d.pop_range(); d.mark(pattrs); d.end_range(d.start_range(pattrs))
+
+    @nvtx.annotate("dec-payload", payload=2.5)
+    def h(x):
+        return x
+
+    @nvtx.annotate(LONG, domain="fastdom")
+    def h_long():
+        pass
+
+    class K:
+        @nvtx.annotate("method")
+        def m(self, x, *, y=1):
+            return x + y
+
+    @nvtx.annotate("rec", color="green")
+    def rec(n):
+        return 0 if n == 0 else 1 + rec(n - 1)
+
+    @nvtx.annotate("raises")
+    def raises():
+        raise ValueError("inside")
+
+    assert h(3) == 3 and K().m(1, y=2) == 3 and rec(3) == 3
+    h_long()
+    try:
+        raises()
+    except ValueError as exc:
+        assert str(exc) == "inside"
+    else:
+        raise AssertionError("the exception did not propagate")
 
 
 scenario(0)  # first use: general paths, caches filled
@@ -76,29 +122,57 @@ for name, bad in [("str id", ("a", 0)), ("too big", (2 ** 64, 0)), ("list", [1, 
         errors[name] = None
     except Exception as exc:
         errors[name] = [type(exc).__name__, str(exc)]
-print(json.dumps(errors))
+print(json.dumps({"errors": errors, "accelerated": _accel.accel is not None}))
 """
+
+#: The scenario's environment per mode (the test process's own mode is left out of the children).
+MODES = {"accelerated": {}, "pure_python": {"NVTX_CFFI_PURE_PYTHON": "1"}}
 
 KINDS = {"push", "pop", "start", "end", "mark"}
 
 
-@pytest.fixture(scope="module")
-def recorded(tmp_path_factory):
-    recorder = pytest.importorskip("nvtx_cffi.recorder")
-    directory = tmp_path_factory.mktemp("fast_paths")
-    env = {**os.environ, **recorder.environment(str(directory))}
-    env.pop("NVTX_DISABLE", None)
+def _record(mode: str, directory: str):
+    from nvtx_cffi import recorder
+
+    env = {k: v for k, v in os.environ.items() if k not in ("NVTX_DISABLE", "NVTX_CFFI_PURE_PYTHON")}
+    env.update(recorder.environment(directory), **MODES[mode])
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(SCENARIO)], env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    events = [e for e in recorder.read(str(directory)).events if e.kind in KINDS]
+    events = [e for e in recorder.read(directory).events if e.kind in KINDS]
     runs, current = {}, None
     for event in events:
         if event.kind == "mark" and event.domain == "separator":
             current = runs.setdefault(event.payload, [])
         elif current is not None:
             current.append(event)
-    return runs, json.loads(proc.stdout.strip().splitlines()[-1])
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    return runs, report["errors"], report["accelerated"]
+
+
+@pytest.fixture(scope="module")
+def both_modes(tmp_path_factory):
+    pytest.importorskip("nvtx_cffi.recorder")
+    return {mode: _record(mode, str(tmp_path_factory.mktemp(mode))) for mode in MODES}
+
+
+@pytest.fixture(params=sorted(MODES))
+def recorded(request, both_modes):
+    runs, errors, _ = both_modes[request.param]
+    return runs, errors
+
+
+def test_modes_are_what_they_say(both_modes):
+    assert both_modes["pure_python"][2] is False
+    assert both_modes["accelerated"][2] is (sys.implementation.name == "cpython")
+
+
+def test_c_and_python_paths_record_the_same_events_and_errors(both_modes):
+    accelerated, pure = both_modes["accelerated"], both_modes["pure_python"]
+    assert sorted(accelerated[0]) == sorted(pure[0]) == [0, 1, 2]
+    for run in (0, 1, 2):
+        assert [_content(e) for e in accelerated[0][run]] == [_content(e) for e in pure[0][run]]
+    assert accelerated[1] == pure[1]
 
 
 def _content(event) -> tuple:
@@ -126,9 +200,28 @@ def test_fast_path_events_carry_the_right_content(recorded):
     marks = [e for e in hot if e.kind == "mark"]
     assert [(m.message, m.category) for m in marks[:3]] == [("m", 0), ("m", 0), ("m", 2)]
     fastdom = [e for e in hot if e.domain == "fastdom" and e.kind == "push"]
-    assert [e.message for e in fastdom] == ["y", "w", "g", "attrs", "attrs"]
+    long = "L" * (MAX_REGISTERED_BYTES + 1)
+    assert [e.message for e in fastdom] == ["y", "w", "g", "attrs", "attrs", "kw", "kwp", "pa", long]
     assert fastdom[1].color == nvtx_cffi.to_argb("red")
     assert fastdom[3].color == nvtx_cffi.to_argb("green") and fastdom[3].category == 3
+    assert (fastdom[7].payload, fastdom[7].category) == (1, 0)
+    default = [e for e in hot if e.domain is None and e.kind == "push"]
+    assert [e.message for e in default[-9:]] == ["wp", long, "dec-payload", "method",
+                                                 "rec", "rec", "rec", "rec", "raises"]
+    assert default[-9].payload == 5 and default[-7].payload == 2.5
+    assert {e.color for e in default[-5:-1]} == {nvtx_cffi.to_argb("green")}
+
+
+def test_every_push_is_popped_in_its_domain(recorded):
+    runs, _ = recorded
+    for run in runs.values():
+        open_ranges = []
+        for event in run:
+            if event.kind == "push":
+                open_ranges.append(event.domain)
+            elif event.kind == "pop":
+                assert open_ranges.pop() == event.domain
+        assert open_ranges == []
 
 
 def test_every_end_closes_the_id_its_start_returned(recorded):
@@ -136,9 +229,9 @@ def test_every_end_closes_the_id_its_start_returned(recorded):
     for run in runs.values():
         starts = [e for e in run if e.kind == "start"]
         ends = [e for e in run if e.kind == "end"]
-        assert len(starts) == len(ends) == 4
+        assert len(starts) == len(ends) == 5
         assert [(s.range_id, s.domain) for s in starts] == [(e.range_id, e.domain) for e in ends]
-        assert len({s.range_id for s in starts}) == 4
+        assert len({s.range_id for s in starts}) == 5
 
 
 def test_end_range_rejects_what_start_range_never_returns(recorded):

@@ -1,0 +1,357 @@
+"""The C accelerator (``c/accel.c``) against the Python implementation it stands in for.
+
+The test process runs whichever path its environment selects (C on CPython, Python on PyPy or with
+``NVTX_CFFI_PURE_PYTHON=1``); the tests below hold for both. ``test_pure_python_path_passes`` runs
+this file, the bad-input tests and the event tests again with the Python path forced, and
+``test_both_paths_raise_the_same_errors`` compares the two paths' errors message by message.
+"""
+from __future__ import annotations
+
+import gc
+import inspect
+import json
+import os
+import pickle
+import subprocess
+import sys
+import weakref
+
+import pytest
+
+import nvtx_cffi as nvtx
+from nvtx_cffi import _accel, recorder
+
+from conftest import ranges, run_python
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ACCELERATED = _accel.accel is not None
+
+
+@nvtx.annotate("picklable", color="red")
+def picklable(x, *, times=2):
+    """Module level: pickled by reference."""
+    return x * times
+
+
+class Widget:
+    def __init__(self, size):
+        self.size = size
+
+    @nvtx.annotate("Widget.grow")
+    def grow(self, by, *, twice=False):
+        """Grow."""
+        self.size += by * (2 if twice else 1)
+        return self.size
+
+    @staticmethod
+    @nvtx.annotate("Widget.unit")
+    def unit():
+        return 1
+
+    @classmethod
+    @nvtx.annotate("Widget.make")
+    def make(cls, size):
+        return cls(size)
+
+
+class Mine(nvtx.annotate):
+    __slots__ = ()
+
+
+def test_accelerator_is_used_where_it_should_be():
+    assert ACCELERATED is (sys.implementation.name == "cpython" and not _accel.PURE_PYTHON)
+    if ACCELERATED:
+        assert type(picklable) is _accel.accel.function and type(nvtx.push_range) is _accel.accel.function
+        assert isinstance(nvtx.annotate("x"), _accel.accel.AnnotateBase)
+    else:
+        assert inspect.isfunction(picklable) and inspect.isfunction(nvtx.push_range)
+
+
+def test_decorated_function_keeps_functools_wraps_metadata():
+    def original(a, b=2, *args, key, **kwargs) -> int:
+        """Original doc."""
+        return a
+
+    original.custom = "kept"
+    wrapped = nvtx.annotate("meta")(original)
+    assert wrapped.__wrapped__ is original
+    assert (wrapped.__name__, wrapped.__qualname__, wrapped.__doc__, wrapped.__module__) == (
+        "original", original.__qualname__, "Original doc.", __name__)
+    assert wrapped.__annotations__ == original.__annotations__
+    assert wrapped.custom == "kept" and wrapped.__dict__["custom"] == "kept"
+    assert inspect.signature(wrapped) == inspect.signature(original)
+    assert not inspect.iscoroutinefunction(wrapped) and not inspect.isgeneratorfunction(wrapped)
+
+
+def test_coroutines_and_generators_keep_their_nature():
+    async def coroutine():
+        return 1
+
+    def generator():
+        yield 1
+
+    assert inspect.iscoroutinefunction(nvtx.annotate("c")(coroutine))
+    assert inspect.isgeneratorfunction(nvtx.annotate("g")(generator))
+
+
+def test_methods_bind_like_functions():
+    widget = Widget(1)
+    with recorder.capture() as got:
+        assert widget.grow(2) == 3
+        assert widget.grow(1, twice=True) == 5
+        assert Widget.grow(widget, 1) == 6  # through the class: the plain function
+        bound = widget.grow
+        assert bound(by=0) == 6
+        assert Widget.unit() == 1 and Widget.make(4).size == 4
+    assert Widget.__dict__["grow"].__get__(None, Widget) is Widget.__dict__["grow"]
+    assert bound.__self__ is widget and bound.__func__ is Widget.__dict__["grow"]
+    assert str(inspect.signature(bound)) == "(by, *, twice=False)"
+    assert [e.message for e in ranges(got, "push")] == ["Widget.grow"] * 4 + ["Widget.unit", "Widget.make"]
+    assert len(ranges(got, "pop")) == 6
+
+
+def test_keyword_and_positional_arguments_are_forwarded():
+    with recorder.capture() as got:
+        assert picklable(3) == 6 and picklable(3, times=3) == 9 and picklable(x=2) == 4
+    with pytest.raises(TypeError, match="positional argument"):
+        picklable(1, 2)
+    assert [e.message for e in ranges(got, "push")] == ["picklable"] * 3
+
+
+def test_exceptions_propagate_with_the_range_closed():
+    @nvtx.annotate("raises", domain="accel_errors")
+    def raises(kind):
+        raise kind("from inside")
+
+    with recorder.capture() as got:
+        for kind in (ValueError, KeyboardInterrupt):
+            with pytest.raises(kind, match="from inside"):
+                raises(kind)
+    assert [(e.kind, e.domain) for e in got if e.kind in ("push", "pop")] == [
+        ("push", "accel_errors"), ("pop", "accel_errors")] * 2
+
+
+def test_recursion_nests_ranges_and_recursion_errors_leave_none_open():
+    @nvtx.annotate("fact")
+    def fact(n):
+        return 1 if n <= 1 else n * fact(n - 1)
+
+    @nvtx.annotate("forever")
+    def forever():
+        return forever()
+
+    with recorder.capture() as got:
+        assert fact(10) == 3628800
+    assert [e.kind for e in got if e.kind in ("push", "pop")] == ["push"] * 10 + ["pop"] * 10
+    with recorder.capture() as got:
+        with pytest.raises(RecursionError):
+            forever()
+    pushes, pops = ranges(got, "push"), ranges(got, "pop")
+    assert len(pushes) == len(pops) > 10
+
+
+def test_decorated_functions_pickle_by_reference():
+    assert pickle.loads(pickle.dumps(picklable)) is picklable
+    assert pickle.loads(pickle.dumps(Widget.__dict__["grow"])) is Widget.__dict__["grow"]
+    assert pickle.loads(pickle.dumps(nvtx.push_range)) is nvtx.push_range
+
+
+def test_decorated_functions_are_weakly_referenceable_and_collected():
+    def f():
+        return f
+
+    wrapped = nvtx.annotate("cyclic")(f)
+    wrapped.me = wrapped  # a reference cycle through its __dict__
+    ref = weakref.ref(wrapped)
+    assert ref() is wrapped
+    del wrapped, f
+    gc.collect()
+    assert ref() is None
+
+
+def test_annotate_class_and_instances():
+    a = nvtx.annotate("cls-check", color="red")
+    assert type(a) is nvtx.annotate and a is nvtx.annotate("cls-check", color="red")
+    assert a is nvtx.annotate(message="cls-check", color="red")  # keywords: the same cached object
+    assert pickle.loads(pickle.dumps(a)) is a
+    assert str(inspect.signature(nvtx.annotate)).startswith("(message: 'Optional[str]' = None, color")
+
+    mine = Mine("mine", color="green")
+    assert type(mine) is Mine and mine is not nvtx.annotate("mine", color="green")
+    assert type(pickle.loads(pickle.dumps(mine))) is Mine
+    with recorder.capture() as got:
+        with mine as entered:
+            assert entered is mine
+    (push,) = ranges(got, "push")
+    assert (push.message, push.color) == ("mine", 0x008000)
+    with pytest.raises(AttributeError):
+        mine.message = "other"
+
+
+def test_with_statement_closes_the_range_on_error():
+    a = nvtx.annotate("with-error", domain="accel_with")
+    with recorder.capture() as got:
+        with pytest.raises(ZeroDivisionError):
+            with a:
+                1 / 0
+        for _ in range(3):  # the bound __enter__/__exit__ are reused: still one push and one pop each
+            with a:
+                pass
+    assert [(e.kind, e.domain) for e in got if e.kind in ("push", "pop")] == [
+        ("push", "accel_with"), ("pop", "accel_with")] * 4
+
+
+def test_domain_calls_with_prebuilt_attributes():
+    d = nvtx.get_domain("accel_domain")
+    attrs = d.get_event_attributes(message="prebuilt", color="red", category=4)
+    with recorder.capture() as got:
+        d.push_range(attrs)
+        d.pop_range()
+        d.mark(attrs)
+        range_id = d.start_range(attrs)
+        d.end_range(range_id)
+    assert [(e.kind, e.domain, e.message, e.color, e.category) for e in got
+            if e.kind in ("push", "pop", "mark", "start")] == [
+        ("push", "accel_domain", "prebuilt", 0xFF0000, 4), ("pop", "accel_domain", None, None, 0),
+        ("mark", "accel_domain", "prebuilt", 0xFF0000, 4), ("start", "accel_domain", "prebuilt", 0xFF0000, 4)]
+    (end,) = ranges(got, "end")
+    assert (end.range_id, end.domain) == (range_id, "accel_domain")
+    if ACCELERATED:  # a method made a C function (without: a C function per Domain instance)
+        assert str(inspect.signature(nvtx.Domain.pop_range)) == "(self) -> 'None'"
+
+
+# -- the two paths, side by side ------------------------------------------------------------------
+
+ERRORS = r"""
+import json, nvtx_cffi as nvtx
+d = nvtx.get_domain("errs")
+calls = {
+    "push too many": lambda: nvtx.push_range("a", "blue", None, None, None, "extra"),
+    "push unknown kw": lambda: nvtx.push_range(colour="red"),
+    "push twice": lambda: nvtx.push_range("a", message="b"),
+    "push bad colour": lambda: nvtx.push_range("a", color="nope"),
+    "push unhashable": lambda: nvtx.push_range(["a"]),
+    "mark bad payload": lambda: nvtx.mark("a", payload="x"),
+    "mark bad category": lambda: nvtx.mark("a", category=-1),
+    "start bad domain": lambda: nvtx.start_range("a", domain=7),
+    "start too many": lambda: nvtx.start_range(1, 2, 3, 4, 5, 6),
+    "pop too many": lambda: nvtx.pop_range(None, None),
+    "pop bad domain": lambda: nvtx.pop_range(domain=7),
+    "pop unknown kw": lambda: nvtx.pop_range(name="x"),
+    "end missing": lambda: nvtx.end_range(),
+    "end unknown kw": lambda: nvtx.end_range(range_id=None, x=1),
+    "end bad": lambda: nvtx.end_range("x"),
+    "end float pair": lambda: nvtx.end_range((1.5, 0)),
+    "end negative": lambda: nvtx.end_range(-1),
+    "annotate too many": lambda: nvtx.annotate("a", None, None, None, None, "extra"),
+    "annotate unknown kw": lambda: nvtx.annotate(colour="red"),
+    "annotate bad colour": lambda: nvtx.annotate("a", color="nope"),
+    "annotate unhashable": lambda: nvtx.annotate(["a"]),
+    "annotate non-callable": lambda: nvtx.annotate("a")(3),
+    "domain push extra": lambda: d.push_range(None, "m"),
+    "domain push kw": lambda: d.push_range(colour="red"),
+    "domain push bad attrs": lambda: d.push_range("not attributes"),
+    "domain mark bad attrs": lambda: d.mark(5),
+    "domain start bad kw": lambda: d.start_range(message=3),
+    "domain end bad": lambda: d.end_range("x"),
+    "domain end negative": lambda: d.end_range(-1),
+}
+out = {}
+for name, call in calls.items():
+    try:
+        result = call()
+        out[name] = ["returned", repr(result) if name.startswith(("end", "pop", "push", "mark")) else None]
+    except Exception as exc:
+        out[name] = [type(exc).__name__, str(exc)]
+try:
+    d.pop_range(1)
+except TypeError:
+    out["domain pop extra"] = "TypeError"
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("tool", ["recorder", "none"])
+def test_both_paths_raise_the_same_errors(tool):
+    remove = ("NVTX_CFFI_PURE_PYTHON",) + (("NVTX_INJECTION64_PATH",) if tool == "none" else ())
+    c_path = json.loads(run_python(ERRORS, remove=remove).stdout)
+    python_path = json.loads(run_python(ERRORS, {"NVTX_CFFI_PURE_PYTHON": "1"}, remove=remove).stdout)
+    assert c_path == python_path
+    assert c_path["push unknown kw"] == ["TypeError", "push_range() got an unexpected keyword argument 'colour'"]
+    assert c_path["end missing"][0] == "TypeError" and "range_id" in c_path["end missing"][1]
+    assert c_path["domain pop extra"] == "TypeError"
+    if tool == "recorder":
+        assert c_path["push bad colour"][0] == "ValueError" and "unknown color 'nope'" in c_path["push bad colour"][1]
+        assert c_path["end negative"] == ["ValueError", "range_id -1 is out of range (0 to 2**64-1)"]
+
+
+def test_pure_python_path_passes():
+    """The Python implementation (PyPy's, and CPython's with NVTX_CFFI_PURE_PYTHON=1) passes too."""
+    if not ACCELERATED:
+        pytest.skip("this process already runs the Python path")
+    env = {**os.environ, "NVTX_CFFI_PURE_PYTHON": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow",
+         "test_accel.py", "test_bad_input.py", "test_events.py", "test_modes.py"],
+        cwd=HERE, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert " passed" in proc.stdout and " failed" not in proc.stdout
+
+
+LEAK_CHECK = r"""
+import resource, nvtx_cffi as nvtx
+d = nvtx.get_domain("leak")
+attrs = d.get_event_attributes(message="x")
+a = nvtx.annotate("x")
+
+@nvtx.annotate("f")
+def f(x, y=1):
+    return x
+
+@nvtx.annotate("g")
+def g():
+    raise ValueError("x")
+
+def round_():
+    for _ in range(100_000):
+        nvtx.push_range("x"); nvtx.pop_range(); nvtx.mark("x", color="red")
+        nvtx.end_range(nvtx.start_range("x")); nvtx.push_range("x", domain="leak"); nvtx.pop_range("leak")
+        nvtx.mark("x", payload=1)
+        with a:
+            pass
+        with nvtx.annotate("x"):
+            pass
+        f(1, y=2)
+        try:
+            g()
+        except ValueError:
+            pass
+        d.push_range(attrs); d.pop_range(); d.end_range(d.start_range(attrs)); d.mark(attrs)
+        try:
+            nvtx.push_range(colour=1)
+        except TypeError:
+            pass
+
+def rss_kib():
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+
+round_()  # warm: caches, allocator pools
+before = rss_kib()
+for _ in range(10):  # 10**6 rounds of every call
+    round_()
+print(rss_kib() - before)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
+def test_a_million_calls_of_every_fast_path_do_not_grow_memory():
+    # the null tool: the real calls, nothing recorded (10**7 events would fill the disk)
+    grown_kib = int(run_python(LEAK_CHECK, {"NVTX_INJECTION64_PATH": _null_tool()}, timeout=900).stdout.strip())
+    assert grown_kib < 2048, f"RSS grew by {grown_kib} KiB over 10**6 rounds"
+
+
+def _null_tool() -> str:
+    return os.path.join(os.path.dirname(nvtx.__file__), "libnvtx_null_tool.so")
