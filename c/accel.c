@@ -210,6 +210,7 @@ typedef struct {
     PyObject *close;       /* _close: what the pure-Python wrappers call to close the range */
     int slot;              /* _slot: the C slot when one push suffices, else -1 */
     int domain_index;      /* _domain_index */
+    int shared;            /* held by annotate's cache (so alive until exit): may keep `bound` */
     PyObject *bound[2];    /* __enter__ and __exit__ bound to this object, made on first use */
 } annotate_object;
 
@@ -310,10 +311,11 @@ static PyTypeObject annotate_base_type = {
 };
 
 /* `with obj:` looks __enter__ and __exit__ up on the type and binds them to obj, which for C
- * methods allocates two bound-method objects per `with` (~20 ns of its ~55). annotate objects are
- * cached and reused, so each keeps its two bound methods (made on first use) and this descriptor,
- * installed in AnnotateBase's dict over the two ordinary method descriptors, hands them out.
- * Anything else (class access, a foreign object) goes to the ordinary descriptor. */
+ * methods allocates two bound-method objects per `with` (~20 ns of its ~55). annotate objects held
+ * by annotate's cache live as long as the process, so each keeps its two bound methods (made on
+ * first use; the reference cycle this makes is never garbage) and this descriptor, installed in
+ * AnnotateBase's dict over the two ordinary method descriptors, hands them out. Anything else
+ * (class access, objects outside the cache) goes to the ordinary descriptor. */
 typedef struct {
     PyObject_HEAD
     PyObject *method;  /* the ordinary method descriptor */
@@ -330,7 +332,7 @@ static PyObject *special_get(PyObject *op, PyObject *obj, PyObject *type)
 {
     special_object *self = (special_object *)op;
     descrgetfunc get = Py_TYPE(self->method)->tp_descr_get;
-    if (obj == NULL || !PyObject_TypeCheck(obj, &annotate_base_type))
+    if (obj == NULL || !PyObject_TypeCheck(obj, &annotate_base_type) || !((annotate_object *)obj)->shared)
         return get(self->method, obj, type);
     PyObject **bound = &((annotate_object *)obj)->bound[self->which];
     if (*bound == NULL && (*bound = get(self->method, obj, type)) == NULL)
@@ -377,7 +379,8 @@ static int install_special_methods(void)
 /* Calls of the annotate class itself: repeated annotate(...) calls are answered from annotate's
  * caches exactly as annotate.__new__ would answer them; anything else is the ordinary class call
  * (type.__call__ -> annotate.__new__ in Python). Installed as the class's tp_vectorcall, which
- * CPython uses for calls of a class object when set. */
+ * CPython uses for calls of a class object when set. Objects found in (or just put into) the
+ * cache are marked shared. */
 static PyObject *call_type_normally(PyObject *callable, PyObject *const *args, Py_ssize_t nargs,
                                     PyObject *kwnames)
 {
@@ -432,9 +435,28 @@ static PyObject *annotate_class_vectorcall(PyObject *callable, PyObject *const *
         if (hit < 0)
             return NULL;
         if (hit > 0) {
+            if (PyObject_TypeCheck(found, &annotate_base_type))
+                ((annotate_object *)found)->shared = 1;
             Py_INCREF(found);
             return found;
         }
+        PyObject *made = call_type_normally(callable, args, nargs, kwnames);
+        if (made != NULL && Py_IS_TYPE(made, annotate_cls)) {
+            /* __new__ cached it under the full key unless the cache was full (or unhashable) */
+            PyObject *key = PyTuple_Pack(7, callable, a[0], a[1], a[2], a[3], a[4], (PyObject *)Py_TYPE(a[4]));
+            if (key == NULL) {
+                Py_DECREF(made);
+                return NULL;
+            }
+            hit = lookup(annotate_cache, key, &found);
+            Py_DECREF(key);
+            if (hit < 0) {
+                Py_DECREF(made);
+                return NULL;
+            }
+            ((annotate_object *)made)->shared = hit > 0 && found == made;
+        }
+        return made;
     }
     return call_type_normally(callable, args, nargs, kwnames);
 }
