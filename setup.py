@@ -21,7 +21,9 @@ NVTX_TOOLS = {
 
 class BuildExtWithNvtxTools(build_ext):
     def get_ext_filename(self, fullname):
-        if fullname in NVTX_TOOLS:
+        # build_ext asks with the full dotted name (copying in place) and with only its last
+        # component (get_ext_fullpath, when building): both must name a plain lib*.so.
+        if fullname in NVTX_TOOLS or fullname in {n.rsplit(".", 1)[-1] for n in NVTX_TOOLS}:
             return os.path.join(*fullname.split(".")) + ".so"
         return super().get_ext_filename(fullname)
 

@@ -1,0 +1,425 @@
+"""Tests of the NVTX recorder (libnvtx_recorder.so) and its reader, nvtx_cffi.recorder.
+
+NVTX loads its tool once per process, at the first NVTX call, so every scenario runs in a fresh
+Python subprocess started with recorder.environment(tmp_path); the test then reads tmp_path.
+The NVTX calls come from tests/nvtx_client.c, compiled here into a small shared library (a C
+client with its own NVTX dispatch table), and from NVIDIA's nvtx package when it is installed.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import textwrap
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+
+from nvtx_cffi import recorder
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+
+def _nvtx_include_dir() -> str:
+    spec = importlib.util.spec_from_file_location("_build_ffi_for_tests", ROOT / "build_ffi.py")
+    module = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(module)
+    return module.nvtx_include_dir()
+
+
+@pytest.fixture(scope="session")
+def client_lib(tmp_path_factory) -> str:
+    """tests/nvtx_client.c built as a shared library; its path."""
+    cc = os.environ.get("CC", "cc")
+    if shutil.which(cc) is None:
+        pytest.skip("no C compiler")
+    out = tmp_path_factory.mktemp("client") / "libnvtx_test_client.so"
+    cmd = [cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-fPIC", "-shared",
+           "-I", _nvtx_include_dir(), "-I", str(HERE / "fake_cuda"),
+           str(HERE / "nvtx_client.c"), "-o", str(out), "-ldl"]
+    subprocess.run(cmd, check=True)
+    return str(out)
+
+
+def run_recorded(directory: Path, code: str, *, max_bytes: int | None = None,
+                 extra_env: dict[str, str] | None = None, timeout: float = 120) -> dict:
+    """Run ``code`` in a Python subprocess attached to the recorder; its last stdout line as JSON."""
+    env = {**os.environ, **recorder.environment(directory, max_bytes=max_bytes), **(extra_env or {})}
+    env.pop("PYTHONHASHSEED", None)
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True,
+                          text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    return json.loads(lines[-1]) if lines else {}
+
+
+PRELUDE = """
+import ctypes, json, os, sys, threading
+lib = ctypes.CDLL({lib!r})
+lib.client_start_end.restype = ctypes.c_uint64
+def recorder_lib():
+    rec = ctypes.CDLL(os.environ["NVTX_INJECTION64_PATH"], mode=os.RTLD_NOLOAD | os.RTLD_NOW)
+    rec.nvtx_recorder_dropped.restype = ctypes.c_uint64
+    rec.nvtx_recorder_file.restype = ctypes.c_char_p
+    return rec
+"""
+
+
+def script(client_lib: str, body: str) -> str:
+    return PRELUDE.format(lib=client_lib) + textwrap.dedent(body)
+
+
+def strip(event: recorder.Event) -> tuple:
+    """Every field but time/pid/tid."""
+    return (event.kind, event.domain, event.message, event.color, event.category, event.payload,
+            event.payload_type, event.api, event.name, event.target, event.resource)
+
+
+# --------------------------------------------------------------------------- 1. a C client
+
+
+def test_c_client_every_field(tmp_path, client_lib):
+    out = run_recorded(tmp_path, script(client_lib, """
+        tid = threading.get_native_id()
+        print(json.dumps({"rc": lib.client_scenario(tid), "pid": os.getpid(), "tid": tid,
+                          "file": recorder_lib().nvtx_recorder_file().decode()}))
+    """))
+    assert out["rc"] == 0
+    rec = recorder.read(tmp_path)
+    assert list(rec.processes) == [out["pid"]]
+    info = rec.processes[out["pid"]]
+    assert info.path == out["file"] and info.ppid == os.getpid() and info.dropped == 0
+    assert rec.dropped == 0
+    assert all(e.pid == out["pid"] and e.tid == out["tid"] for e in rec.events)
+    times = [e.time_ns for e in rec.events]
+    assert times == sorted(times) and len(set(times)) == len(times)
+
+    tid = out["tid"]
+    expected = [
+        ("push", None, "outer", None, 0, None, None, "ascii", None, None, None),
+        ("mark", None, "mark-a", None, 0, None, None, "ascii", None, None, None),
+        ("pop", None, None, None, 0, None, None, "ex", None, None, None),
+        ("push", None, "wide \u00e9\u4e2d\U0001F600", None, 0, None, None, "unicode", None, None, None),
+        ("pop", None, None, None, 0, None, None, "ex", None, None, None),
+        ("thread_name", None, None, None, 0, None, None, "ascii", "main-thread", tid, None),
+        ("category", None, None, None, 7, None, None, "ascii", "seven", 7, None),
+        ("domain", "my-domain", None, None, 0, None, None, "ascii", "my-domain", 1, None),
+        ("domain", "my-domain", None, None, 0, None, None, "ascii", "my-domain", 1, None),
+        ("string", "my-domain", None, None, 0, None, None, "ascii", "registered", 1, None),
+        ("category", "my-domain", None, None, 3, None, None, "ascii", "three", 3, None),
+        ("push", "my-domain", "registered", 0xFF00FF00, 3, -42, "int64", "domain", None, None, None),
+        ("pop", "my-domain", None, None, 0, None, None, "domain", None, None, None),
+        ("start", None, "started", None, 0, 2.5, "double", "ex", None, None, None),
+        ("end", None, None, None, 0, None, None, "ex", None, None, None),
+        ("mark", "my-domain", "w-mark", None, 0, 4000000000, "uint32", "domain", None, None, None),
+        ("pop", None, None, None, 0, None, None, "ex", None, None, None),
+    ]
+    assert [strip(e) for e in rec.events] == expected
+    start, end = (e for e in rec.events if e.kind in ("start", "end"))
+    assert start.range_id == end.range_id and start.range_id > 0
+    assert all(e.range_id is None for e in rec.events if e.kind not in ("start", "end"))
+    assert info.thread_names == {tid: "main-thread"}
+    assert info.category_names == {(None, 7): "seven", ("my-domain", 3): "three"}
+
+
+def test_c_client_wide_and_cuda_naming(tmp_path, client_lib):
+    out = run_recorded(tmp_path, script(client_lib, """
+        tid = threading.get_native_id()
+        print(json.dumps({"rc": lib.client_wide_and_cuda(tid), "tid": tid}))
+    """))
+    assert out["rc"] == 0
+    rec = recorder.read(tmp_path)
+    tid = out["tid"]
+    dom = "w-dom\u00e9"
+    expected = [
+        ("thread_name", None, None, None, 0, None, None, "unicode", "w-thread \u00fc", tid, None),
+        ("category", None, None, None, 9, None, None, "unicode", "w-nine", 9, None),
+        ("domain", dom, None, None, 0, None, None, "unicode", dom, 1, None),
+        ("domain", dom, None, None, 0, None, None, "ascii", dom, 1, None),
+        ("category", dom, None, None, 4, None, None, "unicode", "w-four", 4, None),
+        ("string", dom, None, None, 0, None, None, "unicode", "w-registered \u4e2d", 1, None),
+        ("start", dom, "w-registered \u4e2d", None, 0, 0.25, "float", "domain", None, None, None),
+        ("end", dom, None, None, 0, None, None, "domain", None, None, None),
+        ("mark", None, "w-mark", None, 0, None, None, "unicode", None, None, None),
+        ("start", None, "w-start", None, 0, None, None, "unicode", None, None, None),
+        ("end", None, None, None, 0, None, None, "ex", None, None, None),
+        ("push", None, "w-push", 0x80112233, 0, -7, "int32", "ex", None, None, None),
+        ("pop", None, None, None, 0, None, None, "ex", None, None, None),
+        ("resource_name", None, None, None, 0, None, None, "ascii", "gpu3", 3, "cuda_device"),
+        ("resource_name", None, None, None, 0, None, None, "unicode", "ctx", 0x1000, "cuda_context"),
+        ("resource_name", None, None, None, 0, None, None, "ascii", "stream", 0x2000, "cuda_stream"),
+        ("resource_name", None, None, None, 0, None, None, "ascii", "event", 0x3000, "cuda_event"),
+    ]
+    assert [strip(e) for e in rec.events] == expected
+    ranges = [e.range_id for e in rec.events if e.kind in ("start", "end")]
+    assert ranges[0] == ranges[1] and ranges[2] == ranges[3] and ranges[0] != ranges[2]
+    info = rec.processes[rec.events[0].pid]
+    assert info.thread_names == {tid: "w-thread \u00fc"}
+    assert info.category_names == {(None, 9): "w-nine", (dom, 4): "w-four"}
+
+
+# --------------------------------------------------------------------------- 2. NVIDIA's nvtx
+
+
+@pytest.mark.skipif(importlib.util.find_spec("nvtx") is None, reason="NVIDIA's nvtx not installed")
+def test_nvidia_nvtx_package(tmp_path):
+    out = run_recorded(tmp_path, """
+        import json, threading, nvtx
+        nvtx.push_range("hello", color="red", payload=5)
+        nvtx.pop_range()
+        nvtx.push_range("in-domain", color=0xFF123456, domain="dom", category=2, payload=1.5)
+        nvtx.pop_range(domain="dom")
+        nvtx.mark("marked", color="green")
+        print(json.dumps({"tid": threading.get_native_id()}))
+    """)
+    rec = recorder.read(tmp_path)
+    events = [e for e in rec.events if e.kind in ("push", "pop", "mark")]
+    assert [(e.kind, e.domain, e.message) for e in events] == [
+        ("push", None, "hello"), ("pop", None, None),
+        ("push", "dom", "in-domain"), ("pop", "dom", None),
+        ("mark", None, "marked"),
+    ]
+    assert all(e.tid == out["tid"] for e in rec.events)
+    hello, _, in_domain, _, mark = events
+    assert hello.color is not None and hello.color & 0xFFFFFF == 0xFF0000
+    assert (hello.payload, hello.payload_type) == (5, "int64")
+    assert in_domain.color == 0xFF123456 and in_domain.category == 2
+    assert (in_domain.payload, in_domain.payload_type) == (1.5, "double")
+    assert mark.color is not None and mark.color & 0xFFFFFF == 0x008000
+    assert [e.name for e in rec.events if e.kind == "domain"] == ["dom"]
+
+
+# --------------------------------------------------------------------------- 3. threads
+
+
+def test_threads_counts_tids_and_nesting(tmp_path, client_lib):
+    n = 20000  # several chunks per thread
+    out = run_recorded(tmp_path, script(client_lib, f"""
+        tids = {{}}
+        def work(i):
+            tids[i] = threading.get_native_id()
+            lib.client_push_pop(b"thread-%d" % i, {n})
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+        for t in threads: t.start()
+        for t in threads: t.join()
+        print(json.dumps({{"tids": [tids[i] for i in range(4)], "dropped": recorder_lib().nvtx_recorder_dropped()}}))
+    """), extra_env={"NVTX_CFFI_RECORD_CHUNK_BYTES": "65536"})
+    rec = recorder.read(tmp_path)
+    assert out["dropped"] == 0 and rec.dropped == 0
+    tids = out["tids"]
+    assert len(set(tids)) == 4
+    by_tid = defaultdict(list)
+    for e in rec.events:
+        by_tid[e.tid].append(e)
+    assert sorted(by_tid) == sorted(tids)
+    for i, tid in enumerate(tids):
+        events = by_tid[tid]
+        assert Counter(e.kind for e in events) == {"push": n, "pop": n}
+        assert {e.message for e in events if e.kind == "push"} == {f"thread-{i}"}
+        depth = 0
+        for e in events:  # this thread's events in time order
+            depth += 1 if e.kind == "push" else -1
+            assert depth in (0, 1)
+        assert depth == 0
+
+
+# --------------------------------------------------------------------------- 4. fork
+
+
+def test_fork_children_have_their_own_files(tmp_path, client_lib):
+    out = run_recorded(tmp_path, script(client_lib, """
+        import multiprocessing
+        lib.client_domain_marks(b"parent-domain", 1)   # creates "forked-domain" in the parent
+        lib.client_marks(b"parent-before", 3)
+        pid = os.fork()
+        if pid == 0:
+            lib.client_marks(b"fork-child", 5)
+            lib.client_domain_marks(b"fork-child-domain", 2)   # inherited handle
+            os._exit(0)
+        assert os.waitpid(pid, 0)[1] == 0
+        def mp_child():
+            lib.client_marks(b"mp-child", 7)
+        ctx = multiprocessing.get_context("fork")
+        p = ctx.Process(target=mp_child)
+        p.start(); p.join()
+        assert p.exitcode == 0
+        lib.client_marks(b"parent-after", 2)
+        print(json.dumps({"pid": os.getpid(), "fork_child": pid, "mp_child": p.pid}))
+    """))
+    rec = recorder.read(tmp_path)
+    parent, fork_child, mp_child = out["pid"], out["fork_child"], out["mp_child"]
+    assert set(rec.processes) == {parent, fork_child, mp_child}
+    assert rec.processes[fork_child].ppid == parent and rec.processes[mp_child].ppid == parent
+    assert len({p.path for p in rec.processes.values()}) == 3
+
+    def marks(pid):
+        return Counter(e.message for e in rec.events if e.pid == pid and e.kind == "mark")
+
+    assert marks(parent) == {"parent-domain": 1, "parent-before": 3, "parent-after": 2}
+    assert marks(fork_child) == {"fork-child": 5, "fork-child-domain": 2}
+    assert marks(mp_child) == {"mp-child": 7}
+    # the child's domain events resolve through the definitions it inherited, which are no events
+    assert {e.domain for e in rec.events if e.pid == fork_child and e.message == "fork-child-domain"} == {
+        "forked-domain"}
+    assert [e.kind for e in rec.events if e.pid == fork_child and e.kind == "domain"] == []
+    assert [e.pid for e in rec.events if e.kind == "domain"] == [parent]
+    # each file holds only its own process's events
+    for pid, info in rec.processes.items():
+        assert {e.pid for e in recorder.read_file(info.path).events} == {pid}
+
+
+def test_fork_while_other_threads_record(tmp_path, client_lib):
+    out = run_recorded(tmp_path, script(client_lib, """
+        stop = False
+        def spin():
+            while not stop:
+                lib.client_push_pop(b"spin", 1000)
+        threads = [threading.Thread(target=spin) for _ in range(3)]
+        for t in threads: t.start()
+        children = []
+        for i in range(20):
+            pid = os.fork()
+            if pid == 0:
+                lib.client_marks(b"child", 1)
+                os._exit(0)
+            children.append(pid)
+        for pid in children:
+            assert os.waitpid(pid, 0)[1] == 0
+        stop = True
+        for t in threads: t.join()
+        print(json.dumps({"children": children}))
+    """), timeout=60)
+    rec = recorder.read(tmp_path)
+    for pid in out["children"]:
+        assert [(e.kind, e.message) for e in rec.events if e.pid == pid] == [("mark", "child")]
+    spins = Counter(e.kind for e in rec.events if e.message == "spin" or e.kind == "pop")
+    assert spins["push"] == spins["pop"] > 0 and rec.dropped == 0
+
+
+# --------------------------------------------------------------------------- 5. dropped
+
+
+@pytest.mark.parametrize("threads", [1, 4])
+def test_dropped_events_are_counted_exactly(tmp_path, client_lib, threads):
+    n = 3000
+    out = run_recorded(tmp_path, script(client_lib, f"""
+        def work():
+            lib.client_marks(b"x", {n})
+        ts = [threading.Thread(target=work) for _ in range({threads})]
+        for t in ts: t.start()
+        for t in ts: t.join()
+        print(json.dumps({{"dropped": recorder_lib().nvtx_recorder_dropped()}}))
+    """), max_bytes=4096 + 3 * 8192, extra_env={"NVTX_CFFI_RECORD_CHUNK_BYTES": "8192"})
+    rec = recorder.read(tmp_path)
+    kept = sum(1 for e in rec.events if e.kind == "mark")
+    assert len(rec.events) == kept
+    assert kept == 3 * 8192 // 64  # three chunks of 64-byte records
+    assert rec.dropped == out["dropped"] == threads * n - kept
+    (info,) = rec.processes.values()
+    assert info.dropped == rec.dropped and info.write_errors == 0
+
+
+# --------------------------------------------------------------------------- 6. torn tail
+
+
+def test_torn_and_cut_records(tmp_path, client_lib):
+    run_recorded(tmp_path / "rec", script(client_lib, """
+        lib.client_numbered_marks(b"m", 40)
+    """))
+    (path,) = (tmp_path / "rec").glob("*.nvtxrec")
+    data = path.read_bytes()
+    full = recorder.read_file(path)
+    assert [e.message for e in full.events] == [f"m{i}" for i in range(40)]
+    sizes = [56 + ((len(f"m{i}") + 7) & ~7) for i in range(40)]  # "m0".."m39": 64 bytes each
+    assert set(sizes) == {64}
+    header = 4096
+
+    def read_bytes(blob: bytes) -> list:
+        p = tmp_path / "cut.nvtxrec"
+        p.write_bytes(blob)
+        return [e.message for e in recorder.read_file(p).events]
+
+    # the file cut in the middle of record 10 (or of its size word): records 0..9 remain
+    for cut in (header + 10 * 64 + 1, header + 10 * 64 + 30, header + 11 * 64 - 1):
+        assert read_bytes(data[:cut]) == [f"m{i}" for i in range(10)]
+    assert read_bytes(data[:header + 10 * 64]) == [f"m{i}" for i in range(10)]
+    # an uncommitted record (size word still 0) ends the chunk
+    torn = bytearray(data)
+    struct.pack_into("<I", torn, header + 25 * 64, 0)
+    assert read_bytes(bytes(torn)) == [f"m{i}" for i in range(25)]
+    # a corrupt size word too
+    struct.pack_into("<I", torn, header + 5 * 64, 12)
+    assert read_bytes(bytes(torn)) == [f"m{i}" for i in range(5)]
+    # a file cut inside its header, or still empty, is skipped
+    assert read_bytes(data[:100]) == []
+    assert read_bytes(b"") == []
+    # read(directory) tolerates such files next to good ones
+    shutil.copy(path, tmp_path / "rec" / "nvtx-1-0.nvtxrec")
+    Path(tmp_path / "rec" / "nvtx-1-0.nvtxrec").write_bytes(data[:header + 3 * 64 + 7])
+    both = recorder.read(tmp_path / "rec")
+    assert len(both.events) == 43
+
+
+# --------------------------------------------------------------------------- API
+
+
+def test_capture_in_process(tmp_path, client_lib):
+    out = run_recorded(tmp_path, script(client_lib, """
+        from nvtx_cffi import recorder
+        lib.client_marks(b"before", 2)
+        assert recorder.loaded()
+        path = recorder.current_file()
+        with recorder.capture() as events:
+            lib.client_marks(b"inside", 3)
+            lib.client_push_pop(b"range", 2)
+        lib.client_marks(b"after", 1)
+        print(json.dumps({"events": [(e.kind, e.message) for e in events], "path": path,
+                          "dropped": events.dropped, "pid": os.getpid()}))
+    """))
+    assert [tuple(e) for e in out["events"]] == [("mark", "inside")] * 3 + [("push", "range"), ("pop", None)] * 2
+    assert out["dropped"] == 0
+    assert recorder.read(tmp_path).processes[out["pid"]].path == out["path"]
+
+
+def test_in_process_api_without_recorder():
+    assert not recorder.loaded()
+    assert recorder.current_file() is None
+    recorder.flush()  # no-op
+    with pytest.raises(RuntimeError, match="not loaded"):
+        with recorder.capture():
+            pass
+
+
+def test_paths_and_environment(tmp_path):
+    assert os.path.isabs(recorder.library_path()) and os.path.isfile(recorder.library_path())
+    assert os.path.isabs(recorder.null_tool_path()) and os.path.isfile(recorder.null_tool_path())
+    assert recorder.environment(tmp_path) == {
+        "NVTX_INJECTION64_PATH": recorder.library_path(), "NVTX_CFFI_RECORD_DIR": str(tmp_path)}
+    assert recorder.environment(tmp_path, max_bytes=1 << 20)["NVTX_CFFI_RECORD_MAX_BYTES"] == str(1 << 20)
+
+
+def test_recorder_without_directory_answers_but_records_nothing(tmp_path, client_lib):
+    out = run_recorded(tmp_path, script(client_lib, """
+        print(json.dumps({"rc": lib.client_scenario(threading.get_native_id()),
+                          "file": recorder_lib().nvtx_recorder_file()}))
+    """), extra_env={"NVTX_CFFI_RECORD_DIR": ""})
+    assert out == {"rc": 0, "file": None}
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_null_tool_is_attached(tmp_path, client_lib):
+    code = script(client_lib, """
+        print(json.dumps({"ids": [lib.client_start_end() for _ in range(3)]}))
+    """)
+    env = {**os.environ, "NVTX_INJECTION64_PATH": recorder.null_tool_path()}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    ids = json.loads(proc.stdout)["ids"]
+    assert ids[0] > 0 and ids == sorted(ids) and len(set(ids)) == 3  # 0 would mean no tool
