@@ -103,7 +103,7 @@ if _state.ACTIVE:
                 _end(range_id[1], range_id[0])
                 return
             except (TypeError, OverflowError):
-                raise _bad_range_id(range_id[0]) from None
+                raise _bad_range_id(range_id) from None
         if range_id is None:
             return
         if isinstance(range_id, int) and not isinstance(range_id, bool):
