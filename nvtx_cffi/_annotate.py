@@ -7,7 +7,7 @@ from typing import Callable, Optional, TypeVar, Union
 
 from . import _state
 from ._colors import ColorLike
-from ._domain import OP_PUSH, OP_START, EventAttributes, get_domain
+from ._domain import OP_PUSH, OP_START, EventAttributes, get_domain, hold_across_fork
 from ._native import lib
 from ._validate import Payload
 from ._wrappers import wrap
@@ -21,6 +21,7 @@ MAX_CACHED_ANNOTATIONS = 4096
 
 _cache: dict = {}
 _cache_lock = threading.Lock()
+hold_across_fork(_cache_lock)
 _push = lib.nvtxcffi_push
 _pop = lib.nvtxcffi_pop
 _start = lib.nvtxcffi_start

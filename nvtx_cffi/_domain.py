@@ -7,6 +7,7 @@ Each domain interns its messages as NVTX registered strings and keeps one C attr
 """
 from __future__ import annotations
 
+import os
 import threading
 from typing import Dict, Optional, Tuple, Union
 
@@ -15,7 +16,7 @@ from ._colors import ColorLike, to_argb
 from ._native import ffi, lib
 from ._validate import Payload, payload_fields, to_category_id, to_utf8
 
-__all__ = ["Domain", "EventAttributes", "RegisteredString", "get_domain", "MAX_REGISTERED_BYTES"]
+__all__ = ["Domain", "EventAttributes", "RegisteredString", "get_domain", "hold_across_fork", "MAX_REGISTERED_BYTES"]
 
 #: Longer messages are not registered (interned) but sent with each call.
 MAX_REGISTERED_BYTES = 4096
@@ -28,8 +29,23 @@ OP_MARK = lib.NVTXCFFI_OP_MARK
 
 _NO_PAYLOAD = (lib.NVTXCFFI_PAYLOAD_NONE, 0, 0.0)
 
+
+
+def hold_across_fork(lock) -> None:
+    """Take ``lock`` around ``os.fork()``.
+
+    A lock that another thread holds when the process forks stays locked forever in the child
+    (that thread does not exist there), and the child's first registration hangs. Python threads
+    switch while holding these locks, so it happens; taking the lock before the fork waits for
+    the holder to finish its (short) critical section instead.
+    """
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(before=lock.acquire, after_in_parent=lock.release, after_in_child=lock.release)
+
+
 # Slow-path state is guarded by one re-entrant lock; the hot paths only read finished entries.
 _lock = threading.RLock()
+hold_across_fork(_lock)
 _domains: Dict[Optional[str], "Domain"] = {}
 _category_names = 0
 

@@ -15,7 +15,7 @@ from typing import Optional, Tuple, Union
 
 from . import _state
 from ._colors import ColorLike
-from ._domain import OP_MARK, OP_PUSH, OP_START, EventAttributes, _bad_range_id, get_domain
+from ._domain import OP_MARK, OP_PUSH, OP_START, EventAttributes, _bad_range_id, get_domain, hold_across_fork
 from ._native import lib
 from ._validate import Payload, payload_fields
 
@@ -29,6 +29,7 @@ MAX_CACHED_CALLS = 65536
 
 _slot_cache: dict = {}
 _cache_lock = threading.Lock()
+hold_across_fork(_cache_lock)
 
 _push = lib.nvtxcffi_push
 _pop = lib.nvtxcffi_pop
