@@ -22,14 +22,22 @@ SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-fram
 "$VENV/bin/python" -m pip install -q --upgrade pip
 "$VENV/bin/python" -m pip install -q "cffi>=1.15.1" setuptools wheel nvidia-nvtx pytest hypothesis
 # No build isolation: the flags must reach this build, and a cached non-sanitized wheel must not be reused.
+# setuptools keeps objects in ./build and reuses them when sources are older: clear it before (so the
+# flags apply) and after (so the next ordinary build does not link instrumented objects).
+rm -rf build
 NVTX_CFFI_CFLAGS="$SAN" LDFLAGS="-fsanitize=address,undefined" \
     "$VENV/bin/python" -m pip install -q --no-build-isolation --no-cache-dir --force-reinstall --no-deps .
+rm -rf build
 SITE=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')
 for so in "$SITE"/nvtx_cffi/_native/_ffi*.so "$SITE"/nvtx_cffi/libnvtx_recorder.so; do
     nm -D "$so" | grep -q __asan_report || { echo "not instrumented: $so"; exit 1; }
 done
 echo "instrumented: $(ls "$SITE"/nvtx_cffi/_native/_ffi*.so "$SITE"/nvtx_cffi/lib*.so | xargs -n1 basename | tr '\n' ' ')"
 
+# Compilers the tests run (a C test client) must not inherit the preloaded ASan runtime.
+printf '#!/bin/sh\nunset LD_PRELOAD\nexec %s "$@"\n' "${CC:-cc}" >"$VENV/bin/cc-without-asan"
+chmod +x "$VENV/bin/cc-without-asan"
+export CC="$PWD/$VENV/bin/cc-without-asan"
 export LD_PRELOAD="$(gcc -print-file-name=libasan.so) ${LD_PRELOAD:-}"
 export PYTHONMALLOC=malloc
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"

@@ -11,8 +11,9 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 "$OUT/tools/bin/python" -m build -o "$OUT/dist" . >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 ls "$OUT/dist"
 sdist=$(ls "$OUT"/dist/nvtx_cffi-*.tar.gz)
+listing=$(tar tzf "$sdist")
 for f in build_ffi.py c/nvtx_shim.c c/nvtx_shim.h c/keep_gil.h c/recorder.c c/recorder.h c/null_tool.c setup.py; do
-    tar tzf "$sdist" | grep -qx "nvtx_cffi-[^/]*/$f" || { echo "sdist lacks $f"; exit 1; }
+    grep -qx "nvtx_cffi-[^/]*/$f" <<<"$listing" || { echo "sdist lacks $f"; exit 1; }
 done
 "$PYTHON" -m venv "$OUT/fresh"
 "$OUT/fresh/bin/python" -m pip install -q "$sdist"
