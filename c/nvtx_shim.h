@@ -81,8 +81,10 @@ void nvtxcffi_name_cuda_event(uintptr_t event, const char *name);
  * its own references. All run with the GIL held. Modes: */
 #define NVTXCFFI_PROF_SETPROFILE 0
 #define NVTXCFFI_PROF_MONITORING 1
+#define NVTXCFFI_PROF_EVAL_FRAME 2
 
-/* 0: no C engine (PyPy); 1: PyEval_SetProfile mode only (< 3.12); 2: sys.monitoring mode too. */
+/* 0: no C engine (PyPy); 1: < 3.12: PyEval_SetProfile and PEP 523 (eval frame) modes;
+ * 2: 3.12+: sys.monitoring and PyEval_SetProfile modes. */
 int nvtxcffi_prof_available(void);
 /* Start: hooks is the Python engine (c_classify, c_classify_cfunc, c_push_code, c_push_name,
  * c_callbacks, c_left); max_depth 0 = no limit. 0 on success, -1 on failure (error printed). */

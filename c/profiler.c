@@ -3,8 +3,13 @@
  * Why C: a Python-level profile callback costs ~100-250 ns per event before it does anything; a C
  * callback costs a few ns plus one hash lookup and one NVTX call.
  *
- * Two ways in, one state:
- *   - PyEval_SetProfile (all versions; used on 3.9-3.11): profile_func() below, installed on the
+ * Three ways in, one state:
+ *   - PEP 523 frame evaluation (3.9-3.11, used without annotate_cfuncs): eval_frame() wraps the
+ *     interpreter's frame evaluation for every thread, pushing before a code object's frame runs
+ *     (a call, or a generator/coroutine resumption) and popping when it returns or yields. Unlike a
+ *     profile function it leaves the interpreter's specialised fast path on (3.11's tracing mode
+ *     de-optimises every instruction), and a frame knows on its own C stack whether it pushed.
+ *   - PyEval_SetProfile (3.9-3.11 with annotate_cfuncs): profile_func() below, installed on the
  *     enabling thread by nvtxcffi_prof_install_thread() and on threads started later by the
  *     `trampoline` builtin that Python hands to threading.setprofile(): at a new thread's first
  *     event it installs profile_func for that thread and handles that event.
@@ -63,6 +68,15 @@ void nvtxcffi_prof_set_cache_limit(int limit) { (void)limit; }
 #endif
 
 #define HAVE_MONITORING (PY_VERSION_HEX >= 0x030C0000)
+#define HAVE_EVAL_FRAME (PY_VERSION_HEX < 0x030C0000)
+
+#if HAVE_EVAL_FRAME && PY_VERSION_HEX >= 0x030B0000
+/* 3.11 passes the evaluation hook a _PyInterpreterFrame: its code and position live in the
+ * internal header (the layout is fixed within 3.11.x). */
+#define Py_BUILD_CORE
+#include <internal/pycore_frame.h>
+#undef Py_BUILD_CORE
+#endif
 
 static inline PyObject *new_ref(PyObject *obj) /* Py_NewRef is 3.10+ */
 {
@@ -165,6 +179,9 @@ static thread_state_t *threads;
 static pthread_key_t thread_key;
 static pthread_once_t thread_key_once = PTHREAD_ONCE_INIT;
 static _Thread_local thread_state_t *my_thread;
+/* This thread runs the engine's Python side: the frame evaluation hook must let those frames
+ * through (profile functions and sys.monitoring callbacks are never re-entered by CPython). */
+static _Thread_local int in_python;
 
 static void thread_exit(void *entry)
 {
@@ -240,8 +257,9 @@ static inline thread_state_t *current_thread(void)
 static int ask_python(PyObject *function, PyObject *obj)
 {
     uint64_t generation = E.generation;
-    PyObject *result = PyObject_CallOneArg(function, obj);
     long slot = SLOT_UNKNOWN;
+    in_python++;
+    PyObject *result = PyObject_CallOneArg(function, obj);
     if (result != NULL) {
         slot = PyLong_AsLong(result);
         Py_DECREF(result);
@@ -250,6 +268,7 @@ static int ask_python(PyObject *function, PyObject *obj)
         PyErr_WriteUnraisable(function);
         slot = SLOT_UNKNOWN;
     }
+    in_python--;
     if (!E.active || E.generation != generation || slot < SLOT_INLINE || slot > INT_MAX)
         return SLOT_UNKNOWN;
     return (int)slot;
@@ -321,10 +340,12 @@ static void push_through_python(PyObject *function, PyObject *obj)
 {
     if (function == NULL)
         return; /* stopped */
+    in_python++;
     PyObject *result = PyObject_CallOneArg(function, obj);
     if (result == NULL)
         PyErr_WriteUnraisable(function);
     Py_XDECREF(result);
+    in_python--;
 }
 
 /* Open a range for an accepted call (slot >= 0 or SLOT_INLINE). */
@@ -386,7 +407,7 @@ static inline void leave(thread_state_t *t)
         return; /* its call began before enable(): it opened nothing */
     if (t->depth-- <= E.limit) {
         t->open--;
-        nvtxcffi_pop(E.domain);
+        nvtxcffi_pop(t->domain);
     }
 }
 
@@ -478,6 +499,54 @@ static PyObject *trampoline(PyObject *self, PyObject *const *args, Py_ssize_t na
 
 static PyMethodDef trampoline_def = {"_nvtx_cffi_profile_trampoline", (PyCFunction)(void (*)(void))trampoline,
                                      METH_FASTCALL, "Installs nvtx_cffi's C profile function in a new thread."};
+
+/* ---- PEP 523 frame evaluation engine (3.9-3.11) ------------------------------------------------- */
+
+#if HAVE_EVAL_FRAME
+#if PY_VERSION_HEX >= 0x030B0000
+typedef struct _PyInterpreterFrame eval_frame_t;
+
+/* 3.11 runs a generator function's frame once to build the generator (RETURN_GENERATOR): that is
+ * no call of its body (3.9/3.10 build it without evaluating the frame). */
+static inline int frame_builds_generator(eval_frame_t *frame)
+{
+    return (frame->f_code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR))
+           && _PyInterpreterFrame_LASTI(frame) < 0;
+}
+#else
+typedef PyFrameObject eval_frame_t;
+
+static inline int frame_builds_generator(eval_frame_t *frame)
+{
+    (void)frame;
+    return 0;
+}
+#endif
+
+static _PyFrameEvalFunction previous_eval; /* the evaluator we wrap (never cleared: frames in flight use it) */
+static int eval_installed;                 /* eval_frame is in the interpreter's chain */
+
+static PyObject *eval_frame(PyThreadState *tstate, eval_frame_t *frame, int throwflag)
+{
+    thread_state_t *t;
+    if (!E.active || E.mode != NVTXCFFI_PROF_EVAL_FRAME || in_python || frame_builds_generator(frame)
+        || (t = current_thread()) == NULL)
+        return previous_eval(tstate, frame, throwflag);
+    int started;
+    PyObject *code = (PyObject *)frame->f_code;
+    int slot = code_slot(code, 1, &started);
+    if (slot < 0 && slot != SLOT_INLINE)
+        return previous_eval(tstate, frame, throwflag);
+    uint64_t generation = E.generation;
+    enter_code(t, slot, code);
+    PyObject *result = previous_eval(tstate, frame, throwflag);
+    /* Still this enable()'s range (stop() on this thread already closed it and zeroed depth);
+     * a thread that stop() could not reach closes its own here, after disable(). */
+    if (t->generation == generation)
+        leave(t);
+    return result;
+}
+#endif
 
 /* ---- sys.monitoring engine ---------------------------------------------------------------------- */
 
@@ -596,7 +665,7 @@ static PyMethodDef monitoring_defs[] = {
 
 int nvtxcffi_prof_available(void)
 {
-    return HAVE_MONITORING ? NVTXCFFI_PROF_MONITORING + 1 : NVTXCFFI_PROF_SETPROFILE + 1;
+    return HAVE_MONITORING ? 2 : 1;
 }
 
 static void release_references(void)
@@ -617,7 +686,8 @@ static int start_engine(PyObject *hooks, int mode, int domain, int cfuncs, int m
         PyErr_SetString(PyExc_RuntimeError, "the nvtx_cffi C profiler is already running");
         return -1;
     }
-    if (mode != NVTXCFFI_PROF_SETPROFILE && !(HAVE_MONITORING && mode == NVTXCFFI_PROF_MONITORING)) {
+    if (mode != NVTXCFFI_PROF_SETPROFILE && !(HAVE_MONITORING && mode == NVTXCFFI_PROF_MONITORING)
+        && !(HAVE_EVAL_FRAME && mode == NVTXCFFI_PROF_EVAL_FRAME)) {
         PyErr_SetString(PyExc_ValueError, "unsupported nvtx_cffi profiler mode");
         return -1;
     }
@@ -630,7 +700,9 @@ static int start_engine(PyObject *hooks, int mode, int domain, int cfuncs, int m
     E.generation++;
     if ((E.token = PyLong_FromUnsignedLongLong(E.generation)) == NULL)
         goto fail;
-    if (mode == NVTXCFFI_PROF_SETPROFILE) {
+    if (mode == NVTXCFFI_PROF_EVAL_FRAME) {
+        callbacks = PyTuple_New(0);
+    } else if (mode == NVTXCFFI_PROF_SETPROFILE) {
         PyObject *function = PyCFunction_New(&trampoline_def, NULL);
         if (function == NULL)
             goto fail;
@@ -674,6 +746,16 @@ static int start_engine(PyObject *hooks, int mode, int domain, int cfuncs, int m
     if (result == NULL)
         goto fail;
     Py_DECREF(result);
+#if HAVE_EVAL_FRAME
+    if (mode == NVTXCFFI_PROF_EVAL_FRAME) {
+        PyInterpreterState *interp = PyInterpreterState_Get();
+        if (!eval_installed) { /* else still in the chain, under another tool that wrapped it */
+            previous_eval = _PyInterpreterState_GetEvalFrameFunc(interp);
+            _PyInterpreterState_SetEvalFrameFunc(interp, eval_frame);
+            eval_installed = 1;
+        }
+    }
+#endif
     E.active = 1;
     return 0;
 fail:
@@ -731,6 +813,16 @@ int nvtxcffi_prof_stop(void)
         return 0;
     }
     E.active = 0;
+#if HAVE_EVAL_FRAME
+    if (E.mode == NVTXCFFI_PROF_EVAL_FRAME) {
+        PyInterpreterState *interp = PyInterpreterState_Get();
+        /* Only when still on top: another tool that wrapped ours keeps calling it (it passes through). */
+        if (_PyInterpreterState_GetEvalFrameFunc(interp) == eval_frame) {
+            _PyInterpreterState_SetEvalFrameFunc(interp, previous_eval);
+            eval_installed = 0;
+        }
+    }
+#endif
     thread_state_t *me = my_thread;
     if (me != NULL && me->generation == E.generation) {
         for (; me->open > 0; me->open--, closed++)

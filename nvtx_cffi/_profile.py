@@ -16,8 +16,11 @@ How calls are seen, picked once per interpreter:
 
 On CPython the callbacks are C functions (``c/profiler.c``: builtin functions registered with
 sys.monitoring, or a ``PyEval_SetProfile`` function), with the per-code cache in C; Python only
-decides once per code object (filters, message, slot). PyPy runs the same logic in Python
-(:data:`ENGINE` says which is in use).
+decides once per code object (filters, message, slot). On 3.9-3.11 without ``annotate_cfuncs``
+the C engine wraps frame evaluation instead (PEP 523): a profile function would switch 3.11's
+interpreter to its slow tracing mode, which alone costs more than the ranges; this also covers
+threads already running at ``enable()``. PyPy runs the same logic in Python. :data:`ENGINE` and
+:attr:`Profile.engine` say which is in use.
 
 Per code object the message is built and registered once and its prepared C attribute slot kept,
 so a call costs a dict lookup and one C call (nvtx formats and registers the string on every
@@ -48,7 +51,8 @@ MONITORING: bool = hasattr(sys, "monitoring") and sys.implementation.name == "cp
 #: to False before ``enable()`` to run the Python engine.
 C_ENGINE: bool = lib.nvtxcffi_prof_available() > (1 if MONITORING else 0)
 
-#: ``"c-monitoring"``, ``"c-setprofile"``, ``"monitoring"`` or ``"setprofile"``: what ``enable()`` uses.
+#: What ``enable()`` uses by default (with ``annotate_cfuncs``): ``"c-monitoring"``, ``"c-setprofile"``,
+#: ``"monitoring"`` or ``"setprofile"``; 3.9-3.11 without it: ``"c-evalframe"``.
 ENGINE: str = ("c-" if C_ENGINE else "") + ("monitoring" if MONITORING else "setprofile")
 
 #: nvtx's domain and colour for automatic annotations (kept for drop-in compatibility).
@@ -196,6 +200,11 @@ class Profile:
         """Whether this profile is currently annotating calls."""
         return self._engine is not None
 
+    @property
+    def engine(self) -> Optional[str]:
+        """How calls are seen while enabled (``"c-monitoring"``, ``"c-evalframe"``, ...), else None."""
+        return None if self._engine is None else self._engine.name
+
     def enable(self) -> None:
         """Start annotating function calls (does nothing without an NVTX tool).
 
@@ -208,7 +217,7 @@ class Profile:
             if _enabled_profile is not None:
                 msg = "another nvtx_cffi.Profile is enabled; disable it first"
                 raise RuntimeError(msg)
-            engine = _engine_class()(self)
+            engine = _engine_class(self.annotate_cfuncs)(self)
             engine.start()
             self._engine = engine
             _enabled_profile = self
@@ -218,7 +227,8 @@ class Profile:
 
         Returns the number of ranges left open on other threads (their function calls are still
         running and this thread cannot close another thread's ranges), and warns when it is not 0.
-        With the ``sys.setprofile`` engine, other threads close theirs at their next call event.
+        With the ``sys.setprofile`` engines, other threads close theirs at their next call event;
+        with ``"c-evalframe"``, as each of those calls returns.
         """
         global _enabled_profile
         engine = self._engine
@@ -249,6 +259,8 @@ class Profile:
 
 class _Engine:
     """State shared by both engines: the per-code cache, messages, and range bookkeeping."""
+
+    name = "python"
 
     def __init__(self, profile: Profile) -> None:
         self.profile = profile
@@ -412,6 +424,8 @@ def _depth_counter():
 class _MonitoringEngine(_Engine):
     """CPython 3.12+: ``sys.monitoring`` callbacks under a tool id of our own."""
 
+    name = "monitoring"
+
     def start(self) -> None:
         mon = sys.monitoring
         self.tool = _claim_tool_id()
@@ -553,6 +567,8 @@ class _MonitoringEngine(_Engine):
 
 class _SetprofileEngine(_Engine):
     """CPython 3.9-3.11 and PyPy: ``sys.setprofile`` here, ``threading.setprofile`` for new threads."""
+
+    name = "setprofile"
 
     def start(self) -> None:
         self.on = True
@@ -699,6 +715,8 @@ class _CEngine(_Engine):
 class _CSetprofileEngine(_CEngine):
     """CPython 3.9-3.11: ``PyEval_SetProfile`` here; a C trampoline via ``threading.setprofile``."""
 
+    name = "c-setprofile"
+
     def install(self) -> None:
         self.previous = (sys.getprofile(), _threading_getprofile())
         (trampoline,) = self.functions
@@ -712,8 +730,27 @@ class _CSetprofileEngine(_CEngine):
         # ranges and remove it.
 
 
+class _CEvalFrameEngine(_CEngine):
+    """CPython 3.9-3.11 without C functions: the C engine wraps frame evaluation (PEP 523).
+
+    Installed by ``nvtxcffi_prof_start`` for the whole interpreter (every thread, running or new).
+    A thread that ``disable()`` cannot reach closes each of its ranges when that call returns.
+    """
+
+    name = "c-evalframe"
+    mode = lib.NVTXCFFI_PROF_EVAL_FRAME
+
+    def install(self) -> None:
+        pass
+
+    def uninstall(self) -> None:
+        pass
+
+
 class _CMonitoringEngine(_CEngine):
     """CPython 3.12+: C builtins registered as ``sys.monitoring`` callbacks."""
+
+    name = "c-monitoring"
 
     mode = lib.NVTXCFFI_PROF_MONITORING
 
@@ -757,9 +794,11 @@ def _release_tool_id(tool: int, registered) -> None:
     mon.free_tool_id(tool)
 
 
-def _engine_class():
+def _engine_class(cfuncs: bool):
     if C_ENGINE:
-        return _CMonitoringEngine if MONITORING else _CSetprofileEngine
+        if MONITORING:
+            return _CMonitoringEngine
+        return _CSetprofileEngine if cfuncs else _CEvalFrameEngine
     return _MonitoringEngine if MONITORING else _SetprofileEngine
 
 

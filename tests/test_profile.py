@@ -387,9 +387,14 @@ def test_c_engine_is_in_use(tmp_path):
                 sys.monitoring.register_callback(tool, event, hook)
             else:
                 hook = sys.getprofile()  # a C profile function shows only its argument (an int)
-        print(json.dumps({"engine": _profile.ENGINE, "hook": type(hook).__name__}))
+            engine = p.engine
+        with nvtx_cffi.Profile(annotate_cfuncs=False) as p:
+            other = p.engine
+        print(json.dumps({"engine": _profile.ENGINE, "hook": type(hook).__name__, "used": engine,
+                          "without_cfuncs": other}))
     """)
-    assert out["engine"] == ("c-monitoring" if ENGINE == "monitoring" else "c-setprofile")
+    assert out["engine"] == out["used"] == ("c-monitoring" if ENGINE == "monitoring" else "c-setprofile")
+    assert out["without_cfuncs"] == ("c-monitoring" if ENGINE == "monitoring" else "c-evalframe")
     assert out["hook"] == ("builtin_function_or_method" if ENGINE == "monitoring" else "int")
 
 
@@ -405,17 +410,18 @@ with nvtx_cffi.Profile(linenos=False, max_depth=3):
 
 
 @cpython_only
-def test_c_and_python_engines_agree(tmp_path):
+@pytest.mark.parametrize("cfuncs", [True, False])  # 3.9-3.11: PyEval_SetProfile / PEP 523 modes
+def test_c_and_python_engines_agree(tmp_path, cfuncs):
     """The C engine emits exactly what the Python engine (PyPy's) emits."""
     seqs = []
     for c_engine in (True, False):
         code = f"import nvtx_cffi._profile as P\nP.C_ENGINE = {c_engine}\n" + \
-            SCENARIOS.format(options="annotate_cfuncs=True")
+            SCENARIOS.format(options=f"annotate_cfuncs={cfuncs}")
         (tmp_path / str(c_engine)).mkdir()
         out = run(tmp_path / str(c_engine), code)
         seqs.append(ranges(tmp_path / str(c_engine))[out["tid"]])
     assert seqs[0] == seqs[1]
-    assert ("push", "<string>:8(outer)") in seqs[0] and ("push", "abs") in seqs[0]
+    assert ("push", "<string>:8(outer)") in seqs[0] and (("push", "len") in seqs[0]) == cfuncs
     assert seqs[0].count(("push", "rec")) == 3  # max_depth=3
     assert_balanced(seqs[0])
 

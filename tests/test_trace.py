@@ -95,7 +95,7 @@ def test_threads_each_on_their_own_row_with_names(tmp_path):
                 with nvtx.annotate(f"job {k}", color="blue"):
                     with nvtx.annotate("inner", color="yellow"):
                         pass
-            print("tid", k, threading.get_native_id(), flush=True)
+            print(f"tid {k} {threading.get_native_id()}\\n", end="", flush=True)  # one write: no interleaving
 
         threads = [threading.Thread(target=work, args=(k,)) for k in range(3)]
         for t in threads: t.start()
@@ -458,7 +458,7 @@ def test_profile_cli_missing_is_a_clear_error(monkeypatch, capsys):
 
 # --------------------------------------------------------------------------- --profile
 
-PROFILED = """
+PROFILED = """\
     import threading
     def leaf(n):
         return n + 1
@@ -488,11 +488,11 @@ def test_profile_gives_nested_call_ranges_and_thread_names(tmp_path):
         assert e["cat"] == "nvtx.py" and e["args"]["color"] == "#0000ff"
         by_thread.setdefault(e["tid"], []).append(e)
     main = {e["name"]: e for e in by_thread[main_tid]}
-    assert sorted(main) == ["calls.py:1(<module>)", "calls.py:3(leaf)", "calls.py:5(middle)"]
-    assert _within(main["calls.py:3(leaf)"], main["calls.py:5(middle)"])
-    assert _within(main["calls.py:5(middle)"], main["calls.py:1(<module>)"])
+    assert sorted(main) == ["calls.py:1(<module>)", "calls.py:2(leaf)", "calls.py:4(middle)"]
+    assert _within(main["calls.py:2(leaf)"], main["calls.py:4(middle)"])
+    assert _within(main["calls.py:4(middle)"], main["calls.py:1(<module>)"])
     worker = [e["name"] for e in sorted(by_thread[worker_tid], key=lambda e: e["ts"])]
-    assert worker == ["calls.py:7(worker)", "calls.py:5(middle)", "calls.py:3(leaf)"]
+    assert worker == ["calls.py:6(worker)", "calls.py:4(middle)", "calls.py:2(leaf)"]
     names = {tid: name for (_, tid), name in traced.thread_names().items()}
     assert names[main_tid] == "MainThread" and names[worker_tid] == "cruncher"
 
@@ -505,8 +505,11 @@ def test_profile_options_reach_the_profile(tmp_path):
     main_tid, worker_tid = (int(x) for x in traced.stdout.split("tids")[1].split()[:2])
     names = lambda tid: sorted(e["name"] for e in traced.events("X") if e["tid"] == tid)  # noqa: E731
     # bare names; C functions called from the script; two levels only (leaf() is the third)
-    assert names(main_tid) == ["<module>", "get_native_id", "middle", "print", "print"]
+    assert [n for n in names(main_tid) if n in ("<module>", "middle", "leaf")] == ["<module>", "middle"]
     assert names(worker_tid) == ["middle", "worker"]
+    if sys.implementation.name == "cpython":  # PyPy's profiler reports fewer C calls (not print)
+        assert names(main_tid) == ["<module>", "get_native_id", "middle", "print", "print"]
+    assert "get_native_id" in names(main_tid)
 
 
 def test_profile_flags_round_trip():
