@@ -251,6 +251,36 @@ static inline thread_state_t *current_thread(void)
     return t;
 }
 
+/* The engine's Python side can run while an exception is pending: a generator resumed by throw()
+ * enters eval_frame() with it set. It is set aside around the call and put back afterwards. */
+typedef struct {
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *exc;
+#else
+    PyObject *type, *value, *traceback;
+#endif
+} pending_t;
+
+static inline void pending_save(pending_t *p)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    p->exc = PyErr_GetRaisedException();
+#else
+    PyErr_Fetch(&p->type, &p->value, &p->traceback);
+#endif
+}
+
+static inline void pending_restore(pending_t *p)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    if (p->exc != NULL)
+        PyErr_SetRaisedException(p->exc);
+#else
+    if (p->type != NULL)
+        PyErr_Restore(p->type, p->value, p->traceback);
+#endif
+}
+
 /* Python's answer for `obj` (a code object or a name): a slot, SLOT_EXCLUDED or SLOT_INLINE;
  * SLOT_UNKNOWN when it raised (reported as unraisable: profiling must not break the program) or
  * when stop() ran meanwhile (the caller must then not touch the caches). */
@@ -258,6 +288,8 @@ static int ask_python(PyObject *function, PyObject *obj)
 {
     uint64_t generation = E.generation;
     long slot = SLOT_UNKNOWN;
+    pending_t pending;
+    pending_save(&pending);
     in_python++;
     PyObject *result = PyObject_CallOneArg(function, obj);
     if (result != NULL) {
@@ -269,6 +301,7 @@ static int ask_python(PyObject *function, PyObject *obj)
         slot = SLOT_UNKNOWN;
     }
     in_python--;
+    pending_restore(&pending);
     if (!E.active || E.generation != generation || slot < SLOT_INLINE || slot > INT_MAX)
         return SLOT_UNKNOWN;
     return (int)slot;
@@ -340,12 +373,15 @@ static void push_through_python(PyObject *function, PyObject *obj)
 {
     if (function == NULL)
         return; /* stopped */
+    pending_t pending;
+    pending_save(&pending);
     in_python++;
     PyObject *result = PyObject_CallOneArg(function, obj);
     if (result == NULL)
         PyErr_WriteUnraisable(function);
     Py_XDECREF(result);
     in_python--;
+    pending_restore(&pending);
 }
 
 /* Open a range for an accepted call (slot >= 0 or SLOT_INLINE). */

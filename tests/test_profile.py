@@ -406,6 +406,22 @@ with nvtx_cffi.Profile(linenos=False, max_depth=3):
     rec(5)
     sorted([3, 1, 2], key=abs)
     abs(-2)
+def g2():
+    try:
+        yield 1
+    except ValueError:
+        yield 2
+def thrower():
+    fresh = g2()
+    try:
+        fresh.throw(KeyError("x"))  # thrown into a generator that never ran
+    except KeyError:
+        pass
+    started = g2()
+    next(started)
+    assert started.throw(ValueError()) == 2
+with nvtx_cffi.Profile({options}):
+    thrower()
 """
 
 
@@ -478,3 +494,29 @@ def test_c_engine_survives_errors_in_its_python_side(tmp_path):
     """)
     assert proc_out["result"] == 2 and proc_out["seen"] == ["ZeroDivisionError"]
     assert ranges(tmp_path)[proc_out["tid"]] == [("push", "fine"), ("pop",)]
+
+
+def test_threads_already_running_at_enable(tmp_path):
+    """sys.monitoring and the frame hook see threads that were running before enable(); a
+    profile function (sys.setprofile) cannot be installed on them."""
+    out = run(tmp_path, """
+        import json, threading, nvtx_cffi
+        go, done = threading.Event(), threading.Event()
+        def task():
+            return 1
+        def early():
+            go.wait()
+            task()
+        t = threading.Thread(target=early)
+        t.start()
+        with nvtx_cffi.Profile(linenos=False, annotate_cfuncs=False, include="<string>") as p:
+            go.set()
+            t.join()
+            engine = p.engine
+        print(json.dumps({"tid": t.native_id, "engine": engine}))
+    """)
+    seq = ranges(tmp_path).get(out["tid"], [])
+    if out["engine"] in ("c-evalframe", "c-monitoring", "monitoring"):
+        assert seq == [("push", "task"), ("pop",)]
+    else:
+        assert out["engine"] in ("c-setprofile", "setprofile") and seq == []
