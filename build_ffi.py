@@ -52,11 +52,14 @@ ffi.cdef(_cdef_from_header(_read("c/nvtx_shim.h")))
 ffi.set_source(
     "nvtx_cffi._native._ffi",
     '#include "nvtx_shim.h"\n#include "keep_gil.h"\n',
-    sources=[os.path.join("c", "nvtx_shim.c")],
+    sources=[os.path.join("c", "nvtx_shim.c"), os.path.join("c", "profiler.c")],
     include_dirs=[nvtx_include_dir(), os.path.join(HERE, "c")],
     extra_compile_args=C_FLAGS,
     libraries=["dl", "pthread"],
-    depends=[os.path.join("c", name) for name in ("nvtx_shim.h", "nvtx_shim.c", "keep_gil.h")],
+    depends=[os.path.join("c", name) for name in ("nvtx_shim.h", "nvtx_shim.c", "keep_gil.h", "profiler.c")],
+    # c/profiler.c uses CPython's version-specific C API (PyEval_SetProfile, PyCFunctionObject):
+    # the module must be built per Python version (_ffi.cpython-3XX-*.so), not as abi3.
+    py_limited_api=False,
 )
 
 if __name__ == "__main__":
