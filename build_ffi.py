@@ -53,13 +53,15 @@ ffi.cdef(_cdef_from_header(_read("c/accel.h")))
 ffi.set_source(
     "nvtx_cffi._native._ffi",
     '#include "nvtx_shim.h"\n#include "accel.h"\n#include "keep_gil.h"\n',
-    sources=[os.path.join("c", "nvtx_shim.c"), os.path.join("c", "accel.c")],
+    sources=[os.path.join("c", name) for name in ("nvtx_shim.c", "profiler.c", "accel.c")],
     include_dirs=[nvtx_include_dir(), os.path.join(HERE, "c")],
     extra_compile_args=C_FLAGS,
     libraries=["dl", "pthread"],
-    depends=[os.path.join("c", name) for name in ("nvtx_shim.h", "nvtx_shim.c", "keep_gil.h", "accel.h", "accel.c")],
-    # c/accel.c uses CPython's full C API (vectorcall, type objects): the module is built for one
-    # CPython version, not the stable ABI (abi3).
+    depends=[os.path.join("c", name)
+             for name in ("nvtx_shim.h", "nvtx_shim.c", "keep_gil.h", "profiler.c", "accel.h", "accel.c")],
+    # c/profiler.c and c/accel.c use CPython's version-specific C API (PyEval_SetProfile,
+    # PyCFunctionObject, vectorcall, type objects): the module must be built per Python version
+    # (_ffi.cpython-3XX-*.so), not as abi3.
     py_limited_api=False,
 )
 

@@ -321,7 +321,6 @@ static int ensure_open(void) {
 }
 
 static void emit(const struct ev *e) {
-    uint64_t ts = now_ns();
     int m = atomic_load_explicit(&g_mode, memory_order_acquire);
     if (m != MODE_OPEN) {
         if (m == MODE_OFF) return;
@@ -330,6 +329,7 @@ static void emit(const struct ev *e) {
             return;
         }
     }
+    uint64_t ts = now_ns();
     struct tstate *t = get_tstate();
     if (!t || t->busy) { /* out of memory, or re-entered from a signal handler */
         count_drop();

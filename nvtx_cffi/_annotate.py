@@ -9,6 +9,7 @@ from typing import Callable, Optional, TypeVar, Union
 from . import _state
 from ._accel import accel as _accel
 from ._colors import ColorLike
+from ._locks import hold_across_fork
 from ._domain import OP_PUSH, OP_START, EventAttributes, get_domain
 from ._native import lib
 from ._validate import Payload
@@ -26,6 +27,7 @@ _cache: dict = {}
 # message alone (no 7-tuple to build and hash). Same objects as in _cache, same bound.
 _by_message: dict = {}
 _cache_lock = threading.Lock()
+hold_across_fork(_cache_lock)
 _push = lib.nvtxcffi_push
 _pop = lib.nvtxcffi_pop
 _pop_default = lib.nvtxcffi_pop_default

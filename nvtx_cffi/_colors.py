@@ -31,6 +31,7 @@ NVTX_COLORS = {
 DEFAULT_COLOR = NVTX_COLORS["blue"]
 
 _OPAQUE = 0xFF000000
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
 
 #: CSS Color Module Level 4 names, RGB; used with alpha 0xFF.
 CSS_COLORS = {
@@ -217,15 +218,13 @@ def _from_name(name: str) -> int:
     value = CSS_COLORS.get(key)
     if value is not None:
         return _OPAQUE | value
-    if name.startswith("#") and len(name) in (7, 9):
-        try:
-            rgba = int(name[1:], 16)
-        except ValueError:
-            pass
-        else:
-            if len(name) == 7:
-                return _OPAQUE | rgba
-            return ((rgba & 0xFF) << 24) | (rgba >> 8)
+    # Exactly 6 or 8 ASCII hex digits: int(..., 16) alone would also take a sign, spaces,
+    # underscores, "0x" and non-ASCII digits ("#-12345" even gave a negative colour).
+    if name.startswith("#") and len(name) in (7, 9) and all(c in _HEX_DIGITS for c in name[1:]):
+        rgba = int(name[1:], 16)
+        if len(name) == 7:
+            return _OPAQUE | rgba
+        return ((rgba & 0xFF) << 24) | (rgba >> 8)
     argb = _from_matplotlib(name)
     if argb is None:
         msg = f"unknown color {name!r}: use an nvtx or CSS colour name, '#rrggbb', or an ARGB int"

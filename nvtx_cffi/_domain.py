@@ -15,6 +15,7 @@ from typing import Dict, Optional, Tuple, Union
 from . import _state
 from ._accel import accel as _accel
 from ._colors import ColorLike, to_argb
+from ._locks import hold_across_fork
 from ._native import ffi, lib
 from ._validate import Payload, payload_fields, to_category_id, to_utf8
 
@@ -41,6 +42,7 @@ _end = lib.nvtxcffi_end
 
 # Slow-path state is guarded by one re-entrant lock; the hot paths only read finished entries.
 _lock = threading.RLock()
+hold_across_fork(_lock)
 _domains: Dict[Optional[str], "Domain"] = {}
 _category_names = 0
 _registered_bytes = 0
@@ -164,10 +166,10 @@ class Domain:
         """Register ``string`` in this domain (once) and return its handle object."""
         global _registered_bytes
         with _lock:
+            data = to_utf8(string, "message")  # first: an unhashable argument must fail by name
             found = self._strings.get(string)
             if found is not None:
                 return found
-            data = to_utf8(string, "message")
             handle = -1
             if (_state.ACTIVE and len(data) <= MAX_REGISTERED_BYTES
                     and _registered_bytes + len(data) <= MAX_REGISTERED_TOTAL_BYTES):
@@ -183,10 +185,10 @@ class Domain:
         """The id of category ``name`` in this domain, numbered from 1 and named in NVTX on first use."""
         global _category_names
         with _lock:
+            data = to_utf8(name, "category")  # first: an unhashable argument must fail by name
             found = self._categories.get(name)
             if found is not None:
                 return found
-            data = to_utf8(name, "category")
             if _category_names >= MAX_CATEGORY_NAMES:
                 msg = f"category {name!r}: too many category names (limit {MAX_CATEGORY_NAMES})"
                 raise ValueError(msg)
@@ -355,6 +357,11 @@ if _accel is not None:
 
 
 def _bad_range_id(range_id: object) -> Exception:
+    if isinstance(range_id, tuple) and len(range_id) == 2:  # start_range's (id, domain index)
+        rid, index = range_id
+        if isinstance(rid, int) and isinstance(index, int) and -(2**31) <= index < 2**31:
+            return _bad_range_id(rid)  # the id is what is wrong
+        return TypeError(f"range_id must be the (id, domain index) pair start_range returned, not {range_id!r:.100}")
     if isinstance(range_id, int) and not isinstance(range_id, bool):
         return ValueError(f"range_id {range_id} is out of range (0 to 2**64-1)")
     return TypeError(f"range_id must be the value start_range returned, not {type(range_id).__name__}")
@@ -366,7 +373,10 @@ def get_domain(name: Optional[str] = None) -> Domain:
     >>> get_domain("io") is get_domain("io")
     True
     """
-    found = _domains.get(name)
+    try:
+        found = _domains.get(name)
+    except TypeError:  # unhashable: not a str, and to_utf8 below says so, naming the argument
+        found = None
     if found is not None:
         return found
     if name is not None:

@@ -4,7 +4,7 @@ Compatible with nvtx 0.2.x's ``nvtx.Profile``: domain ``"nvtx.py"``, colour blue
 ``"file.py:lineno(name)"`` with ``linenos`` (basename of the file, the function's first line, its
 ``co_name``) or the plain name without; C functions appear under their ``__name__``.
 
-Two engines, picked once per interpreter:
+How calls are seen, picked once per interpreter:
 
 * Python 3.12+ (CPython): :mod:`sys.monitoring` (PEP 669) under a tool id of its own. It covers every
   thread, including threads that were already running at :meth:`Profile.enable`. Code that the
@@ -13,6 +13,14 @@ Two engines, picked once per interpreter:
 * Python 3.9-3.11 and PyPy: ``sys.setprofile`` for the calling thread and ``threading.setprofile``
   for threads started afterwards. Threads already running at ``enable()`` are not profiled (Python
   offers no way to install a profile function on another running thread).
+
+On CPython the callbacks are C functions (``c/profiler.c``: builtin functions registered with
+sys.monitoring, or a ``PyEval_SetProfile`` function), with the per-code cache in C; Python only
+decides once per code object (filters, message, slot). On 3.9-3.11 without ``annotate_cfuncs``
+the C engine wraps frame evaluation instead (PEP 523): a profile function would switch 3.11's
+interpreter to its slow tracing mode, which alone costs more than the ranges; this also covers
+threads already running at ``enable()``. PyPy runs the same logic in Python. :data:`ENGINE` and
+:attr:`Profile.engine` say which is in use.
 
 Per code object the message is built and registered once and its prepared C attribute slot kept,
 so a call costs a dict lookup and one C call (nvtx formats and registers the string on every
@@ -32,12 +40,20 @@ from typing import Dict, Iterable, List, Optional, Sequence, Set, Union
 
 from . import _state
 from ._domain import OP_PUSH, get_domain
-from ._native import lib
+from ._native import ffi, lib
 
-__all__ = ["Profile", "MONITORING"]
+__all__ = ["Profile", "MONITORING", "C_ENGINE", "ENGINE"]
 
 #: The engine in use: ``sys.monitoring`` (CPython 3.12+) rather than ``sys.setprofile``.
 MONITORING: bool = hasattr(sys, "monitoring") and sys.implementation.name == "cpython"
+
+#: Callbacks in C (CPython; ``c/profiler.c``) rather than Python functions (PyPy). Tests may set it
+#: to False before ``enable()`` to run the Python engine.
+C_ENGINE: bool = lib.nvtxcffi_prof_available() > (1 if MONITORING else 0)
+
+#: What ``enable()`` uses by default (with ``annotate_cfuncs``): ``"c-monitoring"``, ``"c-setprofile"``,
+#: ``"monitoring"`` or ``"setprofile"``; 3.9-3.11 without it: ``"c-evalframe"``.
+ENGINE: str = ("c-" if C_ENGINE else "") + ("monitoring" if MONITORING else "setprofile")
 
 #: nvtx's domain and colour for automatic annotations (kept for drop-in compatibility).
 DEFAULT_DOMAIN = "nvtx.py"
@@ -184,6 +200,11 @@ class Profile:
         """Whether this profile is currently annotating calls."""
         return self._engine is not None
 
+    @property
+    def engine(self) -> Optional[str]:
+        """How calls are seen while enabled (``"c-monitoring"``, ``"c-evalframe"``, ...), else None."""
+        return None if self._engine is None else self._engine.name
+
     def enable(self) -> None:
         """Start annotating function calls (does nothing without an NVTX tool).
 
@@ -196,7 +217,7 @@ class Profile:
             if _enabled_profile is not None:
                 msg = "another nvtx_cffi.Profile is enabled; disable it first"
                 raise RuntimeError(msg)
-            engine = (_MonitoringEngine if MONITORING else _SetprofileEngine)(self)
+            engine = _engine_class(self.annotate_cfuncs)(self)
             engine.start()
             self._engine = engine
             _enabled_profile = self
@@ -206,7 +227,8 @@ class Profile:
 
         Returns the number of ranges left open on other threads (their function calls are still
         running and this thread cannot close another thread's ranges), and warns when it is not 0.
-        With the ``sys.setprofile`` engine, other threads close theirs at their next call event.
+        With the ``sys.setprofile`` engines, other threads close theirs at their next call event;
+        with ``"c-evalframe"``, as each of those calls returns.
         """
         global _enabled_profile
         engine = self._engine
@@ -237,6 +259,8 @@ class Profile:
 
 class _Engine:
     """State shared by both engines: the per-code cache, messages, and range bookkeeping."""
+
+    name = "python"
 
     def __init__(self, profile: Profile) -> None:
         self.profile = profile
@@ -400,16 +424,11 @@ def _depth_counter():
 class _MonitoringEngine(_Engine):
     """CPython 3.12+: ``sys.monitoring`` callbacks under a tool id of our own."""
 
+    name = "monitoring"
+
     def start(self) -> None:
         mon = sys.monitoring
-        for tool in _TOOL_IDS:
-            if mon.get_tool(tool) is None:
-                mon.use_tool_id(tool, _TOOL_NAME)
-                self.tool = tool
-                break
-        else:
-            msg = f"no free sys.monitoring tool id among {_TOOL_IDS} for nvtx_cffi.Profile"
-            raise RuntimeError(msg)
+        self.tool = _claim_tool_id()
         callbacks = self.callbacks()
         mask = 0
         for event, callback in callbacks.items():
@@ -420,11 +439,7 @@ class _MonitoringEngine(_Engine):
         mon.set_events(self.tool, mask)
 
     def stop(self) -> Dict[str, int]:
-        mon = sys.monitoring
-        mon.set_events(self.tool, 0)
-        for event in self.registered:
-            mon.register_callback(self.tool, event, None)
-        mon.free_tool_id(self.tool)
+        _release_tool_id(self.tool, self.registered)
         self.close_current_thread(sys._getframe())
         left = self.open_elsewhere()
         self.snapshot.clear()
@@ -553,6 +568,8 @@ class _MonitoringEngine(_Engine):
 class _SetprofileEngine(_Engine):
     """CPython 3.9-3.11 and PyPy: ``sys.setprofile`` here, ``threading.setprofile`` for new threads."""
 
+    name = "setprofile"
+
     def start(self) -> None:
         self.on = True
         self.previous = (sys.getprofile(), _threading_getprofile())
@@ -635,6 +652,154 @@ class _SetprofileEngine(_Engine):
                     pop(dom)
 
         return hook
+
+
+class _CEngine(_Engine):
+    """CPython: C callbacks (``c/profiler.c``) with a C cache; these methods are its slow path.
+
+    The ``c_*`` methods are called from C, once per code object or C function name (or on every
+    call past the cache bound), and must not raise for ordinary input.
+    """
+
+    mode = lib.NVTXCFFI_PROF_SETPROFILE
+
+    def c_classify(self, code) -> int:
+        """The slot of ``code``'s range, -1 when the filters reject it, -2 when it has no C slot."""
+        if not self.filter.accepts(code):
+            return -1
+        slot = self.attributes(self.message(code)).fast_slot
+        return slot if slot >= 0 else -2
+
+    def c_classify_cfunc(self, name: str) -> int:
+        slot = self.attributes(name).fast_slot
+        return slot if slot >= 0 else -2
+
+    def c_push_code(self, code) -> None:
+        self.attributes(self.message(code))._emit(OP_PUSH)
+
+    def c_push_name(self, name: str) -> None:
+        self.attributes(name)._emit(OP_PUSH)
+
+    def c_callbacks(self, callbacks: tuple) -> None:
+        self.functions = callbacks
+
+    def c_left(self, os_tid: int, count: int) -> None:
+        self.left_on[os_tid] = count
+
+    def start(self) -> None:
+        self.left_on: Dict[int, int] = {}
+        # CPython: id() is the address; the C engine keeps its own reference until stop().
+        if lib.nvtxcffi_prof_start(ffi.cast("void *", id(self)), self.mode, self.domain_index,
+                                   int(self.cfuncs), self.max_depth or 0) != 0:
+            msg = "nvtx_cffi.Profile: the C engine failed to start (see the error printed above)"
+            raise RuntimeError(msg)
+        try:
+            self.install()
+        except BaseException:
+            lib.nvtxcffi_prof_stop()
+            raise
+
+    def install(self) -> None:
+        raise NotImplementedError
+
+    def uninstall(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> Dict[str, int]:
+        self.uninstall()
+        lib.nvtxcffi_prof_stop()  # closes this thread's ranges; others' arrive in c_left
+        names = {t.native_id: t.name for t in threading.enumerate()}
+        return {names[tid]: count for tid, count in self.left_on.items() if tid in names}
+
+
+class _CSetprofileEngine(_CEngine):
+    """CPython 3.9-3.11: ``PyEval_SetProfile`` here; a C trampoline via ``threading.setprofile``."""
+
+    name = "c-setprofile"
+
+    def install(self) -> None:
+        self.previous = (sys.getprofile(), _threading_getprofile())
+        (trampoline,) = self.functions
+        threading.setprofile(trampoline)
+        lib.nvtxcffi_prof_install_thread()
+
+    def uninstall(self) -> None:
+        sys.setprofile(self.previous[0])  # replaces the C function on this thread
+        threading.setprofile(self.previous[1])
+        # Other threads find their C function stale at their next event: they close their
+        # ranges and remove it.
+
+
+class _CEvalFrameEngine(_CEngine):
+    """CPython 3.9-3.11 without C functions: the C engine wraps frame evaluation (PEP 523).
+
+    Installed by ``nvtxcffi_prof_start`` for the whole interpreter (every thread, running or new).
+    A thread that ``disable()`` cannot reach closes each of its ranges when that call returns.
+    """
+
+    name = "c-evalframe"
+    mode = lib.NVTXCFFI_PROF_EVAL_FRAME
+
+    def install(self) -> None:
+        pass
+
+    def uninstall(self) -> None:
+        pass
+
+
+class _CMonitoringEngine(_CEngine):
+    """CPython 3.12+: C builtins registered as ``sys.monitoring`` callbacks."""
+
+    name = "c-monitoring"
+
+    mode = lib.NVTXCFFI_PROF_MONITORING
+
+    def install(self) -> None:
+        mon = sys.monitoring
+        self.tool = _claim_tool_id()
+        ev = mon.events
+        # The order of c/profiler.c's monitoring_defs.
+        events = [ev.PY_START, ev.PY_RESUME, ev.PY_THROW, ev.PY_RETURN, ev.PY_YIELD, ev.PY_UNWIND,
+                  ev.CALL, ev.C_RETURN, ev.C_RAISE]
+        if not self.cfuncs:
+            events = events[:6]
+        mask = 0
+        for event, function in zip(events, self.functions):
+            mon.register_callback(self.tool, event, function)
+            mask |= event
+        self.registered = tuple(events)
+        mon.set_events(self.tool, mask)
+
+    def uninstall(self) -> None:
+        _release_tool_id(self.tool, self.registered)
+
+
+def _claim_tool_id() -> int:
+    mon = sys.monitoring
+    for tool in _TOOL_IDS:
+        if mon.get_tool(tool) is None:
+            mon.use_tool_id(tool, _TOOL_NAME)
+            # Code switched off (DISABLE) under an earlier Profile with other filters must be seen again.
+            mon.restart_events()
+            return tool
+    msg = f"no free sys.monitoring tool id among {_TOOL_IDS} for nvtx_cffi.Profile"
+    raise RuntimeError(msg)
+
+
+def _release_tool_id(tool: int, registered) -> None:
+    mon = sys.monitoring
+    mon.set_events(tool, 0)
+    for event in registered:
+        mon.register_callback(tool, event, None)
+    mon.free_tool_id(tool)
+
+
+def _engine_class(cfuncs: bool):
+    if C_ENGINE:
+        if MONITORING:
+            return _CMonitoringEngine
+        return _CSetprofileEngine if cfuncs else _CEvalFrameEngine
+    return _MonitoringEngine if MONITORING else _SetprofileEngine
 
 
 def _threading_getprofile():

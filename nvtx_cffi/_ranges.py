@@ -20,6 +20,7 @@ from typing import Optional, Tuple, Union
 from . import _state
 from ._accel import accel as _accel
 from ._colors import ColorLike
+from ._locks import hold_across_fork
 from ._domain import OP_MARK, OP_PUSH, OP_START, EventAttributes, _bad_range_id, get_domain
 from ._native import lib
 from ._validate import Payload, payload_fields
@@ -41,6 +42,7 @@ _BLUE = "blue"
 _blue_slots: dict = {}
 _uncoloured_slots: dict = {}
 _cache_lock = threading.Lock()
+hold_across_fork(_cache_lock)
 
 _push = lib.nvtxcffi_push
 _pop = lib.nvtxcffi_pop
@@ -142,7 +144,7 @@ if _state.ACTIVE:
                     _end(domain_index, identifier)
                 return
             except (TypeError, OverflowError):
-                raise _bad_range_id(identifier) from None
+                raise _bad_range_id(range_id) from None
         if range_id is None:
             return
         if isinstance(range_id, int) and not isinstance(range_id, bool):

@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import glob
 import mmap
+import operator
 import os
 import struct
 import time
@@ -300,35 +302,97 @@ def _payload(ptype: int, raw: int) -> Tuple[Payload, Optional[str]]:
     return raw, f"unknown({ptype})"
 
 
+_MISSING = object()
+_time_key = operator.attrgetter("time_ns")
+_set = object.__setattr__
+
+
 def _parse(path: str, progress: Optional[ProgressFn], done: int, total: int
-           ) -> Tuple[Optional[ProcessInfo], List[Event], int]:
-    """Events and process info of one file; returns bytes consumed too (for progress)."""
+           ) -> Tuple[Optional[ProcessInfo], List[Event]]:
+    """Events (in file order) and process info of one record file."""
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         if size < _HEADER.size:
-            return None, [], size
+            return None, []
         buf = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
     try:
         (magic, _version, header_size, chunk, pid, ppid, rsize, _start, _rt, _max, dropped,
          write_errors) = _HEADER.unpack_from(buf, 0)
         if magic != _MAGIC or chunk == 0 or rsize != _RECORD_SIZE:
-            return None, [], size
+            return None, []
         info = ProcessInfo(pid=pid, ppid=ppid, path=path, dropped=dropped, write_errors=write_errors)
-        raw: list = []
-        append = raw.append
+        events: List[Event] = []
+        append = events.append
         unpack = _RECORD.unpack_from
+        new = object.__new__
+        set_ = _set
+        domains: Dict[int, Optional[str]] = {0: None}
+        pending: List[Event] = []    # events seen before their domain's definition (other chunk)
+        categories: list = []
+        texts: Dict[bytes, str] = {}
         step = 0
         for cstart in range(header_size, size, chunk):
             cend = min(cstart + chunk, size)
             off = cstart
             while off + _RECORD_SIZE <= cend:
-                rec = unpack(buf, off)
-                n = rec[0]
-                if n < _RECORD_SIZE or n & 7 or off + n > cend or _RECORD_SIZE + rec[11] > n:
+                (n, kind, api, flags, aux, tid, category, time_ns, dom, color, ptype, tlen, payload,
+                 arg) = unpack(buf, off)
+                if n < _RECORD_SIZE or n & 7 or off + n > cend or _RECORD_SIZE + tlen > n:
                     break  # unused rest of the chunk, or a torn/cut record
-                text = buf[off + _RECORD_SIZE: off + _RECORD_SIZE + rec[11]] if rec[3] & _F_TEXT else None
-                append((rec, text))
+                if flags & _F_TEXT:
+                    raw = buf[off + _RECORD_SIZE:off + _RECORD_SIZE + tlen]
+                    text = texts.get(raw)
+                    if text is None:
+                        if len(texts) > 100000:
+                            texts.clear()
+                        text = texts[raw] = raw.decode("utf-8", "replace")
+                else:
+                    text = None
                 off += n
+                domain = domains.get(dom, _MISSING) if dom else None
+                if kind < 6:  # push pop start end mark
+                    if ptype:
+                        value, vtype = _payload(ptype, payload)
+                    else:
+                        value = vtype = None
+                    values = {
+                        "kind": _KINDS[kind], "time_ns": time_ns, "pid": pid, "tid": tid,
+                        "domain": domain, "message": text,
+                        "color": color if flags & _F_COLOR else None, "category": category,
+                        "payload": value, "payload_type": vtype,
+                        "range_id": arg if kind == _K_START or kind == _K_END else None,
+                        "api": _APIS[api] if api < 4 else str(api), "name": None, "target": None,
+                        "resource": None, "truncated": bool(flags & _F_TRUNCATED),
+                    }
+                else:
+                    if kind == _K_DOMAIN:
+                        domain = domains[arg] = text if text is not None else ""
+                    elif kind == _K_CATEGORY:
+                        categories.append((dom, arg, text or ""))
+                    elif kind == _K_THREAD:
+                        info.thread_names[arg] = text or ""
+                    if flags & _F_INHERITED:
+                        continue
+                    if kind == _K_RESOURCE:
+                        target = arg - (1 << 64) if aux == 1 and arg >= 1 << 63 else arg
+                        resource = _RESOURCES[aux] if aux < len(_RESOURCES) else f"unknown({aux})"
+                    else:
+                        target, resource = arg, None
+                    values = {
+                        "kind": _KINDS[kind] if kind < len(_KINDS) else f"unknown({kind})",
+                        "time_ns": time_ns, "pid": pid, "tid": tid, "domain": domain,
+                        "message": None, "color": None,
+                        "category": category if kind == _K_CATEGORY else 0, "payload": None,
+                        "payload_type": None, "range_id": None,
+                        "api": _APIS[api] if api < 4 else str(api), "name": text, "target": target,
+                        "resource": resource, "truncated": bool(flags & _F_TRUNCATED),
+                    }
+                ev = new(Event)
+                set_(ev, "__dict__", values)  # frozen: skip the per-field __setattr__ of __init__
+                append(ev)
+                if domain is _MISSING:
+                    values["domain"] = dom
+                    pending.append(ev)
             if progress is not None:
                 step += cend - cstart
                 if step >= 1 << 24:
@@ -337,58 +401,15 @@ def _parse(path: str, progress: Optional[ProgressFn], done: int, total: int
     finally:
         buf.close()
 
-    # definitions first: domain ids -> names (a forked child re-records what it inherited)
-    domains: Dict[int, Optional[str]] = {0: None}
-    for rec, text in raw:
-        if rec[1] == _K_DOMAIN:
-            domains[rec[13]] = text.decode("utf-8", "replace") if text is not None else ""
-
     def domain_name(i: int) -> Optional[str]:
-        name = domains.get(i, False)
-        return f"<unknown domain {i}>" if name is False else name  # type: ignore[return-value]
+        name = domains.get(i, _MISSING)
+        return f"<unknown domain {i}>" if name is _MISSING else name  # type: ignore[return-value]
 
-    events: List[Event] = []
-    new = object.__new__
-    for rec, text in raw:
-        (_n, kind, api, flags, aux, tid, category, time_ns, dom, color, ptype, _tl, payload,
-         arg) = rec
-        s = text.decode("utf-8", "replace") if text is not None else None
-        d = domain_name(dom) if dom else None
-        if kind in _EVENT_KINDS:
-            value, vtype = _payload(ptype, payload) if ptype else (None, None)
-            values = {
-                "kind": _KINDS[kind], "time_ns": time_ns, "pid": pid, "tid": tid, "domain": d,
-                "message": s, "color": color if flags & _F_COLOR else None, "category": category,
-                "payload": value, "payload_type": vtype,
-                "range_id": arg if kind == _K_START or kind == _K_END else None,
-                "api": _APIS[api] if api < 4 else str(api), "name": None, "target": None,
-                "resource": None, "truncated": bool(flags & _F_TRUNCATED),
-            }
-        else:
-            if kind == _K_CATEGORY:
-                info.category_names[(d, arg)] = s or ""
-            elif kind == _K_THREAD:
-                info.thread_names[arg] = s or ""
-            if flags & _F_INHERITED:
-                continue
-            if kind == _K_RESOURCE:
-                target = arg - (1 << 64) if aux == 1 and arg >= 1 << 63 else arg
-                resource = _RESOURCES[aux] if aux < len(_RESOURCES) else f"unknown({aux})"
-            else:
-                target, resource = arg, None
-            values = {
-                "kind": _KINDS[kind] if kind < len(_KINDS) else f"unknown({kind})",
-                "time_ns": time_ns, "pid": pid, "tid": tid,
-                "domain": s if kind == _K_DOMAIN else d, "message": None, "color": None,
-                "category": category if kind == _K_CATEGORY else 0, "payload": None,
-                "payload_type": None, "range_id": None, "api": _APIS[api] if api < 4 else str(api),
-                "name": s, "target": target, "resource": resource,
-                "truncated": bool(flags & _F_TRUNCATED),
-            }
-        ev = new(Event)
-        ev.__dict__.update(values)  # frozen: skip the per-field __setattr__ of __init__
-        events.append(ev)
-    return info, events, size
+    for ev in pending:
+        ev.__dict__["domain"] = domain_name(ev.__dict__["domain"])
+    for dom, cat, name in categories:
+        info.category_names[(domain_name(dom) if dom else None, cat)] = name
+    return info, events
 
 
 def _files(directory: Union[str, "os.PathLike[str]"]) -> List[str]:
@@ -406,19 +427,24 @@ def _combine(paths: List[str], progress: Optional[ProgressFn]) -> Recording:
     done = 0
     events: List[Event] = []
     processes: Dict[int, ProcessInfo] = {}
-    for path, size in zip(paths, sizes):
-        try:
-            info, evs, _ = _parse(path, progress, done, total)
-        except FileNotFoundError:
-            info, evs = None, []
-        done += size
-        if progress is not None:
-            progress(done, total)
-        if info is None:
-            continue
-        processes[info.pid] = info
-        events.extend(evs)
-    events.sort(key=lambda e: e.time_ns)
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # millions of new objects: generational GC passes would dominate the parse
+    try:
+        for path, size in zip(paths, sizes):
+            try:
+                info, evs = _parse(path, progress, done, total)
+            except FileNotFoundError:
+                info, evs = None, []
+            done += size
+            if progress is not None:
+                progress(done, total)
+            if info is not None:
+                processes[info.pid] = info
+                events.extend(evs)
+        events.sort(key=_time_key)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
     return Recording(events=events, processes=processes,
                      dropped=sum(p.dropped for p in processes.values()))
 

@@ -21,6 +21,7 @@ import pytest
 import nvtx_cffi as nvtx
 from nvtx_cffi import _accel, recorder
 
+from _hardening import opted_in_slow  # noqa: F401 (fixture)
 from conftest import ranges, run_python
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -363,11 +364,8 @@ print(rss_kib() - before)
 @pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
 @pytest.mark.skipif("libasan" in os.environ.get("LD_PRELOAD", ""), reason="ASan's quarantine holds freed memory")
-def test_a_million_calls_of_every_fast_path_do_not_grow_memory(request):
+def test_a_million_calls_of_every_fast_path_do_not_grow_memory(opted_in_slow):
     """Refcount mistakes in C leak an object per call: 10**6 calls of each would show as MBs."""
-    markexpr = request.config.getoption("markexpr") or ""
-    if "slow" not in markexpr or "not slow" in markexpr:
-        pytest.skip("a million calls of everything: opt in with -m slow")
     # the null tool: the real calls, nothing recorded (10**7 events would fill the disk)
     grown_kib = int(run_python(LEAK_CHECK, {"NVTX_INJECTION64_PATH": _null_tool()}, timeout=900).stdout.strip())
     assert grown_kib < 2048, f"RSS grew by {grown_kib} KiB over 10**6 rounds"

@@ -73,7 +73,7 @@ def test_huge_message_reaches_the_tool_whole():
 @pytest.mark.parametrize(
     ("range_id", "error", "text"),
     [("abc", TypeError, "range_id must be the value start_range returned, not str"),
-     ((1.5, 0), TypeError, "range_id must be the value start_range returned, not float"),
+     ((1.5, 0), TypeError, "range_id must be the (id, domain index) pair start_range returned, not (1.5, 0)"),
      (-1, ValueError, "range_id -1 is out of range"),
      (2**64, ValueError, "range_id 18446744073709551616 is out of range")],
 )

@@ -2,6 +2,12 @@
 
 Each scenario runs in a fresh subprocess attached to the recorder (NVTX loads its tool once per
 process). Run this file on 3.11 (sys.setprofile engine) and 3.12+ (sys.monitoring engine).
+
+The C engine (c/profiler.c) under AddressSanitizer, as checked on 3.9, 3.11, 3.12 and 3.13:
+
+    NVTX_CFFI_CFLAGS=-fsanitize=address python setup.py build_ext --inplace --force
+    cd tests && LD_PRELOAD=$(gcc -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0 \
+        python -m pytest test_profile.py
 """
 from __future__ import annotations
 
@@ -367,3 +373,156 @@ def test_cli_errors(tmp_path):
     assert exc.value.code == 2
     with pytest.raises(SystemExit):
         main([str(tmp_path / "missing.py")])
+
+
+# --------------------------------------------------------------------------- the C engine (CPython)
+
+cpython_only = pytest.mark.skipif(sys.implementation.name != "cpython", reason="the C engine is CPython's")
+
+
+@cpython_only
+def test_c_engine_is_in_use(tmp_path):
+    out = run(tmp_path, """
+        import json, sys, nvtx_cffi
+        from nvtx_cffi import _profile
+        with nvtx_cffi.Profile() as p:
+            if hasattr(sys, "monitoring"):
+                tool = p._engine.tool
+                event = sys.monitoring.events.PY_START
+                hook = sys.monitoring.register_callback(tool, event, None)
+                sys.monitoring.register_callback(tool, event, hook)
+            else:
+                hook = sys.getprofile()  # a C profile function shows only its argument (an int)
+            engine = p.engine
+        with nvtx_cffi.Profile(annotate_cfuncs=False) as p:
+            other = p.engine
+        print(json.dumps({"engine": _profile.ENGINE, "hook": type(hook).__name__, "used": engine,
+                          "without_cfuncs": other}))
+    """)
+    assert out["engine"] == out["used"] == ("c-monitoring" if ENGINE == "monitoring" else "c-setprofile")
+    assert out["without_cfuncs"] == ("c-monitoring" if ENGINE == "monitoring" else "c-evalframe")
+    assert out["hook"] == ("builtin_function_or_method" if ENGINE == "monitoring" else "int")
+
+
+SCENARIOS = PROGRAM + """
+def rec(n):
+    if n:
+        rec(n - 1)
+with nvtx_cffi.Profile(linenos=False, max_depth=3):
+    rec(5)
+    sorted([3, 1, 2], key=abs)
+    abs(-2)
+def g2():
+    try:
+        yield 1
+    except ValueError:
+        yield 2
+def thrower():
+    fresh = g2()
+    try:
+        fresh.throw(KeyError("x"))  # thrown into a generator that never ran
+    except KeyError:
+        pass
+    started = g2()
+    next(started)
+    assert started.throw(ValueError()) == 2
+with nvtx_cffi.Profile({options}):
+    thrower()
+"""
+
+
+@cpython_only
+@pytest.mark.parametrize("cfuncs", [True, False])  # 3.9-3.11: PyEval_SetProfile / PEP 523 modes
+def test_c_and_python_engines_agree(tmp_path, cfuncs):
+    """The C engine emits exactly what the Python engine (PyPy's) emits."""
+    seqs = []
+    for c_engine in (True, False):
+        code = f"import nvtx_cffi._profile as P\nP.C_ENGINE = {c_engine}\n" + \
+            SCENARIOS.format(options=f"annotate_cfuncs={cfuncs}")
+        (tmp_path / str(c_engine)).mkdir()
+        out = run(tmp_path / str(c_engine), code)
+        seqs.append(ranges(tmp_path / str(c_engine))[out["tid"]])
+    assert seqs[0] == seqs[1]
+    assert ("push", "<string>:8(outer)") in seqs[0] and (("push", "len") in seqs[0]) == cfuncs
+    assert seqs[0].count(("push", "rec")) == 3  # max_depth=3
+    assert_balanced(seqs[0])
+
+
+@cpython_only
+def test_c_cache_is_bounded_and_released(tmp_path):
+    out = run(tmp_path, """
+        import json, sys, threading, types, nvtx_cffi
+        from nvtx_cffi._native import lib
+        def template():
+            return 1
+        codes = [template.__code__.replace(co_name=f"f{i}") for i in range(300)]
+        functions = [types.FunctionType(code, {}) for code in codes]
+        before = [sys.getrefcount(code) for code in codes]
+        lib.nvtxcffi_prof_set_cache_limit(50)
+        with nvtx_cffi.Profile(linenos=False, annotate_cfuncs=False, include="<string>"):
+            for f in functions:
+                f()
+            for f in functions[:10] + functions[-10:]:  # cached and uncached codes, called again
+                f()
+            size = lib.nvtxcffi_prof_cache_size()
+        lib.nvtxcffi_prof_set_cache_limit(-1)
+        after = [sys.getrefcount(code) for code in codes]
+        print(json.dumps({"tid": threading.get_native_id(), "size": size,
+                          "after_size": lib.nvtxcffi_prof_cache_size(), "leaked": after != before}))
+    """)
+    assert out["size"] == 50 and out["after_size"] == 0 and out["leaked"] is False
+    seq = ranges(tmp_path)[out["tid"]]
+    names = [f"f{i}" for i in range(300)] + [f"f{i}" for i in list(range(10)) + list(range(290, 300))]
+    assert seq == [item for name in names for item in (("push", name), ("pop",))]
+
+
+@cpython_only
+def test_c_engine_survives_errors_in_its_python_side(tmp_path):
+    """A failing slow path is reported (unraisable) and the program runs on, ranges balanced."""
+    proc_out = run(tmp_path, """
+        import json, sys, threading, nvtx_cffi
+        from nvtx_cffi import _profile
+        seen = []
+        sys.unraisablehook = lambda u: seen.append(type(u.exc_value).__name__)
+        def bad(self, code):
+            if code.co_name == "broken":
+                raise ZeroDivisionError
+            return original(self, code)
+        original = _profile._CEngine.c_classify
+        _profile._CEngine.c_classify = bad
+        def broken():
+            return 1
+        def fine():
+            return broken() + 1
+        with nvtx_cffi.Profile(linenos=False, annotate_cfuncs=False, include="<string>"):
+            result = fine()
+        print(json.dumps({"tid": threading.get_native_id(), "result": result, "seen": seen}))
+    """)
+    assert proc_out["result"] == 2 and proc_out["seen"] == ["ZeroDivisionError"]
+    assert ranges(tmp_path)[proc_out["tid"]] == [("push", "fine"), ("pop",)]
+
+
+def test_threads_already_running_at_enable(tmp_path):
+    """sys.monitoring and the frame hook see threads that were running before enable(); a
+    profile function (sys.setprofile) cannot be installed on them."""
+    out = run(tmp_path, """
+        import json, threading, nvtx_cffi
+        go, done = threading.Event(), threading.Event()
+        def task():
+            return 1
+        def early():
+            go.wait()
+            task()
+        t = threading.Thread(target=early)
+        t.start()
+        with nvtx_cffi.Profile(linenos=False, annotate_cfuncs=False, include="<string>") as p:
+            go.set()
+            t.join()
+            engine = p.engine
+        print(json.dumps({"tid": t.native_id, "engine": engine}))
+    """)
+    seq = ranges(tmp_path).get(out["tid"], [])
+    if out["engine"] in ("c-evalframe", "c-monitoring", "monitoring"):
+        assert seq == [("push", "task"), ("pop",)]
+    else:
+        assert out["engine"] in ("c-setprofile", "setprofile") and seq == []

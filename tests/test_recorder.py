@@ -430,3 +430,22 @@ def test_null_tool_is_attached(tmp_path, client_lib):
     assert proc.returncode == 0, proc.stderr
     ids = json.loads(proc.stdout)["ids"]
     assert ids[0] > 0 and ids == sorted(ids) and len(set(ids)) == 3  # 0 would mean no tool
+
+
+def test_write_errors_are_counted_as_dropped(tmp_path, client_lib):
+    # The file may not grow past header + 2 chunks (RLIMIT_FSIZE, like a full disk): chunk
+    # allocation fails, and every event that needed a new chunk is dropped and counted.
+    n = 1000
+    out = run_recorded(tmp_path, script(client_lib, f"""
+        import resource, signal
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096 + 2 * 8192, resource.RLIM_INFINITY))
+        lib.client_marks(b"x", {n})
+        print(json.dumps({{"dropped": recorder_lib().nvtx_recorder_dropped()}}))
+    """), extra_env={"NVTX_CFFI_RECORD_CHUNK_BYTES": "8192"})
+    rec = recorder.read(tmp_path)
+    kept = sum(1 for e in rec.events if e.kind == "mark")
+    assert kept == 2 * 8192 // 64
+    assert rec.dropped == out["dropped"] == n - kept
+    (info,) = rec.processes.values()
+    assert info.write_errors > 0

@@ -85,7 +85,6 @@ def test_single_process_ranges_marks_and_args(tmp_path):
 
 def test_threads_each_on_their_own_row_with_names(tmp_path):
     script = write(tmp_path, "threads.py", """
-        import sys
         import threading
         import nvtx_cffi as nvtx
         from nvtx_cffi._native import lib
@@ -96,9 +95,7 @@ def test_threads_each_on_their_own_row_with_names(tmp_path):
                 with nvtx.annotate(f"job {k}", color="blue"):
                     with nvtx.annotate("inner", color="yellow"):
                         pass
-            # one write per line: print() writes the text and its newline separately, and lines
-            # from concurrent threads could interleave
-            sys.stdout.write(f"tid {k} {threading.get_native_id()}\\n")
+            print(f"tid {k} {threading.get_native_id()}\\n", end="", flush=True)  # one write: no interleaving
 
         threads = [threading.Thread(target=work, args=(k,)) for k in range(3)]
         for t in threads: t.start()
@@ -457,3 +454,79 @@ def test_profile_cli_missing_is_a_clear_error(monkeypatch, capsys):
     assert entry.main(["script.py"]) == 2
     err = capsys.readouterr().err
     assert "Profile CLI" in err and "nvtx_cffi trace" in err
+
+
+# --------------------------------------------------------------------------- --profile
+
+PROFILED = """\
+    import threading
+    def leaf(n):
+        return n + 1
+    def middle(n):
+        return leaf(n) * 2
+    def worker():
+        middle(5)
+    t = threading.Thread(target=worker, name="cruncher")
+    t.start()
+    t.join()
+    print("tids", threading.get_native_id(), t.native_id)
+    print(middle(1))
+"""
+
+
+def _within(inner: dict, outer: dict) -> bool:
+    return outer["ts"] <= inner["ts"] and inner["ts"] + inner["dur"] <= outer["ts"] + outer["dur"] + 1e-6
+
+
+def test_profile_gives_nested_call_ranges_and_thread_names(tmp_path):
+    script = write(tmp_path, "calls.py", PROFILED)
+    traced = run_tracer(str(tmp_path), [script], "--profile", "--include", "__main__")
+    assert traced.returncode == 0, traced.stderr
+    main_tid, worker_tid = (int(x) for x in traced.stdout.split("tids")[1].split()[:2])
+    by_thread = {}
+    for e in traced.events("X"):
+        assert e["cat"] == "nvtx.py" and e["args"]["color"] == "#0000ff"
+        by_thread.setdefault(e["tid"], []).append(e)
+    main = {e["name"]: e for e in by_thread[main_tid]}
+    assert sorted(main) == ["calls.py:1(<module>)", "calls.py:2(leaf)", "calls.py:4(middle)"]
+    assert _within(main["calls.py:2(leaf)"], main["calls.py:4(middle)"])
+    assert _within(main["calls.py:4(middle)"], main["calls.py:1(<module>)"])
+    worker = [e["name"] for e in sorted(by_thread[worker_tid], key=lambda e: e["ts"])]
+    assert worker == ["calls.py:6(worker)", "calls.py:4(middle)", "calls.py:2(leaf)"]
+    names = {tid: name for (_, tid), name in traced.thread_names().items()}
+    assert names[main_tid] == "MainThread" and names[worker_tid] == "cruncher"
+
+
+def test_profile_options_reach_the_profile(tmp_path):
+    script = write(tmp_path, "calls.py", PROFILED)
+    traced = run_tracer(str(tmp_path), [script, "--not-for-the-tracer"], "--profile", "--no-linenos",
+                        "--annotate-cfuncs", "--include", "__main__", "--max-depth", "2")
+    assert traced.returncode == 0, traced.stderr
+    main_tid, worker_tid = (int(x) for x in traced.stdout.split("tids")[1].split()[:2])
+    names = lambda tid: sorted(e["name"] for e in traced.events("X") if e["tid"] == tid)  # noqa: E731
+    # bare names; C functions called from the script; two levels only (leaf() is the third)
+    assert [n for n in names(main_tid) if n in ("<module>", "middle", "leaf")] == ["<module>", "middle"]
+    assert names(worker_tid) == ["middle", "worker"]
+    if sys.implementation.name == "cpython":  # PyPy's profiler reports fewer C calls (not print)
+        assert names(main_tid) == ["<module>", "get_native_id", "middle", "print", "print"]
+    assert "get_native_id" in names(main_tid)
+
+
+def test_profile_flags_round_trip():
+    """The tracer's Profile options become the same options of the child's Profile CLI."""
+    from nvtx_cffi._profile_cli import build_parser
+    from nvtx_cffi._trace import cli
+
+    opts = cli._parser().parse_args(["--profile", "--no-linenos", "--include", "a", "--include", "b.*",
+                                     "--exclude", "c", "--max-depth", "3"])
+    child = build_parser().parse_args([*cli._profile_flags(opts), "s.py", "x"])
+    assert (child.linenos, child.annotate_cfuncs, child.include, child.exclude, child.max_depth) == \
+        (False, False, ["a", "b.*"], ["c"], 3)
+    assert (child.target, child.args) == ("s.py", ["x"])
+
+
+def test_profile_options_need_profile(tmp_path):
+    script = write(tmp_path, "calls.py", PROFILED)
+    traced = run_tracer(str(tmp_path), [script], "--include", "__main__")
+    assert traced.returncode == 2 and traced.doc is None
+    assert "need --profile" in traced.stderr

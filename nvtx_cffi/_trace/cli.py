@@ -4,6 +4,12 @@ Usage::
 
     python -m nvtx_cffi trace [-o trace.json] [--stats] [--png timeline.png] [--] script.py [args...]
     python -m nvtx_cffi trace [options] -m package.module [args...]
+    python -m nvtx_cffi trace --profile [--no-linenos] [--annotate-cfuncs] [--include PAT]
+                              [--exclude PAT] [--max-depth N] script.py [args...]
+
+``--profile`` runs the program under :class:`nvtx_cffi.Profile` (the child is
+``python -m nvtx_cffi <profile options> script.py args...``), so every Python call becomes a range
+without editing the program.
 
 Everything after the script (or ``-m module``) belongs to the program. Exit status: the program's
 (128 + N when a signal N killed it); 2 for the tracer's own usage errors (script not found, output
@@ -18,6 +24,7 @@ import sys
 import tempfile
 from typing import List, Optional, Tuple
 
+from .._profile_cli import add_profile_options
 from .chrome import write_chrome_trace
 from .model import build_timeline
 from .progress import Progress
@@ -30,7 +37,8 @@ PROG = "python -m nvtx_cffi trace"
 PERFETTO_URL = "https://ui.perfetto.dev"
 
 # Options that take a value: needed to find where the program's command line starts.
-_VALUE_OPTIONS = {"-o", "--output", "--png", "--max-bytes", "--record-dir"}
+_VALUE_OPTIONS = {"-o", "--output", "--png", "--max-bytes", "--record-dir", "--include", "--exclude",
+                  "--max-depth"}
 _SUFFIXES = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 
 
@@ -76,7 +84,32 @@ def _parser() -> argparse.ArgumentParser:
                    help="keep the raw per-process recordings in DIR (default: a temporary directory, removed)")
     p.add_argument("--progress", action="store_true", help="always report conversion progress on stderr")
     p.add_argument("-m", dest="module", metavar="MODULE", help="run a module, like python -m")
+    profile = p.add_argument_group(
+        "profile", "--profile: a range around every Python call (nvtx_cffi.Profile, domain nvtx.py); "
+                   "the other options of this group need it")
+    profile.add_argument("--profile", action="store_true",
+                         help="run the program under nvtx_cffi.Profile (python -m nvtx_cffi ...)")
+    add_profile_options(profile)
     return p
+
+
+def _profile_flags(opts: argparse.Namespace) -> List[str]:
+    """The ``python -m nvtx_cffi`` flags that give the child the Profile that ``opts`` asks for."""
+    flags = ["--linenos" if opts.linenos else "--no-linenos"]  # always first: never read as "trace"
+    if opts.annotate_cfuncs:
+        flags.append("--annotate-cfuncs")
+    for pattern in opts.include:
+        flags += ["--include", pattern]
+    for pattern in opts.exclude:
+        flags += ["--exclude", pattern]
+    if opts.max_depth is not None:
+        flags += ["--max-depth", str(opts.max_depth)]
+    return flags
+
+
+def _profile_options_given(opts: argparse.Namespace) -> bool:
+    return (not opts.linenos or opts.annotate_cfuncs or bool(opts.include) or bool(opts.exclude)
+            or opts.max_depth is not None)
 
 
 def _split(argv: List[str]) -> Tuple[List[str], Optional[str], Optional[str], List[str]]:
@@ -196,6 +229,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         module = opts.module
     if script is None and module is None:
         parser.error("give a script to run (script.py [args...]) or a module (-m module [args...])")
+    if not opts.profile and _profile_options_given(opts):
+        parser.error("--no-linenos, --annotate-cfuncs, --include, --exclude and --max-depth need --profile")
     try:
         if script is not None and not os.path.isfile(script):
             what = "is a directory, not a script" if os.path.isdir(script) else "not found"
@@ -221,7 +256,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         except TraceError as exc:
             print(f"{PROG}: error: {exc}", file=sys.stderr)
             return 2
-        command = command_for(sys.executable, script, module, program_args)
+        command = command_for(sys.executable, script, module, program_args,
+                              profile=_profile_flags(opts) if opts.profile else None)
         root_pid, returncode = run(command, env)
         status = exit_status(returncode)
         if returncode < 0:

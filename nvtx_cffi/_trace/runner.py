@@ -26,18 +26,23 @@ __all__ = ["command_for", "run", "exit_status"]
 _FORWARDED = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP", "SIGQUIT") if hasattr(signal, name))
 
 
-def command_for(python: str, script: Optional[str], module: Optional[str], args: List[str]) -> List[str]:
-    """The child's command line: ``python script args...`` or ``python -m module args...``.
+def command_for(python: str, script: Optional[str], module: Optional[str], args: List[str],
+                profile: Optional[List[str]] = None) -> List[str]:
+    """The child's command line: ``python script args...`` or ``python -m module args...``;
+    with ``profile`` (``python -m nvtx_cffi`` flags), the Profile CLI runs the program.
 
     >>> command_for("python", None, "pkg.mod", ["-x"])
     ['python', '-m', 'pkg.mod', '-x']
+    >>> command_for("python", "s.py", None, ["-x"], profile=["--no-linenos"])
+    ['python', '-m', 'nvtx_cffi', '--no-linenos', 's.py', '-x']
     """
-    if module is not None:
-        return [python, "-m", module, *args]
-    if script is None:
+    if script is None and module is None:
         msg = "command_for() needs a script or a module"
         raise ValueError(msg)
-    return [python, script, *args]
+    target = ["-m", module] if module is not None else [script]
+    if profile is not None:
+        return [python, "-m", "nvtx_cffi", *profile, *target, *args]
+    return [python, *target, *args]
 
 
 def run(command: List[str], extra_env: Dict[str, str]) -> Tuple[int, int]:

@@ -1,0 +1,914 @@
+/* profiler.c - the C engine of nvtx_cffi.Profile (CPython only; nvtx_cffi/_profile.py drives it).
+ *
+ * Why C: a Python-level profile callback costs ~100-250 ns per event before it does anything; a C
+ * callback costs a few ns plus one hash lookup and one NVTX call.
+ *
+ * Three ways in, one state:
+ *   - PEP 523 frame evaluation (3.9-3.11, used without annotate_cfuncs): eval_frame() wraps the
+ *     interpreter's frame evaluation for every thread, pushing before a code object's frame runs
+ *     (a call, or a generator/coroutine resumption) and popping when it returns or yields. Unlike a
+ *     profile function it leaves the interpreter's specialised fast path on (3.11's tracing mode
+ *     de-optimises every instruction), and a frame knows on its own C stack whether it pushed.
+ *   - PyEval_SetProfile (3.9-3.11 with annotate_cfuncs): profile_func() below, installed on the
+ *     enabling thread by nvtxcffi_prof_install_thread() and on threads started later by the
+ *     `trampoline` builtin that Python hands to threading.setprofile(): at a new thread's first
+ *     event it installs profile_func for that thread and handles that event.
+ *   - sys.monitoring (3.12+): builtin functions (METH_FASTCALL) registered as the callbacks of
+ *     PY_START/PY_RESUME/PY_THROW/PY_RETURN/PY_YIELD/PY_UNWIND and, with annotate_cfuncs,
+ *     CALL/C_RETURN/C_RAISE. Excluded code gets sys.monitoring.DISABLE.
+ *
+ * Per code object the decision (C slot, "pushed through Python" or excluded) comes from Python once
+ * (hooks.c_classify) and is cached in an open-addressing table keyed by the code's address, holding
+ * a strong reference so the address cannot be reused while cached. C functions are cached by their
+ * PyMethodDef's ml_name pointer (static for the life of the process in CPython extensions); their
+ * message is that name, as nvtx's __name__. Both tables are bounded (nvtxcffi_prof_set_cache_limit)
+ * and emptied at stop; past the bound a miss asks Python on every call.
+ *
+ * Balance: each thread counts its nested annotated calls since enable (depth) and the ranges it
+ * actually pushed (open, <= max_depth). A return never pops below depth 0, so frames that were
+ * already running at enable() (they pushed nothing) cannot pop ranges they did not open. stop()
+ * pops the calling thread's open ranges and reports other threads' counts.
+ *
+ * Everything runs with the GIL held (interpreter callbacks; the cffi entry points keep the GIL,
+ * see keep_gil.h, and take it anyway with PyGILState_Ensure). Calls into Python can let another
+ * thread run stop(); every such call is followed by a generation check before the caches are
+ * touched again.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "nvtx_shim.h"
+
+#ifdef PYPY_VERSION
+/* PyPy keeps the pure-Python engine (its JIT traces Python hooks well; no C profiling API). */
+int nvtxcffi_prof_available(void) { return 0; }
+int nvtxcffi_prof_start(void *hooks, int mode, int domain, int cfuncs, int max_depth)
+{
+    (void)hooks; (void)mode; (void)domain; (void)cfuncs; (void)max_depth;
+    return -1;
+}
+int nvtxcffi_prof_install_thread(void) { return -1; }
+int nvtxcffi_prof_stop(void) { return 0; }
+int nvtxcffi_prof_cache_size(void) { return 0; }
+void nvtxcffi_prof_set_cache_limit(int limit) { (void)limit; }
+#else
+
+#include <frameobject.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__GNUC__)
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define LIKELY(x) (x)
+#define UNLIKELY(x) (x)
+#endif
+
+#define HAVE_MONITORING (PY_VERSION_HEX >= 0x030C0000)
+#define HAVE_EVAL_FRAME (PY_VERSION_HEX < 0x030C0000)
+
+#if HAVE_EVAL_FRAME && PY_VERSION_HEX >= 0x030B0000
+/* 3.11 passes the evaluation hook a _PyInterpreterFrame: its code and position live in the
+ * internal header (the layout is fixed within 3.11.x). */
+#define Py_BUILD_CORE
+#include <internal/pycore_frame.h>
+#undef Py_BUILD_CORE
+#endif
+
+static inline PyObject *new_ref(PyObject *obj) /* Py_NewRef is 3.10+ */
+{
+    Py_INCREF(obj);
+    return obj;
+}
+
+/* Decisions cached per code object / C function name. */
+#define SLOT_EXCLUDED (-1) /* filters reject it: no range */
+#define SLOT_INLINE (-2)   /* annotated, but no C slot was left: pushed through Python */
+#define SLOT_UNKNOWN (-3)  /* no decision (Python raised, or stop() ran meanwhile): no range, no cache */
+
+#define DEFAULT_CACHE_LIMIT (1 << 18)
+
+/* ---- pointer-keyed open-addressing table (no deletion until clear) ----------------------------- */
+
+typedef struct {
+    const void *key; /* NULL: empty */
+    int slot;
+    int started;     /* codes: seen starting since enable (its returns pop); names: unused */
+} entry_t;
+
+typedef struct {
+    entry_t *entries;
+    size_t mask;  /* capacity - 1 (capacity a power of two), 0 when unallocated */
+    size_t count;
+} table_t;
+
+static size_t cache_limit = DEFAULT_CACHE_LIMIT;
+
+static inline size_t hash_pointer(const void *p)
+{
+    uint64_t x = (uint64_t)(uintptr_t)p >> 4; /* objects are 16-byte aligned */
+    x *= 0x9E3779B97F4A7C15ull;
+    return (size_t)(x ^ (x >> 29));
+}
+
+static inline entry_t *table_find(const table_t *t, const void *key)
+{
+    if (t->mask == 0)
+        return NULL;
+    for (size_t i = hash_pointer(key) & t->mask;; i = (i + 1) & t->mask) {
+        entry_t *e = &t->entries[i];
+        if (e->key == key)
+            return e;
+        if (e->key == NULL)
+            return NULL;
+    }
+}
+
+/* A new entry for `key` (absent), or NULL when the table is at its bound or out of memory. */
+static entry_t *table_insert(table_t *t, const void *key)
+{
+    if (t->count >= cache_limit)
+        return NULL;
+    if ((t->count + 1) * 2 > t->mask + 1 || t->mask == 0) {
+        size_t capacity = t->mask ? (t->mask + 1) * 2 : 1024;
+        entry_t *fresh = calloc(capacity, sizeof(entry_t));
+        if (fresh == NULL)
+            return NULL;
+        for (size_t i = 0; t->mask && i <= t->mask; i++) {
+            if (t->entries[i].key == NULL)
+                continue;
+            size_t j = hash_pointer(t->entries[i].key) & (capacity - 1);
+            while (fresh[j].key != NULL)
+                j = (j + 1) & (capacity - 1);
+            fresh[j] = t->entries[i];
+        }
+        free(t->entries);
+        t->entries = fresh;
+        t->mask = capacity - 1;
+    }
+    size_t i = hash_pointer(key) & t->mask;
+    while (t->entries[i].key != NULL)
+        i = (i + 1) & t->mask;
+    t->entries[i].key = key;
+    t->count++;
+    return &t->entries[i];
+}
+
+/* ---- per-thread state --------------------------------------------------------------------------
+ * Entries live in a list that only grows; a thread's entry is marked dead by a pthread key
+ * destructor when the thread exits and reused by the next new thread, so memory is bounded by the
+ * largest number of threads alive at once. The list is read by stop() (under threads_lock); a
+ * thread's counters are written only by that thread, with the GIL held, and read by stop() with
+ * the GIL held. */
+
+typedef struct thread_state {
+    struct thread_state *next;
+    uint64_t generation; /* the enable() these counters belong to */
+    int depth;           /* nested annotated calls since enable */
+    int open;            /* ranges pushed and not popped (depth capped at max_depth) */
+    int domain;          /* domain of those ranges */
+    uint32_t os_tid;
+    int alive;
+} thread_state_t;
+
+static pthread_mutex_t threads_lock = PTHREAD_MUTEX_INITIALIZER;
+static thread_state_t *threads;
+static pthread_key_t thread_key;
+static pthread_once_t thread_key_once = PTHREAD_ONCE_INIT;
+static _Thread_local thread_state_t *my_thread;
+/* This thread runs the engine's Python side: the frame evaluation hook must let those frames
+ * through (profile functions and sys.monitoring callbacks are never re-entered by CPython). */
+static _Thread_local int in_python;
+
+static void thread_exit(void *entry)
+{
+    pthread_mutex_lock(&threads_lock);
+    ((thread_state_t *)entry)->alive = 0;
+    pthread_mutex_unlock(&threads_lock);
+}
+
+static void thread_key_create(void) { (void)pthread_key_create(&thread_key, thread_exit); }
+
+static thread_state_t *thread_register(void)
+{
+    pthread_once(&thread_key_once, thread_key_create);
+    pthread_mutex_lock(&threads_lock);
+    thread_state_t *t = threads;
+    while (t != NULL && t->alive)
+        t = t->next;
+    if (t == NULL) {
+        t = calloc(1, sizeof *t);
+        if (t != NULL) {
+            t->next = threads;
+            threads = t;
+        }
+    }
+    if (t != NULL) {
+        t->alive = 1;
+        t->generation = 0; /* never a live generation: counters reset at first use */
+        t->os_tid = nvtxcffi_os_thread_id();
+    }
+    pthread_mutex_unlock(&threads_lock);
+    if (t != NULL)
+        pthread_setspecific(thread_key, t);
+    return t;
+}
+
+/* ---- engine state -------------------------------------------------------------------------------- */
+
+static struct {
+    int active;
+    int mode;
+    uint64_t generation; /* bumped by every start(); 0 is never live */
+    int domain;
+    int cfuncs;
+    int limit;           /* max_depth, INT_MAX for none */
+    PyObject *hooks;     /* the Python engine: c_classify, c_classify_cfunc, c_push_code, ... */
+    PyObject *classify, *classify_cfunc, *push_code, *push_name;
+    PyObject *token;     /* setprofile mode: profile_func's obj for this enable (a PyLong of generation) */
+    PyObject *disable;   /* sys.monitoring.DISABLE */
+    table_t codes;       /* code object -> decision (strong references) */
+    table_t names;       /* ml_name pointer -> slot */
+    int overflow;        /* a code could not be cached: returns of uncached codes ask Python */
+} E;
+
+static inline thread_state_t *current_thread(void)
+{
+    thread_state_t *t = my_thread;
+    if (UNLIKELY(t == NULL)) {
+        t = my_thread = thread_register();
+        if (t == NULL)
+            return NULL;
+    }
+    if (UNLIKELY(t->generation != E.generation)) {
+        t->generation = E.generation;
+        t->depth = t->open = 0;
+        t->domain = E.domain;
+    }
+    return t;
+}
+
+/* The engine's Python side can run while an exception is pending: a generator resumed by throw()
+ * enters eval_frame() with it set. It is set aside around the call and put back afterwards. */
+typedef struct {
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *exc;
+#else
+    PyObject *type, *value, *traceback;
+#endif
+} pending_t;
+
+static inline void pending_save(pending_t *p)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    p->exc = PyErr_GetRaisedException();
+#else
+    PyErr_Fetch(&p->type, &p->value, &p->traceback);
+#endif
+}
+
+static inline void pending_restore(pending_t *p)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    if (p->exc != NULL)
+        PyErr_SetRaisedException(p->exc);
+#else
+    if (p->type != NULL)
+        PyErr_Restore(p->type, p->value, p->traceback);
+#endif
+}
+
+/* Python's answer for `obj` (a code object or a name): a slot, SLOT_EXCLUDED or SLOT_INLINE;
+ * SLOT_UNKNOWN when it raised (reported as unraisable: profiling must not break the program) or
+ * when stop() ran meanwhile (the caller must then not touch the caches). */
+static int ask_python(PyObject *function, PyObject *obj)
+{
+    uint64_t generation = E.generation;
+    long slot = SLOT_UNKNOWN;
+    pending_t pending;
+    pending_save(&pending);
+    in_python++;
+    PyObject *result = PyObject_CallOneArg(function, obj);
+    if (result != NULL) {
+        slot = PyLong_AsLong(result);
+        Py_DECREF(result);
+    }
+    if (PyErr_Occurred()) {
+        PyErr_WriteUnraisable(function);
+        slot = SLOT_UNKNOWN;
+    }
+    in_python--;
+    pending_restore(&pending);
+    if (!E.active || E.generation != generation || slot < SLOT_INLINE || slot > INT_MAX)
+        return SLOT_UNKNOWN;
+    return (int)slot;
+}
+
+/* The decision for `code`; marks it started when `start` (its returns will pop). *started tells
+ * whether it had started before (always 1 for codes past the cache bound: Python decides). */
+static int code_slot(PyObject *code, int start, int *started)
+{
+    entry_t *e = table_find(&E.codes, code);
+    if (LIKELY(e != NULL)) {
+        *started = e->started;
+        e->started |= start;
+        return e->slot;
+    }
+    int slot = ask_python(E.classify, code);
+    *started = 0;
+    if (slot == SLOT_UNKNOWN)
+        return slot;
+    e = table_insert(&E.codes, code);
+    if (e == NULL) {
+        E.overflow = 1;
+        *started = 1;
+    } else {
+        Py_INCREF(code);
+        e->slot = slot;
+        e->started = start;
+    }
+    return slot;
+}
+
+/* Does a return of `code` close a range? (It started since enable and is annotated.) */
+static inline int code_pops(PyObject *code, int *excluded)
+{
+    entry_t *e = table_find(&E.codes, code);
+    *excluded = 0;
+    if (LIKELY(e != NULL)) {
+        *excluded = e->slot == SLOT_EXCLUDED;
+        return e->started && e->slot != SLOT_EXCLUDED;
+    }
+    if (!E.overflow)
+        return 0; /* never seen starting: it was running before enable() */
+    int slot = ask_python(E.classify, code);
+    return slot >= 0 || slot == SLOT_INLINE;
+}
+
+/* C functions are annotated when the code calling them is accepted. */
+static inline int caller_ok(PyObject *code)
+{
+    int started;
+    int slot = code_slot(code, 0, &started);
+    return slot >= 0 || slot == SLOT_INLINE;
+}
+
+static inline int is_cfunc(PyObject *func)
+{
+    return Py_IS_TYPE(func, &PyCFunction_Type) || Py_IS_TYPE(func, &PyMethodDescr_Type);
+}
+
+static inline const char *cfunc_name(PyObject *func)
+{
+    const PyMethodDef *def = Py_IS_TYPE(func, &PyCFunction_Type)
+                                 ? ((PyCFunctionObject *)func)->m_ml
+                                 : ((PyMethodDescrObject *)func)->d_method;
+    return def->ml_name;
+}
+
+static void push_through_python(PyObject *function, PyObject *obj)
+{
+    if (function == NULL)
+        return; /* stopped */
+    pending_t pending;
+    pending_save(&pending);
+    in_python++;
+    PyObject *result = PyObject_CallOneArg(function, obj);
+    if (result == NULL)
+        PyErr_WriteUnraisable(function);
+    Py_XDECREF(result);
+    in_python--;
+    pending_restore(&pending);
+}
+
+/* Open a range for an accepted call (slot >= 0 or SLOT_INLINE). */
+static void enter_code(thread_state_t *t, int slot, PyObject *code)
+{
+    if (++t->depth > E.limit)
+        return;
+    t->open++;
+    if (LIKELY(slot >= 0))
+        nvtxcffi_push(slot);
+    else
+        push_through_python(E.push_code, code);
+}
+
+/* Open a range for a C function called from accepted code, named after its ml_name. A name that
+ * Python could not classify (it raised) still opens a range, pushed through Python, so that the
+ * matching C_RETURN finds one to close. */
+static void enter_cfunc(thread_state_t *t, PyObject *func)
+{
+    const char *name = cfunc_name(func);
+    int slot;
+    entry_t *e = table_find(&E.names, name);
+    if (LIKELY(e != NULL)) {
+        slot = e->slot;
+    } else {
+        PyObject *text = PyUnicode_FromString(name);
+        if (text == NULL) {
+            PyErr_WriteUnraisable(func);
+            slot = SLOT_INLINE;
+        } else {
+            slot = ask_python(E.classify_cfunc, text);
+            Py_DECREF(text);
+        }
+        if (!E.active)
+            return; /* stop() ran while Python decided */
+        if (slot < 0)
+            slot = SLOT_INLINE;
+        else if ((e = table_insert(&E.names, name)) != NULL)
+            e->slot = slot;
+    }
+    if (++t->depth > E.limit)
+        return;
+    t->open++;
+    if (LIKELY(slot >= 0)) {
+        nvtxcffi_push(slot);
+    } else {
+        PyObject *text = PyUnicode_FromString(name);
+        if (text == NULL)
+            PyErr_WriteUnraisable(func);
+        else
+            push_through_python(E.push_name, text);
+        Py_XDECREF(text);
+    }
+}
+
+static inline void leave(thread_state_t *t)
+{
+    if (t->depth <= 0)
+        return; /* its call began before enable(): it opened nothing */
+    if (t->depth-- <= E.limit) {
+        t->open--;
+        nvtxcffi_pop(t->domain);
+    }
+}
+
+/* ---- PyEval_SetProfile engine ------------------------------------------------------------------- */
+
+/* A thread whose profile_func belongs to an enable() that stop() ended: close what it opened and
+ * remove the function from this thread. */
+static void profile_stale(PyObject *token)
+{
+    thread_state_t *t = my_thread;
+    unsigned long long generation = PyLong_AsUnsignedLongLong(token);
+    if (PyErr_Occurred())
+        PyErr_Clear();
+    else if (t != NULL && t->generation == generation) {
+        for (; t->open > 0; t->open--)
+            nvtxcffi_pop(t->domain);
+        t->depth = 0;
+    }
+    PyEval_SetProfile(NULL, NULL);
+}
+
+static int profile_func(PyObject *token, PyFrameObject *frame, int what, PyObject *arg)
+{
+    if (UNLIKELY(token != E.token || !E.active)) {
+        profile_stale(token);
+        return 0;
+    }
+    thread_state_t *t = current_thread();
+    if (UNLIKELY(t == NULL))
+        return 0;
+    PyCodeObject *code = PyFrame_GetCode(frame);
+    Py_DECREF(code); /* the running frame keeps it alive */
+    switch (what) {
+    case PyTrace_CALL: {
+        int started;
+        int slot = code_slot((PyObject *)code, 1, &started);
+        if (slot >= 0 || slot == SLOT_INLINE)
+            enter_code(t, slot, (PyObject *)code);
+        break;
+    }
+    case PyTrace_RETURN: {
+        int excluded;
+        if (code_pops((PyObject *)code, &excluded))
+            leave(t);
+        break;
+    }
+    case PyTrace_C_CALL:
+        if (E.cfuncs && is_cfunc(arg) && caller_ok((PyObject *)code))
+            enter_cfunc(t, arg);
+        break;
+    case PyTrace_C_RETURN:
+    case PyTrace_C_EXCEPTION:
+        if (E.cfuncs && is_cfunc(arg) && caller_ok((PyObject *)code))
+            leave(t);
+        break;
+    default:
+        break;
+    }
+    return 0;
+}
+
+/* threading.setprofile(trampoline): a new thread's first event installs profile_func there. */
+static PyObject *trampoline(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    static const char *const names[] = {"call", "exception", "line", "return",
+                                        "c_call", "c_exception", "c_return"};
+    static const int whats[] = {PyTrace_CALL, PyTrace_EXCEPTION, PyTrace_LINE, PyTrace_RETURN,
+                                PyTrace_C_CALL, PyTrace_C_EXCEPTION, PyTrace_C_RETURN};
+    (void)self;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "nvtx_cffi profile trampoline takes (frame, event, arg)");
+        return NULL;
+    }
+    if (!E.active || E.token == NULL) {
+        PyEval_SetProfile(NULL, NULL);
+        Py_RETURN_NONE;
+    }
+    PyEval_SetProfile(profile_func, E.token);
+    if (PyFrame_Check(args[0]) && PyUnicode_Check(args[1])) {
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+            if (PyUnicode_CompareWithASCIIString(args[1], names[i]) == 0) {
+                profile_func(E.token, (PyFrameObject *)args[0], whats[i], args[2]);
+                break;
+            }
+        }
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef trampoline_def = {"_nvtx_cffi_profile_trampoline", (PyCFunction)(void (*)(void))trampoline,
+                                     METH_FASTCALL, "Installs nvtx_cffi's C profile function in a new thread."};
+
+/* ---- PEP 523 frame evaluation engine (3.9-3.11) ------------------------------------------------- */
+
+#if HAVE_EVAL_FRAME
+#if PY_VERSION_HEX >= 0x030B0000
+typedef struct _PyInterpreterFrame eval_frame_t;
+
+/* 3.11 runs a generator function's frame once to build the generator (RETURN_GENERATOR): that is
+ * no call of its body (3.9/3.10 build it without evaluating the frame). */
+static inline int frame_builds_generator(eval_frame_t *frame)
+{
+    return (frame->f_code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR))
+           && _PyInterpreterFrame_LASTI(frame) < 0;
+}
+#else
+typedef PyFrameObject eval_frame_t;
+
+static inline int frame_builds_generator(eval_frame_t *frame)
+{
+    (void)frame;
+    return 0;
+}
+#endif
+
+static _PyFrameEvalFunction previous_eval; /* the evaluator we wrap (never cleared: frames in flight use it) */
+static int eval_installed;                 /* eval_frame is in the interpreter's chain */
+
+static PyObject *eval_frame(PyThreadState *tstate, eval_frame_t *frame, int throwflag)
+{
+    thread_state_t *t;
+    if (!E.active || E.mode != NVTXCFFI_PROF_EVAL_FRAME || in_python || frame_builds_generator(frame)
+        || (t = current_thread()) == NULL)
+        return previous_eval(tstate, frame, throwflag);
+    int started;
+    PyObject *code = (PyObject *)frame->f_code;
+    int slot = code_slot(code, 1, &started);
+    if (slot < 0 && slot != SLOT_INLINE)
+        return previous_eval(tstate, frame, throwflag);
+    uint64_t generation = E.generation;
+    enter_code(t, slot, code);
+    PyObject *result = previous_eval(tstate, frame, throwflag);
+    /* Still this enable()'s range (stop() on this thread already closed it and zeroed depth);
+     * a thread that stop() could not reach closes its own here, after disable(). */
+    if (t->generation == generation)
+        leave(t);
+    return result;
+}
+#endif
+
+/* ---- sys.monitoring engine ---------------------------------------------------------------------- */
+
+#if HAVE_MONITORING
+#define NEED_ARGS(n)                                                                   \
+    if (UNLIKELY(nargs < (n))) {                                                       \
+        PyErr_SetString(PyExc_TypeError, "nvtx_cffi monitoring callback: too few arguments"); \
+        return NULL;                                                                   \
+    }
+
+static PyObject *on_start(int can_disable, PyObject *code)
+{
+    thread_state_t *t;
+    if (UNLIKELY(!E.active) || (t = current_thread()) == NULL)
+        Py_RETURN_NONE;
+    int started;
+    int slot = code_slot(code, 1, &started);
+    if (slot >= 0 || slot == SLOT_INLINE)
+        enter_code(t, slot, code);
+    else if (slot == SLOT_EXCLUDED && can_disable)
+        return new_ref(E.disable); /* excluded code runs unmonitored from now on */
+    Py_RETURN_NONE;
+}
+
+static PyObject *on_return(int can_disable, PyObject *code)
+{
+    thread_state_t *t;
+    if (UNLIKELY(!E.active) || (t = current_thread()) == NULL)
+        Py_RETURN_NONE;
+    int excluded;
+    if (code_pops(code, &excluded))
+        leave(t);
+    else if (excluded && can_disable)
+        return new_ref(E.disable);
+    Py_RETURN_NONE;
+}
+
+/* PY_START, PY_RESUME (code, offset) */
+static PyObject *mon_start(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    NEED_ARGS(1);
+    return on_start(1, args[0]);
+}
+
+/* PY_THROW (code, offset, exc): cannot be disabled */
+static PyObject *mon_throw(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    NEED_ARGS(1);
+    return on_start(0, args[0]);
+}
+
+/* PY_RETURN, PY_YIELD (code, offset, value) */
+static PyObject *mon_return(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    NEED_ARGS(1);
+    return on_return(1, args[0]);
+}
+
+/* PY_UNWIND (code, offset, exc): cannot be disabled */
+static PyObject *mon_unwind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    NEED_ARGS(1);
+    return on_return(0, args[0]);
+}
+
+/* CALL (code, offset, callable, arg0) */
+static PyObject *mon_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    thread_state_t *t;
+    (void)self;
+    NEED_ARGS(3);
+    if (UNLIKELY(!E.active) || (t = current_thread()) == NULL)
+        Py_RETURN_NONE;
+    int started;
+    int slot = code_slot(args[0], 0, &started);
+    if (slot == SLOT_EXCLUDED)
+        return new_ref(E.disable); /* no C calls watched at this call site from now on */
+    if ((slot >= 0 || slot == SLOT_INLINE) && is_cfunc(args[2]))
+        enter_cfunc(t, args[2]);
+    Py_RETURN_NONE;
+}
+
+/* C_RETURN, C_RAISE (code, offset, callable, arg0): cannot be disabled */
+static PyObject *mon_c_return(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    thread_state_t *t;
+    (void)self;
+    NEED_ARGS(3);
+    if (UNLIKELY(!E.active) || !is_cfunc(args[2]) || (t = current_thread()) == NULL)
+        Py_RETURN_NONE;
+    if (caller_ok(args[0]))
+        leave(t);
+    Py_RETURN_NONE;
+}
+
+#define MON_DEF(name, function) {name, (PyCFunction)(void (*)(void))function, METH_FASTCALL, NULL}
+/* In the order _profile.py registers them. */
+static PyMethodDef monitoring_defs[] = {
+    MON_DEF("nvtx_cffi_py_start", mon_start),     /* PY_START */
+    MON_DEF("nvtx_cffi_py_resume", mon_start),    /* PY_RESUME */
+    MON_DEF("nvtx_cffi_py_throw", mon_throw),     /* PY_THROW */
+    MON_DEF("nvtx_cffi_py_return", mon_return),   /* PY_RETURN */
+    MON_DEF("nvtx_cffi_py_yield", mon_return),    /* PY_YIELD */
+    MON_DEF("nvtx_cffi_py_unwind", mon_unwind),   /* PY_UNWIND */
+    MON_DEF("nvtx_cffi_call", mon_call),          /* CALL */
+    MON_DEF("nvtx_cffi_c_return", mon_c_return),  /* C_RETURN */
+    MON_DEF("nvtx_cffi_c_raise", mon_c_return),   /* C_RAISE */
+};
+#endif
+
+/* ---- entry points (cffi) ------------------------------------------------------------------------- */
+
+int nvtxcffi_prof_available(void)
+{
+    return HAVE_MONITORING ? 2 : 1;
+}
+
+static void release_references(void)
+{
+    Py_CLEAR(E.classify);
+    Py_CLEAR(E.classify_cfunc);
+    Py_CLEAR(E.push_code);
+    Py_CLEAR(E.push_name);
+    Py_CLEAR(E.token);
+    Py_CLEAR(E.disable);
+    Py_CLEAR(E.hooks);
+}
+
+static int start_engine(PyObject *hooks, int mode, int domain, int cfuncs, int max_depth)
+{
+    PyObject *callbacks = NULL, *result = NULL;
+    if (E.active || E.hooks != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "the nvtx_cffi C profiler is already running");
+        return -1;
+    }
+    if (mode != NVTXCFFI_PROF_SETPROFILE && !(HAVE_MONITORING && mode == NVTXCFFI_PROF_MONITORING)
+        && !(HAVE_EVAL_FRAME && mode == NVTXCFFI_PROF_EVAL_FRAME)) {
+        PyErr_SetString(PyExc_ValueError, "unsupported nvtx_cffi profiler mode");
+        return -1;
+    }
+    E.hooks = new_ref(hooks);
+    if ((E.classify = PyObject_GetAttrString(hooks, "c_classify")) == NULL
+        || (E.classify_cfunc = PyObject_GetAttrString(hooks, "c_classify_cfunc")) == NULL
+        || (E.push_code = PyObject_GetAttrString(hooks, "c_push_code")) == NULL
+        || (E.push_name = PyObject_GetAttrString(hooks, "c_push_name")) == NULL)
+        goto fail;
+    E.generation++;
+    if ((E.token = PyLong_FromUnsignedLongLong(E.generation)) == NULL)
+        goto fail;
+    if (mode == NVTXCFFI_PROF_EVAL_FRAME) {
+        callbacks = PyTuple_New(0);
+    } else if (mode == NVTXCFFI_PROF_SETPROFILE) {
+        PyObject *function = PyCFunction_New(&trampoline_def, NULL);
+        if (function == NULL)
+            goto fail;
+        callbacks = PyTuple_Pack(1, function);
+        Py_DECREF(function);
+    }
+#if HAVE_MONITORING
+    else {
+        PyObject *monitoring = PyImport_ImportModule("sys");
+        if (monitoring != NULL) {
+            PyObject *sys_module = monitoring;
+            monitoring = PyObject_GetAttrString(sys_module, "monitoring");
+            Py_DECREF(sys_module);
+        }
+        if (monitoring == NULL)
+            goto fail;
+        E.disable = PyObject_GetAttrString(monitoring, "DISABLE");
+        Py_DECREF(monitoring);
+        if (E.disable == NULL)
+            goto fail;
+        size_t n = sizeof monitoring_defs / sizeof monitoring_defs[0];
+        callbacks = PyTuple_New((Py_ssize_t)n);
+        for (size_t i = 0; callbacks != NULL && i < n; i++) {
+            PyObject *function = PyCFunction_New(&monitoring_defs[i], NULL);
+            if (function == NULL)
+                Py_CLEAR(callbacks);
+            else
+                PyTuple_SET_ITEM(callbacks, (Py_ssize_t)i, function);
+        }
+    }
+#endif
+    if (callbacks == NULL)
+        goto fail;
+    E.mode = mode;
+    E.domain = domain;
+    E.cfuncs = cfuncs;
+    E.limit = max_depth > 0 ? max_depth : INT_MAX;
+    E.overflow = 0;
+    result = PyObject_CallMethod(hooks, "c_callbacks", "(O)", callbacks);
+    Py_DECREF(callbacks);
+    if (result == NULL)
+        goto fail;
+    Py_DECREF(result);
+#if HAVE_EVAL_FRAME
+    if (mode == NVTXCFFI_PROF_EVAL_FRAME) {
+        PyInterpreterState *interp = PyInterpreterState_Get();
+        if (!eval_installed) { /* else still in the chain, under another tool that wrapped it */
+            previous_eval = _PyInterpreterState_GetEvalFrameFunc(interp);
+            _PyInterpreterState_SetEvalFrameFunc(interp, eval_frame);
+            eval_installed = 1;
+        }
+    }
+#endif
+    E.active = 1;
+    return 0;
+fail:
+    release_references();
+    return -1;
+}
+
+int nvtxcffi_prof_start(void *hooks, int mode, int domain, int cfuncs, int max_depth)
+{
+    PyGILState_STATE gil = PyGILState_Ensure();
+    int status = hooks == NULL ? -1 : start_engine((PyObject *)hooks, mode, domain, cfuncs, max_depth);
+    if (status < 0 && PyErr_Occurred())
+        PyErr_WriteUnraisable(NULL);
+    PyGILState_Release(gil);
+    return status;
+}
+
+int nvtxcffi_prof_install_thread(void)
+{
+    PyGILState_STATE gil = PyGILState_Ensure();
+    int status = -1;
+    if (E.active && E.token != NULL && E.mode == NVTXCFFI_PROF_SETPROFILE) {
+        PyEval_SetProfile(profile_func, E.token);
+        status = 0;
+    }
+    PyGILState_Release(gil);
+    return status;
+}
+
+static void table_clear(table_t *t, int owns_keys)
+{
+    entry_t *entries = t->entries;
+    size_t capacity = t->mask ? t->mask + 1 : 0;
+    t->entries = NULL;
+    t->mask = t->count = 0;
+    /* Detached first: a code's deallocation cannot reach a half-cleared table. */
+    for (size_t i = 0; owns_keys && i < capacity; i++) {
+        if (entries[i].key != NULL)
+            Py_DECREF((PyObject *)entries[i].key);
+    }
+    free(entries);
+}
+
+typedef struct {
+    uint32_t os_tid;
+    int open;
+} left_t;
+
+int nvtxcffi_prof_stop(void)
+{
+    PyGILState_STATE gil = PyGILState_Ensure();
+    int closed = 0;
+    if (!E.active) {
+        PyGILState_Release(gil);
+        return 0;
+    }
+    E.active = 0;
+#if HAVE_EVAL_FRAME
+    if (E.mode == NVTXCFFI_PROF_EVAL_FRAME) {
+        PyInterpreterState *interp = PyInterpreterState_Get();
+        /* Only when still on top: another tool that wrapped ours keeps calling it (it passes through). */
+        if (_PyInterpreterState_GetEvalFrameFunc(interp) == eval_frame) {
+            _PyInterpreterState_SetEvalFrameFunc(interp, previous_eval);
+            eval_installed = 0;
+        }
+    }
+#endif
+    thread_state_t *me = my_thread;
+    if (me != NULL && me->generation == E.generation) {
+        for (; me->open > 0; me->open--, closed++)
+            nvtxcffi_pop(me->domain);
+        me->depth = 0;
+    }
+    /* Other threads' open ranges: collected under the lock, reported to Python after it. */
+    size_t n = 0, capacity = 0;
+    left_t *left = NULL;
+    pthread_mutex_lock(&threads_lock);
+    for (thread_state_t *t = threads; t != NULL; t = t->next) {
+        if (t == me || !t->alive || t->generation != E.generation || t->open <= 0)
+            continue;
+        if (n == capacity) {
+            size_t grown = capacity ? capacity * 2 : 16;
+            left_t *more = realloc(left, grown * sizeof *left);
+            if (more == NULL)
+                break;
+            left = more;
+            capacity = grown;
+        }
+        left[n].os_tid = t->os_tid;
+        left[n].open = t->open;
+        n++;
+    }
+    pthread_mutex_unlock(&threads_lock);
+    for (size_t i = 0; i < n; i++) {
+        PyObject *result = PyObject_CallMethod(E.hooks, "c_left", "ki", (unsigned long)left[i].os_tid,
+                                               left[i].open);
+        if (result == NULL)
+            PyErr_WriteUnraisable(E.hooks);
+        Py_XDECREF(result);
+    }
+    free(left);
+    table_clear(&E.codes, 1);
+    table_clear(&E.names, 0);
+    E.overflow = 0;
+    release_references();
+    PyGILState_Release(gil);
+    return closed;
+}
+
+int nvtxcffi_prof_cache_size(void)
+{
+    return (int)(E.codes.count + E.names.count);
+}
+
+void nvtxcffi_prof_set_cache_limit(int limit)
+{
+    cache_limit = limit >= 0 ? (size_t)limit : DEFAULT_CACHE_LIMIT;
+}
+
+#endif /* PYPY_VERSION */

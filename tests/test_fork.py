@@ -1,0 +1,161 @@
+"""Processes: os.fork() after use, spawn and forkserver children, a decorated function pickled over.
+
+Each scenario runs in a recorded child (a script file, so that spawn/forkserver children can
+import its functions); the recording must show every child's events under the child's own pid.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from collections import defaultdict
+
+import pytest
+
+from _hardening import HERE, child_env
+from nvtx_cffi import recorder
+from nvtx_cffi._colors import NVTX_COLORS
+
+SCRIPT = '''
+import itertools, json, multiprocessing as mp, os, pickle, signal, sys, threading
+import nvtx_cffi as nvtx
+
+@nvtx.annotate("work", color="orange", category="jobs", payload=7)
+def work(x):
+    nvtx.mark(f"in child {x}")
+    return os.getpid()
+
+ANN = nvtx.annotate("pickled annotate", color="#123456", domain="fork", category="cat")
+
+def use_pickled(blob):
+    with pickle.loads(blob):
+        pass
+    return os.getpid()
+
+def forked(k):
+    signal.alarm(20)  # a lock inherited locked would hang here: die instead, and fail the test
+    work(100 + k)  # prepared before the fork
+    nvtx.push_range(f"child {k} new message", domain=f"child domain {k}", category="fresh")
+    nvtx.pop_range(domain=f"child domain {k}")
+    return 0
+
+if __name__ == "__main__":
+    mode = sys.argv[1]
+    assert nvtx.enabled()
+    with nvtx.annotate("parent before", domain="fork"):
+        work(0)
+    out = {"parent": os.getpid()}
+    if mode == "fork":
+        # Registration keeps running on another thread while the main thread forks.
+        stop = threading.Event()
+        def register():
+            for i in itertools.count():
+                if stop.is_set() or i >= 20000:
+                    break
+                nvtx.mark(f"registering {i}", domain="fork")
+        thread = threading.Thread(target=register)
+        thread.start()
+        children = []
+        for k in range(int(sys.argv[2])):
+            pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    code = forked(k)
+                finally:
+                    os._exit(code)
+            children.append(pid)
+        stop.set()
+        thread.join()
+        status = {pid: os.waitpid(pid, 0)[1] for pid in children}
+        out["children"] = children
+        out["status"] = [status[pid] for pid in children]
+    else:
+        ctx = mp.get_context(mode)
+        with ctx.Pool(2) as pool:
+            out["work_pids"] = pool.map(work, [1, 2, 3, 4])
+            out["pickled_pids"] = pool.map(use_pickled, [pickle.dumps(ANN)] * 2)
+        out["pickled_work"] = pickle.loads(pickle.dumps(work)) is work
+    nvtx.mark("parent after")
+    print(json.dumps(out))
+'''
+
+
+def run_script(tmp_path, *args, timeout=300) -> dict:
+    import json
+
+    script = tmp_path / "scenario.py"
+    script.write_text(textwrap.dedent(SCRIPT))
+    proc = subprocess.run([sys.executable, str(script), *args], env=child_env(tmp_path / "rec"),
+                          capture_output=True, text=True, timeout=timeout, cwd=HERE)
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def by_pid(rec):
+    events = defaultdict(list)
+    for e in rec.events:
+        if e.kind in ("push", "pop", "start", "end", "mark"):
+            events[e.pid].append(e)
+    return events
+
+
+def parent_checks(rec, out):
+    parent = [(e.kind, e.domain, e.message) for e in by_pid(rec)[out["parent"]] if "registering" not in (e.message or "")]
+    assert parent[:4] == [("push", "fork", "parent before"), ("push", None, "work"), ("mark", None, "in child 0"),
+                          ("pop", None, None)]
+    assert parent[-1] == ("mark", None, "parent after")
+
+
+def test_fork_after_use(tmp_path):
+    n = 12
+    out = run_script(tmp_path, "fork", str(n))
+    assert out["status"] == [0] * n
+    rec = recorder.read(tmp_path / "rec")
+    assert rec.dropped == 0
+    events = by_pid(rec)
+    parent_checks(rec, out)
+    for k, pid in enumerate(out["children"]):
+        assert pid in rec.processes and rec.processes[pid].ppid == out["parent"]
+        got = [(e.kind, e.domain, e.message, e.color, e.payload, e.tid) for e in events[pid]]
+        assert got == [
+            ("push", None, "work", NVTX_COLORS["orange"], 7, pid),
+            ("mark", None, f"in child {100 + k}", NVTX_COLORS["blue"], None, pid),
+            ("pop", None, None, None, None, pid),
+            ("push", f"child domain {k}", f"child {k} new message", NVTX_COLORS["blue"], None, pid),
+            ("pop", f"child domain {k}", None, None, None, pid),
+        ]
+        fresh = events[pid][3].category
+        assert rec.processes[pid].category_names[(f"child domain {k}", fresh)] == "fresh"
+    # The parent's registering thread was not disturbed by the forks either.
+    registering = [e.message for e in events[out["parent"]] if (e.message or "").startswith("registering")]
+    assert registering == [f"registering {i}" for i in range(len(registering))] and registering
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_spawn_and_forkserver_children(tmp_path, method):
+    out = run_script(tmp_path, method)
+    assert out["pickled_work"] is True  # the decorated function pickles by reference
+    rec = recorder.read(tmp_path / "rec")
+    assert rec.dropped == 0
+    events = by_pid(rec)
+    parent_checks(rec, out)
+    children = set(out["work_pids"]) | set(out["pickled_pids"])
+    assert out["parent"] not in children
+    works = [e for pid in children for e in events[pid] if e.message == "work"]
+    assert len(works) == 4
+    for e in works:
+        jobs = [cid for (domain, cid), name in rec.processes[e.pid].category_names.items()
+                if (domain, name) == (None, "jobs")]
+        assert (e.kind, e.color, e.payload, e.payload_type, [e.category]) == (
+            "push", NVTX_COLORS["orange"], 7, "int64", jobs)
+    marks = sorted(e.message for pid in children for e in events[pid] if e.kind == "mark")
+    assert marks == [f"in child {x}" for x in (1, 2, 3, 4)]
+    pickled = [e for pid in children for e in events[pid] if e.message == "pickled annotate"]
+    assert len(pickled) == 2
+    for e in pickled:
+        cats = rec.processes[e.pid].category_names
+        assert (e.kind, e.domain, e.color, cats[("fork", e.category)]) == ("push", "fork", 0xFF123456, "cat")
+    for pid in children:  # balanced in each child
+        kinds = [e.kind for e in events[pid]]
+        assert kinds.count("push") == kinds.count("pop")
