@@ -705,18 +705,6 @@ static PyObject *domain_end_call(PyObject *op, PyObject *const *args, size_t nar
     return twin(op, args, nargsf, kwnames);
 }
 
-static PyObject *domain_pop_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
-{
-    if (PyVectorcall_NARGS(nargsf) == 1 && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0)) {
-        int index = domain_index_of(args[0]);
-        if (index >= 0) {
-            nvtxcffi_pop(index);
-            Py_RETURN_NONE;
-        }
-    }
-    return twin(op, args, nargsf, kwnames);
-}
-
 /* -- the type -- */
 
 static int function_traverse(PyObject *op, visitproc visit, void *arg)
@@ -928,6 +916,43 @@ static PyObject *setup_domain(PyObject *module, PyObject *const *args, Py_ssize_
     Py_RETURN_NONE;
 }
 
+/* Domain.pop_range takes nothing but self, so it is an ordinary C method (a method descriptor of
+ * Domain, with CPython's own argument check): the interpreter calls those without a bound object
+ * and, from 3.11, through a specialised instruction. */
+PyDoc_STRVAR(domain_pop_doc,
+"pop_range($self, /)\n--\n\n"
+"Close this thread's innermost range of this domain (nothing pushed: the tool ignores it).");
+
+static PyObject *domain_pop(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    PyObject *index = member_at(self, domain_index_offset);
+    int value = index == NULL ? -1 : as_slot(index);
+    if (value < 0) {
+        PyErr_SetString(PyExc_AttributeError, "this Domain has no index (not made by get_domain)");
+        return NULL;
+    }
+    nvtxcffi_pop(value);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef domain_pop_def = {"pop_range", domain_pop, METH_NOARGS, domain_pop_doc};
+
+PyDoc_STRVAR(domain_pop_method_doc,
+"domain_pop_method()\n--\n\n"
+"Domain.pop_range as a C method of Domain (after setup_domain).");
+
+static PyObject *domain_pop_method(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    if (domain_cls == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "setup_domain() first");
+        return NULL;
+    }
+    return PyDescr_NewMethod(domain_cls, &domain_pop_def);
+}
+
 PyDoc_STRVAR(decorated_doc,
 "decorated(func, slot, domain_index, attributes)\n--\n\n"
 "``func`` wrapped so that each call is one range: push ``slot`` (or, when it is -1, "
@@ -971,7 +996,6 @@ static const struct {
     {"Domain.mark", domain_mark_call, domain_mark_call},
     {"Domain.start_range", domain_start_call, domain_start_call},
     {"Domain.end_range", domain_end_call, domain_end_call},
-    {"Domain.pop_range", domain_pop_call, domain_pop_call},
 };
 
 PyDoc_STRVAR(accelerate_doc,
@@ -999,6 +1023,7 @@ static PyMethodDef accel_functions[] = {
     {"setup_ranges", FUNC_CAST(setup_ranges), METH_FASTCALL, setup_ranges_doc},
     {"setup_domain", FUNC_CAST(setup_domain), METH_FASTCALL, setup_domain_doc},
     {"decorated", FUNC_CAST(decorated), METH_FASTCALL, decorated_doc},
+    {"domain_pop_method", domain_pop_method, METH_NOARGS, domain_pop_method_doc},
     {"accelerate", FUNC_CAST(accelerate), METH_FASTCALL, accelerate_doc},
     {NULL, NULL, 0, NULL},
 };

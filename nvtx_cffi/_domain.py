@@ -152,7 +152,7 @@ class Domain:
         "name": "The domain's name (None: NVTX's default domain).",
         "_index": None, "_strings": None, "_categories": None, "_slots": None, "__weakref__": None,
         # Without the accelerator, an instance attribute bound to a C function (no Python frame):
-        # see get_domain(). With it, the method pop_range below, made a C function.
+        # see get_domain(). With it, a C method (below).
         **({} if _accel is not None else {
             "pop_range": "pop_range() -> None: close this thread's innermost range of this domain "
                          "(nothing pushed: the tool ignores it)."}),
@@ -307,12 +307,6 @@ class Domain:
         except (TypeError, OverflowError):
             raise _bad_range_id(range_id) from None
 
-    if _accel is not None:
-
-        def pop_range(self) -> None:
-            """Close this thread's innermost range of this domain (nothing pushed: the tool ignores it)."""
-            lib.nvtxcffi_pop(self._index)
-
     def mark(self, attributes: Optional[EventAttributes] = None, **changes) -> None:
         """An instantaneous event."""
         if changes or attributes.__class__ is not EventAttributes:
@@ -350,10 +344,11 @@ if _accel is not None:
     # C fast paths for calls with pre-built attributes (d.push_range(attrs), d.end_range(rid), ...);
     # the methods above stay their Python twins (__wrapped__) for everything else.
     _accel.setup_domain(Domain, EventAttributes, _domains)
-    for _name in ("push_range", "start_range", "mark", "end_range", "pop_range"):
+    for _name in ("push_range", "start_range", "mark", "end_range"):
         _method = getattr(Domain, _name)
         setattr(Domain, _name, functools.update_wrapper(_accel.accelerate("Domain." + _name, _method), _method))
     del _name, _method
+    Domain.pop_range = _accel.domain_pop_method()
 
 
 def _bad_range_id(range_id: object) -> Exception:

@@ -232,7 +232,7 @@ def test_domain_calls_with_prebuilt_attributes():
     (end,) = ranges(got, "end")
     assert (end.range_id, end.domain) == (range_id, "accel_domain")
     if ACCELERATED:  # a method made a C function (without: a C function per Domain instance)
-        assert str(inspect.signature(nvtx.Domain.pop_range)) == "(self) -> 'None'"
+        assert str(inspect.signature(nvtx.Domain.pop_range)) == "(self, /)"
 
 
 # -- the two paths, side by side ------------------------------------------------------------------
