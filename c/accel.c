@@ -131,11 +131,9 @@ static int as_slot(PyObject *value)
     if (!PyLong_CheckExact(value))
         return -1;
     long slot = PyLong_AsLong(value);
-    if (slot < 0 || slot > INT32_MAX) {
-        PyErr_Clear();
-        return -1;
-    }
-    return (int)slot;
+    if (slot == -1 && PyErr_Occurred())
+        PyErr_Clear(); /* too big for a long */
+    return slot < 0 || slot > INT32_MAX ? -1 : (int)slot;
 }
 
 /* The object in a __slots__ member of a Python-level instance (NULL when unset). */
@@ -651,6 +649,8 @@ static int domain_attrs_slot(PyObject *const *args, size_t nargsf, PyObject *kwn
         || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0)
         || !Py_IS_TYPE(args[0], domain_cls) || !Py_IS_TYPE(args[1], attributes_cls))
         return -2;
+    if (!active)
+        return -1; /* no tool: attributes never hold a slot, and nothing is emitted */
     PyObject *fast = member_at(args[1], attributes_fast_offset);
     if (fast == NULL || !PyLong_CheckExact(fast))
         return -2;

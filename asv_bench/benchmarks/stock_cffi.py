@@ -72,7 +72,8 @@ def load() -> ModuleType:
 
 def _build(root: str) -> str:
     shim = os.path.join(root, "c")
-    sources = [os.path.join(shim, name) for name in ("nvtx_shim.c", "nvtx_shim.h")]
+    # profiler.c: nvtx_shim.h (the cdef) declares Profile's C engine too, so it must be linked in
+    sources = [os.path.join(shim, name) for name in ("nvtx_shim.c", "nvtx_shim.h", "profiler.c")]
     digest = hashlib.sha256(_PREAMBLE.encode())
     for source in sources:
         with open(source, "rb") as f:
@@ -94,7 +95,7 @@ def _build(root: str) -> str:
     ffi = FFI()
     with open(sources[1], encoding="utf-8") as f:
         ffi.cdef(build_ffi._cdef_from_header(f.read()))
-    ffi.set_source(MODULE, _PREAMBLE, sources=[sources[0]],
+    ffi.set_source(MODULE, _PREAMBLE, sources=[sources[0], sources[2]],
                    include_dirs=[build_ffi.nvtx_include_dir(), shim],
                    extra_compile_args=build_ffi.C_FLAGS, libraries=["dl", "pthread"])
     os.makedirs(cache, exist_ok=True)
