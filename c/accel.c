@@ -329,14 +329,15 @@ static void special_dealloc(PyObject *op)
 static PyObject *special_get(PyObject *op, PyObject *obj, PyObject *type)
 {
     special_object *self = (special_object *)op;
-    descrgetfunc get = Py_TYPE(self->method)->tp_descr_get;
-    if (obj == NULL || !PyObject_TypeCheck(obj, &annotate_base_type) || !((annotate_object *)obj)->shared)
-        return get(self->method, obj, type);
-    PyObject **bound = &((annotate_object *)obj)->bound[self->which];
-    if (*bound == NULL && (*bound = get(self->method, obj, type)) == NULL)
-        return NULL;
-    Py_INCREF(*bound);
-    return *bound;
+    if (obj != NULL && (Py_TYPE(obj) == annotate_cls || PyObject_TypeCheck(obj, &annotate_base_type))
+        && ((annotate_object *)obj)->shared) {
+        PyObject **bound = &((annotate_object *)obj)->bound[self->which];
+        if (*bound == NULL && (*bound = Py_TYPE(self->method)->tp_descr_get(self->method, obj, type)) == NULL)
+            return NULL;
+        Py_INCREF(*bound);
+        return *bound;
+    }
+    return Py_TYPE(self->method)->tp_descr_get(self->method, obj, type);
 }
 
 static PyTypeObject special_type = {
@@ -414,12 +415,22 @@ static PyObject *annotate_class_vectorcall(PyObject *callable, PyObject *const *
                                            PyObject *kwnames)
 {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    PyObject *a[5];
+    PyObject *a[5], *found;
+    if (nargs == 1 && kwnames == NULL && callable == (PyObject *)annotate_cls) {
+        /* annotate(message): the commonest call */
+        int hit = lookup(annotate_by_message, args[0], &found);
+        if (hit < 0)
+            return NULL;
+        if (hit > 0 && Py_TYPE(found) == annotate_cls) {
+            ((annotate_object *)found)->shared = 1;
+            Py_INCREF(found);
+            return found;
+        }
+    }
     if (callable == (PyObject *)annotate_cls && bind(args, nargs, kwnames, range_params, 5, 0, a)) {
         for (int i = 0; i < 5; i++)
             if (a[i] == NULL)
                 a[i] = Py_None;
-        PyObject *found;
         int hit = 0;
         if (a[1] == Py_None && a[2] == Py_None && a[3] == Py_None && a[4] == Py_None)
             hit = lookup(annotate_by_message, a[0], &found);
