@@ -47,16 +47,20 @@ def _cdef_from_header(text: str) -> str:
     )
 
 
+#: C files compiled into the module, and what a rebuild depends on (asv's stock-CFFI twin reuses these).
+SOURCES = [os.path.join("c", name) for name in ("nvtx_shim.c", "profiler.c")]
+DEPENDS = SOURCES + [os.path.join("c", name) for name in ("nvtx_shim.h", "keep_gil.h", "cuda.h")]
+
 ffi = FFI()
 ffi.cdef(_cdef_from_header(_read("c/nvtx_shim.h")))
 ffi.set_source(
     "nvtx_cffi._native._ffi",
     '#include "nvtx_shim.h"\n#include "keep_gil.h"\n',
-    sources=[os.path.join("c", "nvtx_shim.c"), os.path.join("c", "profiler.c")],
+    sources=SOURCES,
     include_dirs=[nvtx_include_dir(), os.path.join(HERE, "c")],
     extra_compile_args=C_FLAGS,
     libraries=["dl", "pthread"],
-    depends=[os.path.join("c", name) for name in ("nvtx_shim.h", "nvtx_shim.c", "keep_gil.h", "profiler.c")],
+    depends=DEPENDS,
     # c/profiler.c uses CPython's version-specific C API (PyEval_SetProfile, PyCFunctionObject):
     # the module must be built per Python version (_ffi.cpython-3XX-*.so), not as abi3.
     py_limited_api=False,
