@@ -47,18 +47,21 @@ def _cdef_from_header(text: str) -> str:
     )
 
 
+#: C files compiled into the module, and what a rebuild depends on (asv's stock-CFFI twin reuses these).
+SOURCES = [os.path.join("c", name) for name in ("nvtx_shim.c", "profiler.c", "accel.c")]
+DEPENDS = SOURCES + [os.path.join("c", name) for name in ("nvtx_shim.h", "keep_gil.h", "cuda.h", "accel.h")]
+
 ffi = FFI()
 ffi.cdef(_cdef_from_header(_read("c/nvtx_shim.h")))
 ffi.cdef(_cdef_from_header(_read("c/accel.h")))
 ffi.set_source(
     "nvtx_cffi._native._ffi",
     '#include "nvtx_shim.h"\n#include "accel.h"\n#include "keep_gil.h"\n',
-    sources=[os.path.join("c", name) for name in ("nvtx_shim.c", "profiler.c", "accel.c")],
+    sources=SOURCES,
     include_dirs=[nvtx_include_dir(), os.path.join(HERE, "c")],
     extra_compile_args=C_FLAGS,
     libraries=["dl", "pthread"],
-    depends=[os.path.join("c", name)
-             for name in ("nvtx_shim.h", "nvtx_shim.c", "keep_gil.h", "profiler.c", "accel.h", "accel.c")],
+    depends=DEPENDS,
     # c/profiler.c and c/accel.c use CPython's version-specific C API (PyEval_SetProfile,
     # PyCFunctionObject, vectorcall, type objects): the module must be built per Python version
     # (_ffi.cpython-3XX-*.so), not as abi3.

@@ -9,6 +9,7 @@ PYPY="${PYPY:-pypy3}"
 if ! command -v "$PYPY" >/dev/null || ! "$PYPY" -c 'import venv, ensurepip' 2>/dev/null; then
     echo "installing Debian's PyPy 3.9 (pypy3 pypy3-venv pypy3-dev)"
     SUDO=$([ "$(id -u)" = 0 ] && echo "" || echo sudo)
+    $SUDO apt-get update -qq
     $SUDO apt-get install -y -qq pypy3 pypy3-venv pypy3-dev
 fi
 "$PYPY" --version

@@ -4,9 +4,6 @@
 # Writes quickstart.trace.json (open it at https://ui.perfetto.dev).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PYTHON="${PYTHON:-python3}"
-VENV="${VENV:-.venv-$("$PYTHON" -c 'import sys; print(sys.implementation.name + "%d.%d" % sys.version_info[:2])')}"
-"$PYTHON" -m venv "$VENV"
-"$VENV/bin/python" -m pip install -q --upgrade pip
-"$VENV/bin/python" -m pip install -q .
+. scripts/_venv.sh
+make_venv .
 exec "$VENV/bin/python" -m nvtx_cffi trace --stats -o quickstart.trace.json "$@" examples/quickstart.py

@@ -3,11 +3,7 @@
 # Usage: scripts/test.sh [pytest args...]      PYTHON=python3.13 scripts/test.sh   (another interpreter)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PYTHON="${PYTHON:-python3}"
-VENV="${VENV:-.venv-$("$PYTHON" -c 'import sys; print(sys.implementation.name + "%d.%d" % sys.version_info[:2])')}"
-"$PYTHON" -m venv "$VENV"
-"$VENV/bin/python" -m pip install -q --upgrade pip
-"$VENV/bin/python" -m pip install -q ".[test]"
+. scripts/_venv.sh
+make_venv ".[test]"
 # Run from tests/ so the installed package is imported, not the source tree.
-VENV="$(cd "$VENV" && pwd)"
 cd tests && exec "$VENV/bin/python" -m pytest "$@"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import subprocess
 import sys
 import textwrap
@@ -83,13 +84,15 @@ def test_messages_generators_exceptions(tmp_path, linenos):
     out = run(tmp_path, PROGRAM.format(options=f"linenos={linenos}, annotate_cfuncs=True"))
     name = (lambda line, fn: f"<string>:{line}({fn})") if linenos else (lambda line, fn: fn)
     seq = ranges(tmp_path)[out["tid"]]
+    # PyPy reports no c_call for its builtin sum(): there the generator runs directly under outer.
+    sum_opens, sum_closes = ([("push", "sum")], [("pop",)]) if platform.python_implementation() == "CPython" else ([], [])
     assert seq == [
         ("push", name(6, "outer")),
         ("push", "len"), ("pop",),
-        ("push", "sum"),
+        *sum_opens,
         # a generator's range closes at each yield and reopens on resumption
         ("push", name(3, "gen")), ("pop",), ("push", name(3, "gen")), ("pop",), ("push", name(3, "gen")), ("pop",),
-        ("pop",),
+        *sum_closes,
         ("pop",),
         ("push", name(8, "boom")), ("pop",),  # closed by the exception
     ]

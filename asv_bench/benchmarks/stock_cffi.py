@@ -72,10 +72,14 @@ def load() -> ModuleType:
 
 def _build(root: str) -> str:
     shim = os.path.join(root, "c")
-    # profiler.c: nvtx_shim.h (the cdef) declares Profile's C engine too, so it must be linked in
-    sources = [os.path.join(shim, name) for name in ("nvtx_shim.c", "nvtx_shim.h", "profiler.c")]
+    sys.path.insert(0, root)
+    try:
+        import build_ffi  # the project's own sources, cdef reader and header finder
+    finally:
+        sys.path.remove(root)
+    sources = [os.path.join(root, path) for path in build_ffi.SOURCES]
     digest = hashlib.sha256(_PREAMBLE.encode())
-    for source in sources:
+    for source in [os.path.join(root, path) for path in build_ffi.DEPENDS]:
         with open(source, "rb") as f:
             digest.update(f.read())
     digest.update(sys.version.encode() + sys.executable.encode())
@@ -87,17 +91,13 @@ def _build(root: str) -> str:
 
     from cffi import FFI
 
-    sys.path.insert(0, root)
-    try:
-        import build_ffi  # the project's own cdef reader and header finder
-    finally:
-        sys.path.remove(root)
     ffi = FFI()
-    with open(sources[1], encoding="utf-8") as f:
+    with open(os.path.join(shim, "nvtx_shim.h"), encoding="utf-8") as f:
         ffi.cdef(build_ffi._cdef_from_header(f.read()))
-    ffi.set_source(MODULE, _PREAMBLE, sources=[sources[0], sources[2]],
+    ffi.set_source(MODULE, _PREAMBLE, sources=sources,
                    include_dirs=[build_ffi.nvtx_include_dir(), shim],
-                   extra_compile_args=build_ffi.C_FLAGS, libraries=["dl", "pthread"])
+                   extra_compile_args=build_ffi.C_FLAGS, libraries=["dl", "pthread"],
+                   py_limited_api=False)
     os.makedirs(cache, exist_ok=True)
     work = tempfile.mkdtemp(prefix="build-", dir=cache)
     try:
