@@ -70,6 +70,19 @@ def _slow(op: int, message, color, domain, category, payload) -> Optional[int]:
     return attributes._emit(op)
 
 
+def _cached_slot(message, color, domain, category) -> Optional[int]:
+    """The prepared slot for these arguments as given, or None (first use, inline, unhashable)."""
+    try:
+        if domain is None and category is None:
+            if color is _BLUE:
+                return _blue_slots[message]
+            if color is None:
+                return _uncoloured_slots[message]
+        return _slot_cache[message, color, domain, category]
+    except (KeyError, TypeError):
+        return None
+
+
 def _with_payload(op: int, slot: int, payload) -> int:
     kind, ivalue, fvalue = payload_fields(payload)
     return lib.nvtxcffi_emit_slot(op, slot, kind, ivalue, fvalue)
@@ -84,20 +97,10 @@ if _state.ACTIVE:
         >>> push_range("load", color="green")
         >>> pop_range()
         """
-        if color is _BLUE and domain is None and category is None and payload is None:
-            try:
-                slot = _blue_slots[message]
-            except (KeyError, TypeError):
-                pass
-            else:
-                _push(slot)
-                return
-        try:
-            slot = _slot_cache[message, color, domain, category]
-        except (KeyError, TypeError):
+        slot = _cached_slot(message, color, domain, category)
+        if slot is None:
             _slow(OP_PUSH, message, color, domain, category, payload)
-            return
-        if payload is None:
+        elif payload is None:
             _push(slot)
         else:
             _with_payload(OP_PUSH, slot, payload)
@@ -116,21 +119,13 @@ if _state.ACTIVE:
         >>> rng = start_range("request")
         >>> end_range(rng)
         """
-        if color is None and domain is None and category is None and payload is None:
-            try:
-                slot = _uncoloured_slots[message]
-            except (KeyError, TypeError):
-                pass
-            else:
-                return _start(slot), 0
-        try:
-            slot = _slot_cache[message, color, domain, category]
-        except (KeyError, TypeError):
+        slot = _cached_slot(message, color, domain, category)
+        if slot is None:
             return _slow(OP_START, message, color, domain, category, payload), get_domain(domain)._index
+        domain_index = 0 if domain is None else _domain_index(domain)
         if payload is None:
-            return _start(slot), (0 if domain is None else _domain_index(domain))
-        return (_with_payload(OP_START, slot, payload),
-                0 if domain is None else _domain_index(domain))
+            return _start(slot), domain_index
+        return _with_payload(OP_START, slot, payload), domain_index
 
     def end_range(range_id: Union[RangeId, int, None]) -> None:
         """End a range from :func:`start_range`. ``None`` is ignored; a plain int is an id in the
@@ -161,20 +156,10 @@ if _state.ACTIVE:
 
         >>> mark("checkpoint", payload=3)
         """
-        if color is _BLUE and domain is None and category is None and payload is None:
-            try:
-                slot = _blue_slots[message]
-            except (KeyError, TypeError):
-                pass
-            else:
-                _mark(slot)
-                return
-        try:
-            slot = _slot_cache[message, color, domain, category]
-        except (KeyError, TypeError):
+        slot = _cached_slot(message, color, domain, category)
+        if slot is None:
             _slow(OP_MARK, message, color, domain, category, payload)
-            return
-        if payload is None:
+        elif payload is None:
             _mark(slot)
         else:
             _with_payload(OP_MARK, slot, payload)
