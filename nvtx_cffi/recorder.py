@@ -16,6 +16,10 @@ forked child starts a file of its own. ``NVTX_CFFI_RECORD_MAX_BYTES`` bounds a f
 ``NVTX_CFFI_RECORD_DIR`` the recorder still answers NVTX (handles, range ids) but records nothing.
 
 Inside a recorded process, :func:`capture` collects the events of a block of code.
+
+:func:`read` loads a whole recording, sorted by time (memory grows with its length: some 700
+bytes per event); :func:`iter_events` / :func:`stream` yield one event at a time instead, for
+recordings of any length.
 """
 from __future__ import annotations
 
@@ -23,7 +27,7 @@ import contextlib
 import ctypes
 import gc
 import glob
-import mmap
+import io
 import operator
 import os
 import struct
@@ -34,17 +38,20 @@ from typing import Callable, Dict, Iterator, List, Optional, Tuple, Union
 __all__ = [
     "Capture",
     "Event",
+    "EventStream",
     "ProcessInfo",
     "Recording",
     "capture",
     "current_file",
     "environment",
     "flush",
+    "iter_events",
     "library_path",
     "loaded",
     "null_tool_path",
     "read",
     "read_file",
+    "stream",
 ]
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -307,33 +314,128 @@ _time_key = operator.attrgetter("time_ns")
 _set = object.__setattr__
 
 
-def _parse(path: str, progress: Optional[ProgressFn], done: int, total: int
-           ) -> Tuple[Optional[ProcessInfo], List[Event]]:
-    """Events (in file order) and process info of one record file."""
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size < _HEADER.size:
-            return None, []
-        buf = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
+class _FileScan:
+    """What the definitions pass learnt about one record file (see :func:`_scan`)."""
+
+    __slots__ = ("path", "size", "info", "domains", "first_ns", "last_ns")
+
+    def __init__(self, path: str, size: int, info: ProcessInfo, domains: Dict[int, Optional[str]],
+                 first_ns: Optional[int], last_ns: Optional[int]) -> None:
+        self.path = path
+        self.size = size
+        self.info = info
+        self.domains = domains
+        self.first_ns = first_ns
+        self.last_ns = last_ns
+
+
+def _open(path: str) -> Optional[tuple]:
+    """``(file, size, header_size, chunk, pid, ppid, dropped, write_errors)``; None if not a record file.
+
+    The file is read chunk by chunk with plain reads, not mapped: pages of a mapping that were read
+    would count in the reader's resident memory until it unmaps the whole file.
+    """
+    f = open(path, "rb")
     try:
+        size = os.fstat(f.fileno()).st_size
+        head = f.read(_HEADER.size)
+        if size < _HEADER.size or len(head) < _HEADER.size:
+            f.close()
+            return None
         (magic, _version, header_size, chunk, pid, ppid, rsize, _start, _rt, _max, dropped,
-         write_errors) = _HEADER.unpack_from(buf, 0)
-        if magic != _MAGIC or chunk == 0 or rsize != _RECORD_SIZE:
-            return None, []
-        info = ProcessInfo(pid=pid, ppid=ppid, path=path, dropped=dropped, write_errors=write_errors)
-        events: List[Event] = []
-        append = events.append
+         write_errors) = _HEADER.unpack(head)
+    except BaseException:
+        f.close()
+        raise
+    if magic != _MAGIC or chunk == 0 or rsize != _RECORD_SIZE:
+        f.close()
+        return None
+    return f, size, header_size, chunk, pid, ppid, dropped, write_errors
+
+
+def _chunks(f: "io.BufferedReader", header_size: int, chunk: int, size: int) -> Iterator[bytes]:
+    """The file's chunks (one thread's records each, then zero padding), one buffer at a time."""
+    f.seek(header_size)
+    for _cstart in range(header_size, size, chunk):
+        data = f.read(chunk)
+        if not data:
+            return
+        yield data
+
+
+def _domain_name(domains: Dict[int, Optional[str]], i: int) -> Optional[str]:
+    name = domains.get(i, _MISSING)
+    return f"<unknown domain {i}>" if name is _MISSING else name  # type: ignore[return-value]
+
+
+def _scan(path: str) -> Optional[_FileScan]:
+    """First pass over one file: definitions (domains, categories, thread names) and time bounds.
+
+    Only definition records are decoded; the rest is a header walk. It lets the event pass name
+    every event's domain as it goes (a domain may be defined by another thread whose chunk comes
+    later in the file) and gives the recording's first timestamp before any event is converted.
+    """
+    opened = _open(path)
+    if opened is None:
+        return None
+    f, size, header_size, chunk, pid, ppid, dropped, write_errors = opened
+    info = ProcessInfo(pid=pid, ppid=ppid, path=path, dropped=dropped, write_errors=write_errors)
+    domains: Dict[int, Optional[str]] = {0: None}
+    categories: list = []
+    first: Optional[int] = None
+    last: Optional[int] = None
+    unpack = _RECORD.unpack_from
+    try:
+        for buf in _chunks(f, header_size, chunk, size):
+            cend = len(buf)
+            off = 0
+            while off + _RECORD_SIZE <= cend:
+                (n, kind, _api, flags, _aux, _tid, _category, time_ns, dom, _color, _ptype, tlen, _payload,
+                 arg) = unpack(buf, off)
+                if n < _RECORD_SIZE or n & 7 or off + n > cend or _RECORD_SIZE + tlen > n:
+                    break  # unused rest of the chunk, or a torn/cut record (as in _events)
+                if kind >= _K_DOMAIN:
+                    text = (buf[off + _RECORD_SIZE:off + _RECORD_SIZE + tlen].decode("utf-8", "replace")
+                            if flags & _F_TEXT else None)
+                    if kind == _K_DOMAIN:
+                        domains[arg] = text if text is not None else ""
+                    elif kind == _K_CATEGORY:
+                        categories.append((dom, arg, text or ""))
+                    elif kind == _K_THREAD:
+                        info.thread_names[arg] = text or ""
+                    if flags & _F_INHERITED:
+                        off += n
+                        continue  # a definition copied from the parent at fork: no event
+                off += n
+                if first is None or time_ns < first:
+                    first = time_ns
+                if last is None or time_ns > last:
+                    last = time_ns
+    finally:
+        f.close()
+    for dom, cat, name in categories:
+        info.category_names[(_domain_name(domains, dom) if dom else None, cat)] = name
+    return _FileScan(path, size, info, domains, first, last)
+
+
+def _events(scan: _FileScan, progress: Optional[ProgressFn], done: int, total: int) -> Iterator[Event]:
+    """Second pass over one file: its events, in file order (per thread: time order)."""
+    opened = _open(scan.path)
+    if opened is None:
+        return
+    f, size, header_size, chunk, pid, _ppid, _dropped, _write_errors = opened
+    try:
         unpack = _RECORD.unpack_from
         new = object.__new__
         set_ = _set
-        domains: Dict[int, Optional[str]] = {0: None}
-        pending: List[Event] = []    # events seen before their domain's definition (other chunk)
-        categories: list = []
+        domains = dict(scan.domains)
         texts: Dict[bytes, str] = {}
         step = 0
-        for cstart in range(header_size, size, chunk):
-            cend = min(cstart + chunk, size)
-            off = cstart
+        pos = header_size
+        for buf in _chunks(f, header_size, chunk, size):
+            cend = len(buf)
+            pos += cend
+            off = 0
             while off + _RECORD_SIZE <= cend:
                 (n, kind, api, flags, aux, tid, category, time_ns, dom, color, ptype, tlen, payload,
                  arg) = unpack(buf, off)
@@ -349,7 +451,12 @@ def _parse(path: str, progress: Optional[ProgressFn], done: int, total: int
                 else:
                     text = None
                 off += n
-                domain = domains.get(dom, _MISSING) if dom else None
+                if dom:
+                    domain = domains.get(dom, _MISSING)
+                    if domain is _MISSING:  # defined after the scan (file still being written)
+                        domain = _domain_name(domains, dom)
+                else:
+                    domain = None
                 if kind < 6:  # push pop start end mark
                     if ptype:
                         value, vtype = _payload(ptype, payload)
@@ -367,10 +474,6 @@ def _parse(path: str, progress: Optional[ProgressFn], done: int, total: int
                 else:
                     if kind == _K_DOMAIN:
                         domain = domains[arg] = text if text is not None else ""
-                    elif kind == _K_CATEGORY:
-                        categories.append((dom, arg, text or ""))
-                    elif kind == _K_THREAD:
-                        info.thread_names[arg] = text or ""
                     if flags & _F_INHERITED:
                         continue
                     if kind == _K_RESOURCE:
@@ -389,64 +492,115 @@ def _parse(path: str, progress: Optional[ProgressFn], done: int, total: int
                     }
                 ev = new(Event)
                 set_(ev, "__dict__", values)  # frozen: skip the per-field __setattr__ of __init__
-                append(ev)
-                if domain is _MISSING:
-                    values["domain"] = dom
-                    pending.append(ev)
+                yield ev
             if progress is not None:
-                step += cend - cstart
+                step += cend
                 if step >= 1 << 24:
-                    progress(done + cend, total)
+                    progress(min(done + pos, total), total)
                     step = 0
     finally:
-        buf.close()
-
-    def domain_name(i: int) -> Optional[str]:
-        name = domains.get(i, _MISSING)
-        return f"<unknown domain {i}>" if name is _MISSING else name  # type: ignore[return-value]
-
-    for ev in pending:
-        ev.__dict__["domain"] = domain_name(ev.__dict__["domain"])
-    for dom, cat, name in categories:
-        info.category_names[(domain_name(dom) if dom else None, cat)] = name
-    return info, events
+        f.close()
 
 
 def _files(directory: Union[str, "os.PathLike[str]"]) -> List[str]:
     return sorted(glob.glob(os.path.join(os.fspath(directory), "*.nvtxrec")))
 
 
+class EventStream:
+    """The events of a recording, one at a time: memory for one event, not for the recording.
+
+    Built by :func:`stream`. Creating it reads the record files once for their definitions (domain,
+    category and thread names) and time bounds, so :attr:`processes`, :attr:`start_ns` and
+    :attr:`end_ns` are known before the first event. Iterating reads the files again and yields
+    :class:`Event` objects file by file (a file is one process), in file order: one thread's events
+    come in time order (a thread writes its chunks in order), but threads and processes interleave
+    only by chunk, so the stream as a whole is *not* sorted by time. Iterate again to re-read.
+
+    >>> s = stream("/tmp/trace")  # doctest: +SKIP
+    >>> pushes = sum(1 for e in s if e.kind == "push")  # doctest: +SKIP
+    """
+
+    def __init__(self, paths: List[str], progress: Optional[ProgressFn] = None) -> None:
+        scans: List[_FileScan] = []
+        for path in paths:
+            try:
+                scan = _scan(path)
+            except FileNotFoundError:
+                scan = None
+            if scan is not None:
+                scans.append(scan)
+        self._scans = scans
+        self._progress = progress
+        #: pid -> what its file says (names complete: from the whole file)
+        self.processes: Dict[int, ProcessInfo] = {s.info.pid: s.info for s in scans}
+        #: events the processes could not record
+        self.dropped: int = sum(p.dropped for p in self.processes.values())
+        firsts = [s.first_ns for s in scans if s.first_ns is not None]
+        lasts = [s.last_ns for s in scans if s.last_ns is not None]
+        #: time of the earliest / latest event of the recording (None when there is none)
+        self.start_ns: Optional[int] = min(firsts) if firsts else None
+        self.end_ns: Optional[int] = max(lasts) if lasts else None
+        #: bytes the iteration reads (what ``progress(done, total)`` counts up to)
+        self.total_bytes: int = sum(s.size for s in scans)
+
+    def __iter__(self) -> Iterator[Event]:
+        progress = self._progress
+        total = self.total_bytes
+        done = 0
+        for scan in self._scans:
+            try:
+                yield from _events(scan, progress, done, total)
+            except FileNotFoundError:
+                pass
+            done += scan.size
+            if progress is not None:
+                progress(done, total)
+
+
+def _paths(source: Union[str, "os.PathLike[str]"]) -> List[str]:
+    path = os.fspath(source)
+    return [path] if os.path.isfile(path) else _files(path)
+
+
+def stream(source: Union[str, "os.PathLike[str]"], *, progress: Optional[ProgressFn] = None) -> EventStream:
+    """An :class:`EventStream` over a recording directory (every ``*.nvtxrec``) or one record file.
+
+    ``progress(done_bytes, total_bytes)`` is called as the iteration reads the files::
+
+        s = recorder.stream("/tmp/trace")
+        print(s.start_ns, sorted(s.processes))
+        for event in s:   # one Event at a time, per file, per thread chunk
+            ...
+    """
+    return EventStream(_paths(source), progress)
+
+
+def iter_events(source: Union[str, "os.PathLike[str]"], *, progress: Optional[ProgressFn] = None
+                ) -> Iterator[Event]:
+    """Yield the events of a recording directory or record file one at a time (see :class:`EventStream`).
+
+    Memory stays that of one event whatever the recording's length; the order is per file and per
+    thread chunk (each thread in time order), not globally by time: sort yourself if you need it,
+    or use :func:`read`::
+
+        for event in recorder.iter_events("/tmp/trace"):
+            if event.kind == "mark":
+                print(event.time_ns, event.message)
+    """
+    return iter(stream(source, progress=progress))
+
+
 def _combine(paths: List[str], progress: Optional[ProgressFn]) -> Recording:
-    sizes = []
-    for p in paths:
-        try:
-            sizes.append(os.path.getsize(p))
-        except OSError:
-            sizes.append(0)
-    total = sum(sizes)
-    done = 0
-    events: List[Event] = []
-    processes: Dict[int, ProcessInfo] = {}
     gc_was_enabled = gc.isenabled()
     gc.disable()  # millions of new objects: generational GC passes would dominate the parse
     try:
-        for path, size in zip(paths, sizes):
-            try:
-                info, evs = _parse(path, progress, done, total)
-            except FileNotFoundError:
-                info, evs = None, []
-            done += size
-            if progress is not None:
-                progress(done, total)
-            if info is not None:
-                processes[info.pid] = info
-                events.extend(evs)
+        events_stream = EventStream(paths, progress)
+        events = list(events_stream)
         events.sort(key=_time_key)
     finally:
         if gc_was_enabled:
             gc.enable()
-    return Recording(events=events, processes=processes,
-                     dropped=sum(p.dropped for p in processes.values()))
+    return Recording(events=events, processes=events_stream.processes, dropped=events_stream.dropped)
 
 
 def read(directory: Union[str, "os.PathLike[str]"], *, progress: Optional[ProgressFn] = None) -> Recording:

@@ -1,8 +1,9 @@
 """Independent checks of the tracer's output: a Chrome Trace Event JSON validator and CLI helpers.
 
 Written from the Trace Event Format spec, not from the writer: structure, per-thread monotonic
-timestamps, proper nesting of complete events per thread and domain, paired async events,
-and metadata for every thread that has events.
+timestamps (in file order for B/E duration events, as the spec asks; in viewer order — sorted by
+time — for the others, which the spec lets come in any order), proper nesting of complete events
+per thread and domain, paired async events, and metadata for every thread that has events.
 """
 from __future__ import annotations
 
@@ -32,6 +33,8 @@ def validate_chrome_trace(doc: Any) -> Dict[str, Any]:
     named_threads = set()
     named_processes = set()
     threads_with_events = set()
+    timed = []
+    duration_ts: Dict[tuple, float] = {}
     for ev in events:
         assert isinstance(ev, dict)
         ph = ev["ph"]
@@ -47,6 +50,18 @@ def validate_chrome_trace(doc: Any) -> Dict[str, Any]:
             continue
         ts = ev["ts"]
         assert isinstance(ts, (int, float)) and ts >= 0, ev
+        if ph in ("B", "E"):  # the spec asks file order only of duration events, per thread
+            assert ts + EPS >= duration_ts.get(key, 0.0), f"B/E timestamps go back on thread {key}: {ev}"
+            duration_ts[key] = ts
+        timed.append(ev)
+    # Complete, async and instant events may come in any order (the spec; Perfetto and
+    # chrome://tracing sort them): check them in the order a viewer reads them, by time and, at
+    # equal times, the longer range first (the enclosing one); stable, so equal keys keep file order.
+    timed.sort(key=lambda ev: (ev["ts"], -ev["dur"] if ev["ph"] == "X" else 0))
+    for ev in timed:
+        ph = ev["ph"]
+        key = (ev["pid"], ev["tid"])
+        ts = ev["ts"]
         assert isinstance(ev.get("args", {}), dict)
         assert ts + EPS >= last_ts.get(key, 0.0), f"timestamps go back on thread {key}: {ev}"
         last_ts[key] = ts

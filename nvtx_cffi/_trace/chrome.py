@@ -7,8 +7,10 @@ marks become thread-scoped instants (``"i"``); process and thread names are meta
 the end of their process, ``"unterminated": true``.
 
 Timestamps are microseconds (floats, ns precision) from the first recorded event; the recorder
-uses CLOCK_MONOTONIC in every process, so processes line up. Events are written sorted by time
-(an enclosing range before the ranges it contains), so every thread's timestamps are monotonic.
+uses CLOCK_MONOTONIC in every process, so processes line up. :class:`ChromeTraceWriter` writes each
+event as soon as it is complete (a range at its pop/end), so events are not sorted by time in the
+file: the format does not ask for it (complete and async events may come in any order) and
+Perfetto and chrome://tracing sort them. Names (``"M"``) and ``otherData`` come last.
 
 >>> import io, json
 >>> from nvtx_cffi._trace.model import Timeline, Mark
@@ -17,16 +19,16 @@ uses CLOCK_MONOTONIC in every process, so processes line up. Events are written 
 >>> out = io.StringIO(); write_chrome_trace(tl, out)
 1
 >>> [e["ph"] for e in json.loads(out.getvalue())["traceEvents"]]
-['M', 'M', 'i']
+['i', 'M', 'M']
 """
 from __future__ import annotations
 
 import json
-from typing import IO, Any, Callable, Dict, List, Optional, Tuple
+from typing import IO, Any, Callable, Dict, Optional, Tuple
 
-from .model import Timeline
+from .model import Mark, Range, Timeline
 
-__all__ = ["write_chrome_trace", "hex_color"]
+__all__ = ["ChromeTraceWriter", "write_chrome_trace", "hex_color"]
 
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=repr).encode
 
@@ -60,108 +62,137 @@ def _cat(domain: Optional[str], category: Optional[str]) -> str:
     return f"{cat},{category}" if category is not None else cat
 
 
-def write_chrome_trace(timeline: Timeline, out: IO[str], progress: Optional[Callable[[int, int], None]] = None,
-                       extra_metadata: Optional[Dict[str, Any]] = None) -> int:
-    """Write ``timeline`` to the text stream ``out``; returns the number of trace events written.
+class ChromeTraceWriter:
+    """Write trace events to ``out`` as they come: memory for the cached name fragments only.
 
-    ``progress(done, total)`` is called every 65536 events.
+    ``start_ns`` is the time that becomes ``ts`` 0 (the recording's first event). Call
+    :meth:`range` and :meth:`mark` in any order (viewers sort events by time), then :meth:`finish`,
+    which adds the process/thread names and ``otherData`` (counts known only at the end).
+
+    >>> import io, json
+    >>> from nvtx_cffi._trace.model import Mark, Timeline
+    >>> out = io.StringIO(); w = ChromeTraceWriter(out, start_ns=1000)
+    >>> w.mark(Mark("hi", None, None, 0xFF00FF00, None, 7, 7, 1500))
+    >>> tl = Timeline(); tl.threads.add((7, 7)); tl.process_names[7] = "demo"
+    >>> w.finish(tl)
+    1
+    >>> [(e["ph"], e.get("ts")) for e in json.loads(out.getvalue())["traceEvents"]]
+    [('i', 0.5), ('M', None), ('M', None)]
     """
-    t0 = timeline.start_ns
-    # Sort keys only (time, order..., index): at equal times a range before the shorter ones it
-    # encloses (-end), then by depth; the index makes keys unique so objects are never compared.
-    ranges = timeline.ranges
-    marks = timeline.marks
-    n_ranges = len(ranges)
-    items: List[tuple] = [(r.start_ns, -r.end_ns, r.depth, i) for i, r in enumerate(ranges)]
-    async_ends = [r for r in ranges if r.style == "start"]  # each also needs its "e" event
-    async_end_at = n_ranges
-    items += [(r.end_ns, 0, 0, async_end_at + i) for i, r in enumerate(async_ends)]
-    marks_at = len(items)
-    items += [(m.time_ns, 0, 0, marks_at + i) for i, m in enumerate(marks)]
-    items.sort()
-    total = len(items)
 
-    other: Dict[str, Any] = {
-        "generator": "nvtx_cffi trace",
-        "clock": "CLOCK_MONOTONIC",
-        "t0_ns": t0,
-        "events_recorded": timeline.event_count,
-        "dropped_events": timeline.dropped,
-        "unmatched_pops": timeline.unmatched_pops,
-        "unmatched_ends": timeline.unmatched_ends,
-        "unterminated_ranges": timeline.unterminated,
-    }
-    if extra_metadata:
-        other.update(extra_metadata)
-    write = out.write
-    write('{"displayTimeUnit":"ns","otherData":')
-    write(_dumps(other))
-    write(',"traceEvents":[\n')
-    first = True
+    def __init__(self, out: IO[str], start_ns: int) -> None:
+        self._write = out.write
+        self._t0 = start_ns
+        self._sep = ""
+        self.count = 0
+        # Per-event text from cached fragments: names, categories and colours repeat, times do not.
+        self._heads: Dict[tuple, Tuple[str, str]] = {}
+        self._write('{"displayTimeUnit":"ns","traceEvents":[\n')
 
-    def emit(event: Dict[str, Any]) -> None:
-        nonlocal first
-        if not first:
-            write(",\n")
-        first = False
-        write(_dumps(event))
-
-    pids = sorted({pid for pid, _ in timeline.threads} | set(timeline.process_names))
-    for pid in pids:
-        name = timeline.process_names.get(pid, "process")
-        emit({"name": "process_name", "ph": "M", "pid": pid, "tid": pid,
-              "args": {"name": f"{name} ({pid})"}})
-    for pid, tid in sorted(timeline.threads | set(timeline.thread_names)):
-        name = timeline.thread_names.get((pid, tid))
-        if name is None:
-            name = "main thread" if tid == pid else f"thread {tid}"
-        emit({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}})
-
-    # Per-event text from cached fragments: names, categories and colours repeat, times do not.
-    heads: Dict[tuple, Tuple[str, str]] = {}
-
-    def head(ph: str, name: str, domain: Optional[str], category: Optional[str], color: Optional[int]):
+    def _head(self, ph: str, name: str, domain: Optional[str], category: Optional[str],
+              color: Optional[int]) -> Tuple[str, str]:
         key = (ph, name, domain, category, color)
-        cached = heads.get(key)
+        cached = self._heads.get(key)
         if cached is None:
+            if len(self._heads) > 100000:
+                self._heads.clear()  # bounded even with a unique name per range
             extra = ',"s":"t"' if ph == "i" else ""
             static_args = _dumps(_args(domain, category, color, None))[1:-1]
-            cached = heads[key] = (f'{{"name":{_dumps(name)},"cat":{_dumps(_cat(domain, category))},'
-                                   f'"ph":"{ph}"{extra}', static_args)
+            cached = self._heads[key] = (f'{{"name":{_dumps(name)},"cat":{_dumps(_cat(domain, category))},'
+                                         f'"ph":"{ph}"{extra}', static_args)
         return cached
 
-    def args_text(static_args: str, payload: Any, unterminated: bool) -> str:
-        parts = [static_args] if static_args else []
-        if payload is not None:
-            parts.append(f'"payload":{_dumps(payload)}')
-        if unterminated:
-            parts.append('"unterminated":true')
-        return ",".join(parts)
+    def range(self, r: Range) -> None:
+        """A complete range: ``X`` for push/pop, a ``b``/``e`` pair for start/end."""
+        t0 = self._t0
+        if r.style == "push":
+            prefix, static_args = self._head("X", r.name, r.domain, r.category, r.color)
+            self._write(f'{self._sep}{prefix},"ts":{(r.start_ns - t0) / 1000.0!r},'
+                        f'"dur":{(r.end_ns - r.start_ns) / 1000.0!r},"pid":{r.pid},"tid":{r.tid},'
+                        f'"args":{{{_args_text(static_args, r.payload, r.unterminated)}}}}}')
+            self.count += 1
+        else:
+            prefix, static_args = self._head("b", r.name, r.domain, r.category, r.color)
+            end_prefix, _ = self._head("e", r.name, r.domain, r.category, r.color)
+            ident = f'"id2":{{"local":"0x{r.range_id:x}"}}'
+            self._write(f'{self._sep}{prefix},{ident},"ts":{(r.start_ns - t0) / 1000.0!r},'
+                        f'"pid":{r.pid},"tid":{r.tid},'
+                        f'"args":{{{_args_text(static_args, r.payload, r.unterminated)}}}}},\n'
+                        f'{end_prefix},{ident},"ts":{(r.end_ns - t0) / 1000.0!r},'
+                        f'"pid":{r.pid},"tid":{r.end_tid},"args":{{}}}}')
+            self.count += 2
+        self._sep = ",\n"
 
-    sep = "" if first else ",\n"
-    for done, (_t, _o, _d, index) in enumerate(items, 1):
+    def mark(self, m: Mark) -> None:
+        """A mark: a thread-scoped instant ``i``."""
+        prefix, static_args = self._head("i", m.name, m.domain, m.category, m.color)
+        self._write(f'{self._sep}{prefix},"ts":{(m.time_ns - self._t0) / 1000.0!r},"pid":{m.pid},'
+                    f'"tid":{m.tid},"args":{{{_args_text(static_args, m.payload, False)}}}}}')
+        self.count += 1
+        self._sep = ",\n"
+
+    def finish(self, timeline: Timeline, extra_metadata: Optional[Dict[str, Any]] = None) -> int:
+        """Write the names and ``otherData``, close the JSON; returns the number of trace events
+        written before the names (ranges count 1, or 2 for a ``b``/``e`` pair; marks 1)."""
+        def emit(event: Dict[str, Any]) -> None:
+            self._write(self._sep + _dumps(event))
+            self._sep = ",\n"
+
+        pids = sorted({pid for pid, _ in timeline.threads} | set(timeline.process_names))
+        for pid in pids:
+            name = timeline.process_names.get(pid, "process")
+            emit({"name": "process_name", "ph": "M", "pid": pid, "tid": pid,
+                  "args": {"name": f"{name} ({pid})"}})
+        for pid, tid in sorted(timeline.threads | set(timeline.thread_names)):
+            name = timeline.thread_names.get((pid, tid))
+            if name is None:
+                name = "main thread" if tid == pid else f"thread {tid}"
+            emit({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}})
+        other: Dict[str, Any] = {
+            "generator": "nvtx_cffi trace",
+            "clock": "CLOCK_MONOTONIC",
+            "t0_ns": self._t0,
+            "events_recorded": timeline.event_count,
+            "dropped_events": timeline.dropped,
+            "unmatched_pops": timeline.unmatched_pops,
+            "unmatched_ends": timeline.unmatched_ends,
+            "unterminated_ranges": timeline.unterminated,
+        }
+        if extra_metadata:
+            other.update(extra_metadata)
+        self._write('\n],"otherData":')
+        self._write(_dumps(other))
+        self._write("}\n")
+        return self.count
+
+
+def _args_text(static_args: str, payload: Any, unterminated: bool) -> str:
+    parts = [static_args] if static_args else []
+    if payload is not None:
+        parts.append(f'"payload":{_dumps(payload)}')
+    if unterminated:
+        parts.append('"unterminated":true')
+    return ",".join(parts)
+
+
+def write_chrome_trace(timeline: Timeline, out: IO[str], progress: Optional[Callable[[int, int], None]] = None,
+                       extra_metadata: Optional[Dict[str, Any]] = None) -> int:
+    """Write an in-memory ``timeline`` (:func:`~.model.build_timeline`) to ``out``; returns the event count.
+
+    Ranges are written in time order, then marks. ``progress(done, total)`` is called every 65536
+    ranges and marks.
+    """
+    writer = ChromeTraceWriter(out, timeline.start_ns)
+    total = len(timeline.ranges) + len(timeline.marks)
+    done = 0
+    for r in sorted(timeline.ranges, key=lambda r: (r.start_ns, -r.end_ns, r.depth)):
+        writer.range(r)
+        done += 1
         if progress is not None and not done & 0xFFFF:
             progress(done, total)
-        if index >= marks_at:
-            m = marks[index - marks_at]
-            prefix, static_args = head("i", m.name, m.domain, m.category, m.color)
-            write(f'{sep}{prefix},"ts":{(m.time_ns - t0) / 1000.0!r},"pid":{m.pid},"tid":{m.tid},'
-                  f'"args":{{{args_text(static_args, m.payload, False)}}}}}')
-        elif index >= async_end_at:
-            r = async_ends[index - async_end_at]
-            prefix, _ = head("e", r.name, r.domain, r.category, r.color)
-            write(f'{sep}{prefix},"id2":{{"local":"0x{r.range_id:x}"}},"ts":{(r.end_ns - t0) / 1000.0!r},'
-                  f'"pid":{r.pid},"tid":{r.end_tid},"args":{{}}}}')
-        else:
-            r = ranges[index]
-            if r.style == "push":
-                prefix, static_args = head("X", r.name, r.domain, r.category, r.color)
-                write(f'{sep}{prefix},"ts":{(r.start_ns - t0) / 1000.0!r},"dur":{(r.end_ns - r.start_ns) / 1000.0!r},'
-                      f'"pid":{r.pid},"tid":{r.tid},"args":{{{args_text(static_args, r.payload, r.unterminated)}}}}}')
-            else:
-                prefix, static_args = head("b", r.name, r.domain, r.category, r.color)
-                write(f'{sep}{prefix},"id2":{{"local":"0x{r.range_id:x}"}},"ts":{(r.start_ns - t0) / 1000.0!r},'
-                      f'"pid":{r.pid},"tid":{r.tid},"args":{{{args_text(static_args, r.payload, r.unterminated)}}}}}')
-        sep = ",\n"
-    write("\n]}\n")
-    return total
+    for m in timeline.marks:
+        writer.mark(m)
+        done += 1
+        if progress is not None and not done & 0xFFFF:
+            progress(done, total)
+    return writer.finish(timeline, extra_metadata)

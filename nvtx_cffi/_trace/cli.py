@@ -25,11 +25,11 @@ import tempfile
 from typing import List, Optional, Tuple
 
 from .._profile_cli import add_profile_options
-from .chrome import write_chrome_trace
-from .model import build_timeline
+from .chrome import ChromeTraceWriter
+from .model import Mark, Range, pair_events
 from .progress import Progress
 from .runner import command_for, exit_status, run
-from .stats import format_summary
+from .stats import StatsCollector, format_summary
 
 __all__ = ["main", "TraceError"]
 
@@ -185,26 +185,51 @@ def _prepare_record_dir(record_dir: Optional[str]) -> Tuple[str, bool]:
 
 def _convert(opts: argparse.Namespace, record_dir: str, root_pid: int, root_name: str, output: str,
              png: Optional[str]) -> None:
+    """Stream the recording into the trace file: memory for what is open, not for what was recorded."""
     from .. import recorder
 
     progress = Progress(force=opts.progress)
-    recording = recorder.read(record_dir, progress=lambda done, total: progress.update("reading", done, total))
-    total_events = len(recording.events)
-    timeline = build_timeline(recording.events, recording.processes, recording.dropped,
-                              progress=lambda done: progress.update("pairing", done, total_events))
-    del recording  # the timeline holds what the writers need; let the raw events go
-    if root_pid in timeline.process_names or any(pid == root_pid for pid, _ in timeline.threads):
-        timeline.process_names[root_pid] = root_name
+    events = recorder.stream(record_dir, progress=lambda done, total: progress.update("reading", done, total))
+    stats = StatsCollector() if opts.stats else None
+    picture = None
+    if png is not None:
+        from .png import PngCollector
+
+        picture = PngCollector()
     with open(output, "w", encoding="utf-8") as out:
-        write_chrome_trace(timeline, out, progress=lambda done, total: progress.update("writing", done, total))
+        writer = ChromeTraceWriter(out, events.start_ns or 0)
+        if stats is None and picture is None:
+            on_range = writer.range
+            on_mark = writer.mark
+        else:
+            range_sinks = [writer.range]
+            mark_sinks = [writer.mark]
+            if stats is not None:
+                range_sinks.append(stats.add)
+            if picture is not None:
+                range_sinks.append(picture.range)
+                mark_sinks.append(picture.mark)
+
+            def on_range(r: Range) -> None:
+                for sink in range_sinks:
+                    sink(r)
+
+            def on_mark(m: Mark) -> None:
+                for sink in mark_sinks:
+                    sink(m)
+
+        timeline = pair_events(events, events.processes, events.dropped, on_range=on_range, on_mark=on_mark)
+        if root_pid in timeline.process_names or any(pid == root_pid for pid, _ in timeline.threads):
+            timeline.process_names[root_pid] = root_name
+        writer.finish(timeline)
     progress.done()
-    if opts.stats:
-        sys.stdout.write("\n" + format_summary(timeline))
+    if stats is not None:
+        sys.stdout.write("\n" + format_summary(timeline, stats.rows()))
         sys.stdout.flush()
     if png is not None:
         from .png import write_png
 
-        write_png(timeline, png, title=f"NVTX timeline: {root_name}")
+        write_png(timeline, png, title=f"NVTX timeline: {root_name}", collected=picture)
     processes = len({pid for pid, _ in timeline.threads})
     shown = os.path.relpath(output) if output.startswith(os.getcwd() + os.sep) else output
     if not timeline.event_count:
@@ -212,7 +237,7 @@ def _convert(opts: argparse.Namespace, record_dir: str, root_pid: int, root_name
               file=sys.stderr)
     elif timeline.dropped and not opts.stats:
         print(f"{PROG}: WARNING: {timeline.dropped} event(s) were dropped (raise --max-bytes)", file=sys.stderr)
-    print(f"{PROG}: wrote {shown} ({len(timeline.ranges)} ranges, {len(timeline.marks)} marks, "
+    print(f"{PROG}: wrote {shown} ({timeline.range_count} ranges, {timeline.mark_count} marks, "
           f"{processes} process(es)); open it at {PERFETTO_URL}", file=sys.stderr)
     if png is not None:
         print(f"{PROG}: wrote {png}", file=sys.stderr)

@@ -1,5 +1,8 @@
 """Turn the recorder's event stream into ranges and marks: pair pushes with pops, starts with ends.
 
+Streaming: :func:`pair_events` hands each range to a callback once paired and keeps only what is
+still open, so memory does not grow with the recording; :func:`build_timeline` keeps everything.
+
 Push/pop ranges nest per (pid, tid, domain) — NVTX keeps one stack per thread and domain — so a pop
 closes the innermost open push of its own thread and domain. Start/end ranges are matched by
 (pid, domain, range id) and may end on another thread. What does not pair up is counted, never
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
-__all__ = ["Range", "Mark", "Timeline", "build_timeline", "UNNAMED"]
+__all__ = ["Range", "Mark", "Timeline", "pair_events", "build_timeline", "UNNAMED"]
 
 #: Name shown for a range or mark recorded without a message.
 UNNAMED = "(unnamed)"
@@ -79,7 +82,11 @@ class Mark:
 
 
 class Timeline:
-    """Everything the writers need, with the bookkeeping of what did not pair up."""
+    """What the writers need besides the ranges themselves, with the bookkeeping of what did not pair up.
+
+    :func:`pair_events` hands ranges and marks to callbacks as they complete and keeps only counts
+    here (``ranges`` and ``marks`` stay empty); :func:`build_timeline` also collects them in the lists.
+    """
 
     def __init__(self) -> None:
         self.ranges: List[Range] = []
@@ -98,6 +105,9 @@ class Timeline:
         self.start_ns = 0
         self.end_ns = 0
         self.event_count = 0
+        #: ranges (terminated or not) and marks handed out
+        self.range_count = 0
+        self.mark_count = 0
 
 
 def _category_name(names: Dict[Tuple[Optional[str], int], str], domain: Optional[str],
@@ -107,13 +117,36 @@ def _category_name(names: Dict[Tuple[Optional[str], int], str], domain: Optional
     return names.get((domain, category)) or str(category)
 
 
-def build_timeline(events: Iterable[Any], processes: Dict[int, Any], dropped: int = 0,
-                   progress: Progress = None) -> Timeline:
-    """Pair the events (sorted by time, as :func:`nvtx_cffi.recorder.read` returns them) into a Timeline.
+RangeSink = Callable[[Range], None]
+MarkSink = Callable[[Mark], None]
 
-    ``processes`` maps pid to the recorder's ``ProcessInfo`` (``ppid``, ``dropped``, ``thread_names``,
-    ``category_names``); missing entries are fine. ``progress`` is called with the count of events done
-    every 65536 events.
+
+def pair_events(events: Iterable[Any], processes: Dict[int, Any], dropped: int = 0, *,
+                on_range: Optional[RangeSink] = None, on_mark: Optional[MarkSink] = None,
+                progress: Progress = None) -> Timeline:
+    """Pair a stream of events into ranges and marks, handing each out as soon as it is complete.
+
+    Memory holds what is open, not what went by: one stack per (pid, tid, domain) of open pushes,
+    one dict of open starts by (pid, domain, range id), plus names and counters. ``events`` need not
+    be sorted by time, as :func:`nvtx_cffi.recorder.iter_events` yields them: each thread's events
+    in time order (enough for push/pop), threads and processes interleaved by chunk. So an end may
+    come before its start (another thread's chunk first in the file): it waits, by (pid, domain,
+    id), for its start; ends still waiting at the end of the stream count as unmatched.
+
+    ``on_range(range)`` gets every range when its pop/end is seen, and the unterminated ones (still
+    open when the stream ends: closed at their process's last event, flagged) at the end;
+    ``on_mark(mark)`` every mark as it comes. ``processes`` maps pid to the recorder's
+    ``ProcessInfo`` (``ppid``, ``dropped``, ``thread_names``, ``category_names``); missing entries are
+    fine. ``progress`` is called with the count of events done every 65536 events.
+
+    >>> from types import SimpleNamespace as E
+    >>> ev = [E(kind="end", time_ns=30, pid=1, tid=2, domain=None, range_id=7),
+    ...       E(kind="start", time_ns=10, pid=1, tid=1, domain=None, message="s", color=None,
+    ...         category=0, payload=None, range_id=7)]
+    >>> done = []
+    >>> tl = pair_events(ev, {}, on_range=done.append)
+    >>> [(r.name, r.start_ns, r.end_ns, r.tid, r.end_tid) for r in done], tl.unmatched_ends
+    ([('s', 10, 30, 1, 2)], 0)
     """
     tl = Timeline()
     tl.dropped = dropped
@@ -126,12 +159,19 @@ def build_timeline(events: Iterable[Any], processes: Dict[int, Any], dropped: in
             tl.thread_names[(pid, tid)] = name
     category_names: Dict[int, Dict[Tuple[Optional[str], int], str]] = {
         pid: dict(getattr(info, "category_names", None) or {}) for pid, info in processes.items()}
+    no_names: Dict[Tuple[Optional[str], int], str] = {}
+
+    def emit_range(r: Range) -> None:
+        tl.range_count += 1
+        if on_range is not None:
+            on_range(r)
 
     stacks: Dict[Tuple[int, int, Optional[str]], List[Range]] = {}
     open_async: Dict[Tuple[int, Optional[str], int], Range] = {}
+    early_ends: Dict[Tuple[int, Optional[str], int], Tuple[int, int]] = {}  # key -> (time, tid)
     last_time: Dict[int, int] = {}
-    ranges = tl.ranges
-    first = None
+    threads = tl.threads
+    first: Optional[int] = None
     last = 0
     count = 0
     for ev in events:
@@ -141,50 +181,61 @@ def build_timeline(events: Iterable[Any], processes: Dict[int, Any], dropped: in
         kind = ev.kind
         pid = ev.pid
         t = ev.time_ns
-        if first is None:
+        if first is None or t < first:
             first = t
         if t > last:
             last = t
-        last_time[pid] = t  # events come sorted by time
+        if t > last_time.get(pid, -1):
+            last_time[pid] = t
         if kind == "push":
             key = (pid, ev.tid, ev.domain)
             stack = stacks.get(key)
             if stack is None:
                 stack = stacks[key] = []
-            r = Range("push", ev.message or UNNAMED, ev.domain,
-                      _category_name(category_names.get(pid, {}), ev.domain, ev.category),
-                      ev.color, ev.payload, pid, ev.tid, t, depth=len(stack))
-            stack.append(r)
-            tl.threads.add((pid, ev.tid))
+            stack.append(Range("push", ev.message or UNNAMED, ev.domain,
+                               _category_name(category_names.get(pid, no_names), ev.domain, ev.category),
+                               ev.color, ev.payload, pid, ev.tid, t, depth=len(stack)))
+            threads.add((pid, ev.tid))
         elif kind == "pop":
             stack = stacks.get((pid, ev.tid, ev.domain))
             if stack:
                 r = stack.pop()
                 r.end_ns = t
-                ranges.append(r)
+                emit_range(r)
             else:
                 tl.unmatched_pops += 1
-            tl.threads.add((pid, ev.tid))
+            threads.add((pid, ev.tid))
         elif kind == "start":
+            key = (pid, ev.domain, ev.range_id)
             r = Range("start", ev.message or UNNAMED, ev.domain,
-                      _category_name(category_names.get(pid, {}), ev.domain, ev.category),
+                      _category_name(category_names.get(pid, no_names), ev.domain, ev.category),
                       ev.color, ev.payload, pid, ev.tid, t, range_id=ev.range_id)
-            open_async[(pid, ev.domain, ev.range_id)] = r
-            tl.threads.add((pid, ev.tid))
+            ended = early_ends.pop(key, None) if early_ends else None
+            if ended is not None and ended[0] >= t:
+                r.end_ns, r.end_tid = ended
+                emit_range(r)
+            else:
+                if ended is not None:
+                    tl.unmatched_ends += 1  # an end from before this start: not its end
+                open_async[key] = r
+            threads.add((pid, ev.tid))
         elif kind == "end":
-            r = open_async.pop((pid, ev.domain, ev.range_id), None)
+            key = (pid, ev.domain, ev.range_id)
+            r = open_async.pop(key, None)
             if r is None:
-                tl.unmatched_ends += 1
+                early_ends[key] = (t, ev.tid)  # its start may be in a chunk further on
             else:
                 r.end_ns = t
                 r.end_tid = ev.tid
-                ranges.append(r)
-            tl.threads.add((pid, ev.tid))
+                emit_range(r)
+            threads.add((pid, ev.tid))
         elif kind == "mark":
-            tl.marks.append(Mark(ev.message or UNNAMED, ev.domain,
-                                 _category_name(category_names.get(pid, {}), ev.domain, ev.category),
-                                 ev.color, ev.payload, pid, ev.tid, t))
-            tl.threads.add((pid, ev.tid))
+            tl.mark_count += 1
+            if on_mark is not None:
+                on_mark(Mark(ev.message or UNNAMED, ev.domain,
+                             _category_name(category_names.get(pid, no_names), ev.domain, ev.category),
+                             ev.color, ev.payload, pid, ev.tid, t))
+            threads.add((pid, ev.tid))
         elif kind == "thread_name":
             # Events carry the name in ``name`` and the named thread in ``target`` (fallback: itself).
             target = getattr(ev, "target", None) or ev.tid
@@ -192,20 +243,33 @@ def build_timeline(events: Iterable[Any], processes: Dict[int, Any], dropped: in
                 tl.thread_names.setdefault((pid, int(target)), ev.name)
         # domain/string/category/resource definitions are already resolved by the reader.
     tl.event_count = count
+    tl.unmatched_ends += len(early_ends)
     # Still open when the process stopped (crash, exit inside a range): keep them, flagged.
-    for stack in stacks.values():
-        for r in stack:
-            r.end_ns = last_time.get(r.pid, r.start_ns)
-            r.unterminated = True
-            ranges.append(r)
-            tl.unterminated += 1
-    for r in open_async.values():
+    still_open = [r for stack in stacks.values() for r in stack]
+    still_open += open_async.values()
+    still_open.sort(key=lambda r: r.start_ns)
+    for r in still_open:
         r.end_ns = last_time.get(r.pid, r.start_ns)
         r.unterminated = True
-        ranges.append(r)
         tl.unterminated += 1
-    for pid, _tid in tl.threads:
+        emit_range(r)
+    for pid, _tid in threads:
         tl.process_names.setdefault(pid, "process")
     tl.start_ns = first or 0
     tl.end_ns = last
+    return tl
+
+
+def build_timeline(events: Iterable[Any], processes: Dict[int, Any], dropped: int = 0,
+                   progress: Progress = None) -> Timeline:
+    """:func:`pair_events` that also keeps every range and mark, in ``timeline.ranges`` / ``.marks``.
+
+    For small recordings and tests: memory grows with the recording (the tracer streams instead).
+    """
+    ranges: List[Range] = []
+    marks: List[Mark] = []
+    tl = pair_events(events, processes, dropped, on_range=ranges.append, on_mark=marks.append,
+                     progress=progress)
+    tl.ranges = ranges
+    tl.marks = marks
     return tl

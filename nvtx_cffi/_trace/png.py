@@ -8,15 +8,18 @@ ticks. Names are written on bars wide enough to hold them.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Tuple
+import heapq
+from typing import Dict, List, Optional, Tuple
 
 from .chrome import hex_color
-from .model import Timeline
+from .model import Mark, Range, Timeline
 
-__all__ = ["write_png", "MatplotlibMissing", "MAX_BARS"]
+__all__ = ["write_png", "PngCollector", "MatplotlibMissing", "MAX_BARS", "MAX_MARKS"]
 
 #: Beyond this many ranges only the longest are drawn (a picture cannot show a million bars anyway).
 MAX_BARS = 200_000
+#: Beyond this many marks only the first are drawn.
+MAX_MARKS = 200_000
 
 _DEFAULT_COLOR = "#4c72b0"
 
@@ -36,46 +39,89 @@ def _load_pyplot():
     return plt
 
 
-def write_png(timeline: Timeline, path: str, *, title: str = "NVTX timeline") -> int:
-    """Draw ``timeline`` into the PNG file ``path``; returns the number of bars drawn."""
+class PngCollector:
+    """What ``--png`` draws, bounded: the :data:`MAX_BARS` longest ranges and the first :data:`MAX_MARKS` marks.
+
+    Fed range by range (a heap keeps the longest), so a recording of any length costs at most
+    some :data:`MAX_BARS` small tuples.
+    """
+
+    def __init__(self, max_bars: int = MAX_BARS, max_marks: int = MAX_MARKS) -> None:
+        self._max_bars = max_bars
+        self._max_marks = max_marks
+        self._heap: List[tuple] = []  # (duration, seq, start, end, depth, pid, tid, push?, name, color)
+        self._seq = 0
+        self.marks: List[tuple] = []  # (time, pid, tid, color)
+        self.async_pids: set = set()
+
+    def range(self, r: Range) -> None:
+        self._seq += 1
+        push = r.style == "push"
+        if not push:
+            self.async_pids.add(r.pid)
+        item = (r.end_ns - r.start_ns, -self._seq, r.start_ns, r.end_ns, r.depth, r.pid, r.tid, push, r.name,
+                r.color)
+        if len(self._heap) < self._max_bars:
+            heapq.heappush(self._heap, item)
+        elif item[0] > self._heap[0][0]:
+            heapq.heapreplace(self._heap, item)  # drop the shortest (the latest of equals)
+
+    def bars(self) -> List[tuple]:
+        """The kept ranges: ``(duration, -seq, start, end, depth, pid, tid, is_push, name, color)``."""
+        return list(self._heap)
+
+    def mark(self, m: Mark) -> None:
+        if len(self.marks) < self._max_marks:
+            self.marks.append((m.time_ns, m.pid, m.tid, m.color))
+
+
+def write_png(timeline: Timeline, path: str, *, title: str = "NVTX timeline",
+              collected: Optional[PngCollector] = None) -> int:
+    """Draw into the PNG file ``path``; returns the number of bars drawn.
+
+    The ranges and marks come from ``collected`` (streamed) or else from ``timeline.ranges`` /
+    ``timeline.marks`` (an in-memory timeline); names and rows from ``timeline``.
+    """
     plt = _load_pyplot()
     from matplotlib.collections import PolyCollection
 
+    if collected is None:
+        collected = PngCollector()
+        for r in timeline.ranges:
+            collected.range(r)
+        for m in timeline.marks:
+            collected.mark(m)
     rows: List[Tuple[int, int]] = sorted(timeline.threads)
-    async_pids = sorted({r.pid for r in timeline.ranges if r.style == "start"})
     row_keys: List[Tuple[int, int, str]] = [(pid, tid, "thread") for pid, tid in rows]
-    row_keys += [(pid, 0, "async") for pid in async_pids]
+    row_keys += [(pid, 0, "async") for pid in sorted(collected.async_pids)]
     row_keys.sort(key=lambda k: (k[0], k[2] == "async", k[1]))
     index: Dict[Tuple[int, int, str], int] = {k: i for i, k in enumerate(row_keys)}
     t0 = timeline.start_ns
     span_s = max((timeline.end_ns - t0) / 1e9, 1e-9)
 
-    ranges = timeline.ranges
-    if len(ranges) > MAX_BARS:
-        ranges = sorted(ranges, key=lambda r: r.end_ns - r.start_ns, reverse=True)[:MAX_BARS]
-    ranges = sorted(ranges, key=lambda r: r.depth)  # parents first, so nested bars are drawn on top
-    max_depth = max((r.depth for r in ranges), default=0)
+    bars = sorted(collected.bars(), key=lambda b: b[4])  # parents first, so nested bars are drawn on top
+    max_depth = max((b[4] for b in bars), default=0)
     fig_h = 1.4 + 0.6 * max(len(row_keys), 1)
     fig, ax = plt.subplots(figsize=(14, fig_h), dpi=100)
     polys, colors, labels = [], [], []
-    for r in ranges:
-        key = (r.pid, r.tid, "thread") if r.style == "push" else (r.pid, 0, "async")
+    for _dur, _seq, start_ns, end_ns, depth, pid, tid, push, name, color in bars:
+        key = (pid, tid, "thread") if push else (pid, 0, "async")
         y = index[key]
-        shrink = min(r.depth, max_depth) * (0.6 / (max_depth + 1)) if r.style == "push" else 0.0
+        shrink = min(depth, max_depth) * (0.6 / (max_depth + 1)) if push else 0.0
         half = 0.4 - shrink / 2
-        x0 = (r.start_ns - t0) / 1e9
-        x1 = max((r.end_ns - t0) / 1e9, x0 + span_s * 1e-4)  # keep instant-short ranges visible
+        x0 = (start_ns - t0) / 1e9
+        x1 = max((end_ns - t0) / 1e9, x0 + span_s * 1e-4)  # keep instant-short ranges visible
         polys.append([(x0, y - half), (x1, y - half), (x1, y + half), (x0, y + half)])
-        colors.append(hex_color(r.color) or _DEFAULT_COLOR)
+        colors.append(hex_color(color) or _DEFAULT_COLOR)
         if (x1 - x0) / span_s > 0.04:
-            labels.append((x0 + span_s * 2e-3, y - half, r.name))  # top-left: nested labels stack
+            labels.append((x0 + span_s * 2e-3, y - half, name))  # top-left: nested labels stack
     ax.add_collection(PolyCollection(polys, facecolors=colors, edgecolors="black", linewidths=0.3))
     for x, y, text in labels[:2000]:
         ax.text(x, y, text, ha="left", va="top", fontsize=7, clip_on=True)
-    if timeline.marks:
-        mx = [(m.time_ns - t0) / 1e9 for m in timeline.marks]
-        my = [index[(m.pid, m.tid, "thread")] for m in timeline.marks]
-        mc = [hex_color(m.color) or "black" for m in timeline.marks]
+    if collected.marks:
+        mx = [(t - t0) / 1e9 for t, _pid, _tid, _color in collected.marks]
+        my = [index[(pid, tid, "thread")] for _t, pid, tid, _color in collected.marks]
+        mc = [hex_color(color) or "black" for _t, _pid, _tid, color in collected.marks]
         ax.scatter(mx, my, marker="|", s=200, c=mc, zorder=3)
     names = []
     for pid, tid, what in row_keys:

@@ -16,35 +16,84 @@ their process are left out and counted below the table, with dropped events and 
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Optional, Tuple
+import operator
+from array import array
+from collections import Counter
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
-from .model import Timeline
+from .model import Range, Timeline
 
-__all__ = ["RangeStats", "summarize", "format_summary", "format_duration"]
+__all__ = ["RangeStats", "StatsCollector", "summarize", "format_summary", "format_duration"]
+
+
+#: Groups at most this long are sorted outright for their median; longer ones are narrowed first.
+_SORT_AT_MOST = 1 << 16
+
+
+def _kth_smallest(values: Sequence[int], k: int) -> int:
+    """The ``k``-th smallest (0-based) of ``values`` without a sorted copy of them all.
+
+    Exact: count the values per bucket of a histogram over [lo, hi], keep the bucket that holds the
+    k-th, repeat on it until few enough values are left to sort. Extra memory: the histogram and
+    the kept bucket (8 bytes a value), never a list of Python ints as long as ``values``.
+
+    >>> _kth_smallest(array("q", [5, 1, 4, 2, 3] * 30000), 75000)
+    3
+    """
+    lo, hi = min(values), max(values)
+    candidates: Sequence[int] = values
+    n = len(values)
+    while lo != hi and n > _SORT_AT_MOST:
+        width = (hi - lo) // 4096 + 1
+        counts: Counter = Counter()
+        for i in range(0, len(candidates), _SORT_AT_MOST):  # slices: the index list stays small
+            counts.update([(d - lo) // width for d in candidates[i:i + _SORT_AT_MOST] if lo <= d <= hi])
+        below = 0
+        for bucket in sorted(counts):
+            if below + counts[bucket] > k:
+                break
+            below += counts[bucket]
+        k -= below
+        n = counts[bucket]
+        lo, hi = lo + bucket * width, min(hi, lo + bucket * width + width - 1)
+        candidates = array("q", (d for d in candidates if lo <= d <= hi))
+    if lo == hi:
+        return lo
+    return sorted(d for d in candidates if lo <= d <= hi)[k]
 
 
 class RangeStats:
-    """Statistics of the durations (ns) of the ranges that share a name, domain and style."""
+    """Statistics of the durations (ns) of the ranges that share a name, domain and style.
+
+    ``durations`` may be any sequence of ints (the collector keeps an ``array('q')``: 8 bytes a
+    range); it is neither copied nor sorted. Sums are exact integers, so the standard deviation is
+    as exact as a float can hold.
+    """
 
     __slots__ = ("name", "domain", "style", "count", "total_ns", "avg_ns", "median_ns", "min_ns", "max_ns",
                  "stddev_ns", "percent")
 
-    def __init__(self, name: str, domain: Optional[str], style: str, durations: List[int], grand_total: int):
-        durations.sort()
+    def __init__(self, name: str, domain: Optional[str], style: str, durations: Sequence[int], grand_total: int):
         n = len(durations)
         total = sum(durations)
-        avg = total / n
-        mid = n // 2
         self.name = name
         self.domain = domain
         self.style = style
         self.count = n
         self.total_ns = total
-        self.avg_ns = avg
-        self.median_ns = float(durations[mid]) if n % 2 else (durations[mid - 1] + durations[mid]) / 2.0
-        self.min_ns = durations[0]
-        self.max_ns = durations[-1]
-        self.stddev_ns = math.sqrt(sum((d - avg) ** 2 for d in durations) / (n - 1)) if n > 1 else 0.0
+        self.avg_ns = total / n
+        mid = n // 2
+        if n % 2:
+            self.median_ns = float(_kth_smallest(durations, mid))
+        else:
+            self.median_ns = (_kth_smallest(durations, mid - 1) + _kth_smallest(durations, mid)) / 2.0
+        self.min_ns = min(durations)
+        self.max_ns = max(durations)
+        if n > 1:
+            squares = sum(map(operator.mul, durations, durations))
+            self.stddev_ns = math.sqrt((n * squares - total * total) / (n * (n - 1)))  # sample stddev
+        else:
+            self.stddev_ns = 0.0
         self.percent = 100.0 * total / grand_total if grand_total else 0.0
 
     @property
@@ -52,22 +101,46 @@ class RangeStats:
         return self.name if self.domain is None else f"{self.domain}:{self.name}"
 
 
-def summarize(timeline: Timeline) -> List[RangeStats]:
-    """Group the complete ranges of ``timeline`` by (domain, name, style); sorted by total time."""
-    groups: Dict[Tuple[Optional[str], str, str], List[int]] = {}
-    for r in timeline.ranges:
+class StatsCollector:
+    """Durations of complete ranges by (domain, name, style), 8 bytes a range; feed it as ranges come.
+
+    >>> from nvtx_cffi._trace.model import Range
+    >>> c = StatsCollector()
+    >>> r = Range("push", "a", None, None, None, None, 1, 1, 10); r.end_ns = 25
+    >>> c.add(r); [(row.name, row.count, row.total_ns) for row in c.rows()]
+    [('a', 1, 15)]
+    """
+
+    def __init__(self) -> None:
+        self._groups: Dict[Tuple[Optional[str], str, str], array] = {}
+
+    def add(self, r: Range) -> None:
+        """Count ``r`` (unterminated ranges are left out: their end is not known)."""
         if r.unterminated:
-            continue
+            return
         key = (r.domain, r.name, r.style)
-        durations = groups.get(key)
+        durations = self._groups.get(key)
         if durations is None:
-            durations = groups[key] = []
+            durations = self._groups[key] = array("q")
         durations.append(r.end_ns - r.start_ns)
-    grand_total = sum(sum(d) for d in groups.values())
-    rows = [RangeStats(name, domain, "PushPop" if style == "push" else "StartEnd", durations, grand_total)
-            for (domain, name, style), durations in groups.items()]
-    rows.sort(key=lambda row: (-row.total_ns, row.label))
-    return rows
+
+    def rows(self) -> List[RangeStats]:
+        """One row per group, sorted by total time (largest first), then label."""
+        grand_total = sum(sum(d) for d in self._groups.values())
+        rows = [RangeStats(name, domain, "PushPop" if style == "push" else "StartEnd", durations, grand_total)
+                for (domain, name, style), durations in self._groups.items()]
+        rows.sort(key=lambda row: (-row.total_ns, row.label))
+        return rows
+
+
+def summarize(source: Union[Timeline, StatsCollector]) -> List[RangeStats]:
+    """Rows of a :class:`StatsCollector`, or of the ranges of an in-memory timeline; by total time."""
+    if isinstance(source, StatsCollector):
+        return source.rows()
+    collector = StatsCollector()
+    for r in source.ranges:
+        collector.add(r)
+    return collector.rows()
 
 
 def format_duration(ns: float) -> str:
@@ -88,7 +161,7 @@ def format_summary(timeline: Timeline, rows: Optional[List[RangeStats]] = None) 
         rows = summarize(timeline)
     pids = {pid for pid, _ in timeline.threads}
     lines = [f"NVTX range summary: {len(rows)} range name(s), {sum(r.count for r in rows)} range(s), "
-             f"{len(timeline.marks)} mark(s), {len(pids)} process(es), {len(timeline.threads)} thread(s)"]
+             f"{timeline.mark_count} mark(s), {len(pids)} process(es), {len(timeline.threads)} thread(s)"]
     if rows:
         header = ["Time (%)", "Total", "Count", "Avg", "Med", "Min", "Max", "StdDev", "Style", "Range"]
         table = [header]
