@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import io
 import json
+import math
+import random
+import statistics
 
 from trace_check import validate_chrome_trace
 
 from nvtx_cffi._trace.chrome import write_chrome_trace
-from nvtx_cffi._trace.model import build_timeline
+from nvtx_cffi._trace.model import build_timeline, pair_events
 from nvtx_cffi._trace.stats import format_summary, summarize
 from nvtx_cffi.recorder import Event, ProcessInfo
 
@@ -90,3 +93,30 @@ def test_summary_statistics():
     assert (row.count, row.total_ns, row.min_ns, row.max_ns, row.median_ns, row.avg_ns) == (4, 160, 10, 100, 25.0, 40.0)
     assert round(row.stddev_ns, 3) == 40.825  # sample standard deviation
     assert row.percent == 100.0
+
+
+def test_streamed_order_an_end_before_its_start_pairs_but_not_backwards_in_time():
+    # stream order (per thread chunk), not time order: thread 2's chunk came first in the file
+    events = [ev("end", 50, range_id=1, tid=2), ev("end", 5, range_id=2, tid=2),
+              ev("start", 40, message="s", range_id=1), ev("start", 60, message="late", range_id=2)]
+    done = []
+    tl = pair_events(events, {}, on_range=done.append)
+    # the end at 5 is older than the start at 60: not its end (counted); "late" stays open
+    assert [(r.name, r.start_ns, r.end_ns, r.end_tid, r.unterminated) for r in done] == [
+        ("s", 40, 50, 2, False), ("late", 60, 60, 1, True)]
+    assert (tl.unmatched_ends, tl.unterminated, tl.range_count) == (1, 1, 2)
+
+
+def test_median_of_large_groups_is_exact():
+    # longer than stats._SORT_AT_MOST (65536): the histogram narrowing runs
+    rng = random.Random(3)
+    for durations in ([rng.randrange(10**9) for _ in range(70_001)],
+                      [rng.choice((7, 7, 7, 10**12)) for _ in range(70_000)],
+                      [int(rng.expovariate(1e-4)) for _ in range(66_000)]):
+        events = []
+        for i, d in enumerate(durations):
+            events += [ev("push", i * 10**13, message="r"), ev("pop", i * 10**13 + d)]
+        (row,) = summarize(build_timeline(events, {}))
+        assert row.median_ns == statistics.median(durations)
+        assert (row.min_ns, row.max_ns, row.total_ns) == (min(durations), max(durations), sum(durations))
+        assert math.isclose(row.stddev_ns, statistics.stdev(durations), rel_tol=1e-9)
