@@ -42,7 +42,7 @@ def client_lib(tmp_path_factory) -> str:
         pytest.skip("no C compiler")
     out = tmp_path_factory.mktemp("client") / "libnvtx_test_client.so"
     cmd = [cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-fPIC", "-shared",
-           "-I", _nvtx_include_dir(), "-I", str(HERE / "fake_cuda"),
+           "-I", _nvtx_include_dir(), "-I", str(HERE.parent / "c"),  # c/cuda.h: CUDA handle types
            str(HERE / "nvtx_client.c"), "-o", str(out), "-ldl"]
     subprocess.run(cmd, check=True)
     return str(out)
