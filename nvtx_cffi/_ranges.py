@@ -83,6 +83,17 @@ def _cached_slot(message, color, domain, category) -> Optional[int]:
         return None
 
 
+def _dispatch(op: int, fast, message, color, domain, category, payload):
+    """One event: ``fast(slot)`` when these arguments are prepared and carry no payload, else the
+    payload or first-use path. Returns what the C call returns (the range id for OP_START)."""
+    slot = _cached_slot(message, color, domain, category)
+    if slot is None:
+        return _slow(op, message, color, domain, category, payload)
+    if payload is None:
+        return fast(slot)
+    return _with_payload(op, slot, payload)
+
+
 def _with_payload(op: int, slot: int, payload) -> int:
     kind, ivalue, fvalue = payload_fields(payload)
     return lib.nvtxcffi_emit_slot(op, slot, kind, ivalue, fvalue)
@@ -97,13 +108,7 @@ if _state.ACTIVE:
         >>> push_range("load", color="green")
         >>> pop_range()
         """
-        slot = _cached_slot(message, color, domain, category)
-        if slot is None:
-            _slow(OP_PUSH, message, color, domain, category, payload)
-        elif payload is None:
-            _push(slot)
-        else:
-            _with_payload(OP_PUSH, slot, payload)
+        _dispatch(OP_PUSH, _push, message, color, domain, category, payload)
 
     def pop_range(domain: Optional[str] = None) -> None:
         """Close this thread's innermost range of ``domain``; with nothing open, tools ignore it."""
@@ -119,13 +124,8 @@ if _state.ACTIVE:
         >>> rng = start_range("request")
         >>> end_range(rng)
         """
-        slot = _cached_slot(message, color, domain, category)
-        if slot is None:
-            return _slow(OP_START, message, color, domain, category, payload), get_domain(domain)._index
-        domain_index = 0 if domain is None else _domain_index(domain)
-        if payload is None:
-            return _start(slot), domain_index
-        return _with_payload(OP_START, slot, payload), domain_index
+        range_id = _dispatch(OP_START, _start, message, color, domain, category, payload)
+        return range_id, (0 if domain is None else _domain_index(domain))
 
     def end_range(range_id: Union[RangeId, int, None]) -> None:
         """End a range from :func:`start_range`. ``None`` is ignored; a plain int is an id in the
@@ -156,13 +156,7 @@ if _state.ACTIVE:
 
         >>> mark("checkpoint", payload=3)
         """
-        slot = _cached_slot(message, color, domain, category)
-        if slot is None:
-            _slow(OP_MARK, message, color, domain, category, payload)
-        elif payload is None:
-            _mark(slot)
-        else:
-            _with_payload(OP_MARK, slot, payload)
+        _dispatch(OP_MARK, _mark, message, color, domain, category, payload)
 
 else:
 
