@@ -38,6 +38,15 @@ def _read(path: str) -> str:
         return f.read()
 
 
+def package_version() -> str:
+    """``__version__`` of nvtx_cffi/_version.py, stamped into the module (checked at import)."""
+    match = re.search(r'^__version__ = "([^"]+)"$', _read("nvtx_cffi/_version.py"), re.MULTILINE)
+    if not match:
+        msg = "nvtx_cffi/_version.py has no __version__ line"
+        raise RuntimeError(msg)
+    return match.group(1)
+
+
 def _cdef_from_header(text: str) -> str:
     # The header is the C API and the cdef at once. cdef understands only "#define NAME <int>"
     # among preprocessor lines, so keep those (they become lib constants) and drop the rest.
@@ -61,6 +70,7 @@ ffi.set_source(
     include_dirs=[nvtx_include_dir(), os.path.join(HERE, "c")],
     extra_compile_args=C_FLAGS,
     libraries=["dl", "pthread"],
+    define_macros=[("NVTXCFFI_VERSION", '"%s"' % package_version())],
     depends=DEPENDS,
     # c/profiler.c and c/accel.c use CPython's version-specific C API (PyEval_SetProfile,
     # PyCFunctionObject, vectorcall, type objects): the module must be built per Python version

@@ -28,6 +28,11 @@ typedef struct {
     int domain_index;
 } string_t;
 
+#ifndef NVTXCFFI_VERSION
+#error "build_ffi.py defines NVTXCFFI_VERSION (the package version this module belongs to)"
+#endif
+const char *nvtxcffi_build_version(void) { return NVTXCFFI_VERSION; }
+
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static nvtxDomainHandle_t domains[NVTXCFFI_MAX_DOMAINS]; /* [0] = NULL, the default domain */

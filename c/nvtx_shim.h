@@ -36,6 +36,10 @@
  * filled the domain range/mark slots: 1 attached, 0 none. Idempotent. */
 int nvtxcffi_initialize(void);
 
+/* The package version this module was built for (build_ffi.py passes it as NVTXCFFI_VERSION);
+ * nvtx_cffi/_native/__init__.py refuses a module built from other Python files. */
+const char *nvtxcffi_build_version(void);
+
 /* Diagnostics for tests: does a call through this module's CFFI wrappers hold the GIL?
  * 1 yes, 0 no, -1 not CPython. */
 int nvtxcffi_gil_held(void);

@@ -11,6 +11,7 @@ with one (Nsight Systems, or ``python -m nvtx_cffi trace``), each call is a dict
 """
 from __future__ import annotations
 
+from ._version import __version__
 from . import _state
 from ._annotate import annotate
 from ._colors import to_argb
@@ -45,7 +46,6 @@ __all__ = [
 # Name Python threads in NVTX (existing ones now, new ones at start, renames); only with a tool.
 _threads.install()
 
-__version__ = "0.1.0"
 
 
 def enabled() -> bool:

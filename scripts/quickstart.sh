@@ -6,4 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/_venv.sh
 make_venv .
-exec "$VENV/bin/python" -m nvtx_cffi trace --stats -o quickstart.trace.json "$@" examples/quickstart.py
+# Run from examples/: from the repository root, `python -m` would import the source tree's
+# nvtx_cffi/ (no compiled module) instead of the package just installed.
+cd examples
+exec "$VENV/bin/python" -m nvtx_cffi trace --stats -o ../quickstart.trace.json "$@" quickstart.py
