@@ -43,6 +43,7 @@
 #include <nvtx3/nvToolsExt.h>
 
 #include "recorder.h"
+#include "recorder_internal.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -260,8 +261,10 @@ struct ev {
     uint32_t category, domain, color;
     int32_t payload_type;
     uint64_t payload, arg;
-    const char *text;     /* at most one of text / wtext */
+    const char *text;     /* at most one of text / wtext / bytes */
     const wchar_t *wtext;
+    const void *bytes;    /* raw bytes (blobs) */
+    uint32_t nbytes;
 };
 
 static void emit_in(struct tstate *t, const struct ev *e, uint64_t ts) {
@@ -272,6 +275,9 @@ static void emit_in(struct tstate *t, const struct ev *e, uint64_t ts) {
         flags |= NVTXREC_FLAG_TEXT;
     } else if (e->wtext) {
         tlen = wide_utf8_len(e->wtext);
+        flags |= NVTXREC_FLAG_TEXT;
+    } else if (e->bytes) {
+        tlen = e->nbytes;
         flags |= NVTXREC_FLAG_TEXT;
     }
     if (tlen > g_text_cap) {
@@ -300,6 +306,7 @@ static void emit_in(struct tstate *t, const struct ev *e, uint64_t ts) {
     r->arg = e->arg;
     unsigned char *text = p + sizeof *r;
     if (e->text) memcpy(text, e->text, tlen);
+    else if (e->bytes) memcpy(text, e->bytes, tlen);
     else if (e->wtext) tlen = wide_to_utf8(e->wtext, text, tlen);
     r->text_len = (uint32_t)tlen;
     /* padding is already zero: fresh chunks come zeroed from the file */
@@ -896,6 +903,24 @@ EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t getExportTable) {
     install(cb, NVTX_CB_MODULE_CUDART, cudart, NVTX_CBID_CUDART_SIZE);
     ensure_open(); /* create the file now, so current_file() names it before the first event */
     return 1;
+}
+
+/* ---------------------------------------------------------------- internal API (recorder_internal.h) */
+
+void nvtxrec_emit_blob(uint8_t kind, uint32_t domain, uint64_t arg, const void *data, uint32_t len) {
+    uint8_t flags = 0;
+    if (len > NVTXREC_BLOB_MAX_BYTES) {
+        len = NVTXREC_BLOB_MAX_BYTES;
+        flags = NVTXREC_FLAG_TRUNCATED;
+    }
+    struct ev e = {.kind = NVTXREC_KIND_BLOB, .api = NVTXREC_API_EX, .flags = flags, .aux = kind,
+                   .domain = domain, .arg = arg, .bytes = data ? data : "", .nbytes = data ? len : 0};
+    emit(&e);
+}
+
+int nvtxrec_recording(void) {
+    pthread_once(&g_once, global_init);
+    return ensure_open();
 }
 
 /* ---------------------------------------------------------------- in-process API */

@@ -37,6 +37,7 @@
 #define NVTXREC_KIND_CATEGORY 8
 #define NVTXREC_KIND_THREAD_NAME 9
 #define NVTXREC_KIND_RESOURCE_NAME 10
+#define NVTXREC_KIND_BLOB 11 /* aux: NVTXREC_BLOB_* (recorder_internal.h); text: the raw bytes */
 
 /* entry point family */
 #define NVTXREC_API_EX 0      /* nvtxMarkEx, nvtxRangePushEx, nvtxRangePop, nvtxRangeEnd, ... */

@@ -62,9 +62,9 @@ _RECORD = struct.Struct("<IBBBBIIQIIiIQQ")
 _RECORD_SIZE = _RECORD.size  # 56
 
 _KINDS = (None, "push", "pop", "start", "end", "mark", "domain", "string", "category", "thread_name",
-          "resource_name")
+          "resource_name", "blob")
 _EVENT_KINDS = frozenset((1, 2, 3, 4, 5))
-_K_START, _K_END, _K_DOMAIN, _K_STRING, _K_CATEGORY, _K_THREAD, _K_RESOURCE = 3, 4, 6, 7, 8, 9, 10
+_K_START, _K_END, _K_DOMAIN, _K_STRING, _K_CATEGORY, _K_THREAD, _K_RESOURCE, _K_BLOB = 3, 4, 6, 7, 8, 9, 10, 11
 _APIS = ("ex", "ascii", "unicode", "domain")
 _RESOURCES = (None, "cuda_device", "cuda_context", "cuda_stream", "cuda_event")
 _F_COLOR, _F_TEXT, _F_TRUNCATED, _F_INHERITED = 1, 2, 4, 8
@@ -112,6 +112,9 @@ class Event:
     """``cuda_device cuda_context cuda_stream cuda_event`` for ``resource_name``."""
     truncated: bool = False
     """The message (or name) was longer than a record may carry (64 KiB) and was cut."""
+    data: Optional[bytes] = None
+    """Raw bytes of a ``blob`` event (payload extension: schemas, counters, binary payloads); its
+    ``name`` is the blob kind (:data:`BLOB_KINDS`), ``target`` the 64-bit argument."""
 
 
 @dataclass
@@ -441,6 +444,18 @@ def _events(scan: _FileScan, progress: Optional[ProgressFn], done: int, total: i
                  arg) = unpack(buf, off)
                 if n < _RECORD_SIZE or n & 7 or off + n > cend or _RECORD_SIZE + tlen > n:
                     break  # unused rest of the chunk, or a torn/cut record
+                if kind == _K_BLOB:
+                    off += n
+                    ev = new(Event)
+                    set_(ev, "__dict__", {
+                        "kind": "blob", "time_ns": time_ns, "pid": pid, "tid": tid,
+                        "domain": _domain_name(domains, dom) if dom else None, "message": None,
+                        "color": None, "category": 0, "payload": None, "payload_type": None,
+                        "range_id": None, "api": "ex", "name": BLOB_KINDS.get(aux, f"unknown({aux})"),
+                        "target": arg, "resource": None, "truncated": bool(flags & _F_TRUNCATED),
+                        "data": bytes(buf[off - n + _RECORD_SIZE:off - n + _RECORD_SIZE + tlen])})
+                    yield ev
+                    continue
                 if flags & _F_TEXT:
                     raw = buf[off + _RECORD_SIZE:off + _RECORD_SIZE + tlen]
                     text = texts.get(raw)
@@ -469,7 +484,7 @@ def _events(scan: _FileScan, progress: Optional[ProgressFn], done: int, total: i
                         "payload": value, "payload_type": vtype,
                         "range_id": arg if kind == _K_START or kind == _K_END else None,
                         "api": _APIS[api] if api < 4 else str(api), "name": None, "target": None,
-                        "resource": None, "truncated": bool(flags & _F_TRUNCATED),
+                        "resource": None, "truncated": bool(flags & _F_TRUNCATED), "data": None,
                     }
                 else:
                     if kind == _K_DOMAIN:
@@ -488,7 +503,7 @@ def _events(scan: _FileScan, progress: Optional[ProgressFn], done: int, total: i
                         "category": category if kind == _K_CATEGORY else 0, "payload": None,
                         "payload_type": None, "range_id": None,
                         "api": _APIS[api] if api < 4 else str(api), "name": text, "target": target,
-                        "resource": resource, "truncated": bool(flags & _F_TRUNCATED),
+                        "resource": resource, "truncated": bool(flags & _F_TRUNCATED), "data": None,
                     }
                 ev = new(Event)
                 set_(ev, "__dict__", values)  # frozen: skip the per-field __setattr__ of __init__

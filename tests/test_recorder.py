@@ -449,3 +449,41 @@ def test_write_errors_are_counted_as_dropped(tmp_path, client_lib):
     assert rec.dropped == out["dropped"] == n - kept
     (info,) = rec.processes.values()
     assert info.write_errors > 0
+
+
+# --------------------------------------------------------------------------- blob records (payload extension hook)
+
+
+@pytest.fixture(scope="session")
+def blob_recorder(tmp_path_factory) -> str:
+    """The recorder built with tests/blob_hook.c, which exports the internal nvtxrec_emit_blob."""
+    cc = os.environ.get("CC", "cc")
+    if shutil.which(cc) is None:
+        pytest.skip("no C compiler")
+    out = tmp_path_factory.mktemp("blobrec") / "libnvtx_recorder_blob.so"
+    cmd = [cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-fPIC", "-shared", "-fvisibility=hidden",
+           "-I", _nvtx_include_dir(), "-I", str(ROOT / "c"), str(ROOT / "c" / "recorder.c"),
+           str(HERE / "blob_hook.c"), "-o", str(out), "-lpthread"]
+    subprocess.run(cmd, check=True)
+    return str(out)
+
+
+def test_blob_records_reach_the_reader(tmp_path, client_lib, blob_recorder):
+    run_recorded(tmp_path, script(client_lib, """
+        lib.client_marks(b"before", 1)
+        rec = ctypes.CDLL(os.environ["NVTX_INJECTION64_PATH"], mode=os.RTLD_NOLOAD | os.RTLD_NOW)
+        assert rec.test_recording() == 1
+        rec.test_emit_blob(3, 0, ctypes.c_uint64(2**64 - 5), b"\\x00\\x01abc", 5)
+        big = b"x" * 70000
+        rec.test_emit_blob(1, 0, ctypes.c_uint64(7), big, len(big))
+        rec.test_emit_blob(200, 0, ctypes.c_uint64(0), None, 0)
+        lib.client_marks(b"after", 1)
+        print("{}")
+    """), extra_env={"NVTX_INJECTION64_PATH": blob_recorder})
+    events = recorder.read(tmp_path).events
+    assert [e.kind for e in events] == ["mark", "blob", "blob", "blob", "mark"]
+    b1, b2, b3 = events[1:4]
+    assert (b1.name, b1.target, b1.data, b1.truncated) == ("counter_sample", 2**64 - 5, b"\x00\x01abc", False)
+    assert (b2.name, b2.target, len(b2.data), b2.truncated) == ("schema", 7, 65536, True)
+    assert b2.data == b"x" * 65536
+    assert (b3.name, b3.data) == ("unknown(200)", b"")
