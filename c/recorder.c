@@ -44,6 +44,7 @@
 
 #include "recorder.h"
 #include "recorder_internal.h"
+#include "recorder_ext.h" /* payload/counters extensions (recorder_ext.c) */
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -665,6 +666,7 @@ static int pop_level(uint32_t domain) {
 }
 
 static void event(uint8_t kind, uint8_t api, uint32_t domain, const nvtxEventAttributes_t *a, uint64_t arg) {
+    if (a && a->payloadType == NVTXREC_PAYLOAD_TYPE_EXT) nvtxrec_ext_event_payload(domain, a); /* recorder_ext.c */
     struct ev e = {.kind = kind, .api = api, .domain = domain, .arg = arg};
     fill_attr(&e, a);
     emit(&e);

@@ -8,7 +8,7 @@ from ._native import lib
 
 __all__ = ["Payload", "to_utf8", "to_category_id", "payload_fields"]
 
-Payload = Union[int, float, None]
+Payload = Union[int, float, list, tuple, range, bytes, None, "numpy.ndarray"]
 
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
@@ -60,5 +60,7 @@ def payload_fields(payload: object) -> Tuple[int, int, float]:
         raise OverflowError(msg)
     if isinstance(payload, numbers.Real):
         return lib.NVTXCFFI_PAYLOAD_DOUBLE, 0, float(payload)
-    msg = f"payload must be an int, a float or None, not {type(payload).__name__}"
-    raise TypeError(msg)
+    # Arrays, lists, tuples, ranges, bytes: an extended payload; anything else warns (as nvtx).
+    from ._payload import fields_for
+
+    return fields_for(payload)
