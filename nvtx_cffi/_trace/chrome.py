@@ -131,6 +131,14 @@ class ChromeTraceWriter:
         self.count += 1
         self._sep = ",\n"
 
+    def counter(self, pid: int, name: str, unit: Optional[str], time_ns: int, value: float) -> None:
+        """One counter sample: a ``"C"`` event of process ``pid`` (Perfetto: a track per name);
+        the series is named by ``unit``."""
+        self._write(f'{self._sep}{{"name":{_dumps(name)},"ph":"C","ts":{(time_ns - self._t0) / 1000.0!r},'
+                    f'"pid":{pid},"args":{{{_dumps(unit or "value")}:{_dumps(value)}}}}}')
+        self._sep = ",\n"
+        self.count += 1
+
     def finish(self, timeline: Timeline, extra_metadata: Optional[Dict[str, Any]] = None) -> int:
         """Write the names and ``otherData``, close the JSON; returns the number of trace events
         written before the names (ranges count 1, or 2 for a ``b``/``e`` pair; marks 1)."""

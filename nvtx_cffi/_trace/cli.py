@@ -26,6 +26,7 @@ from typing import List, Optional, Tuple
 
 from .._profile_cli import add_profile_options
 from .chrome import ChromeTraceWriter
+from .counters import CounterStats, counter_series, decode_stream
 from .model import Mark, Range, pair_events
 from .progress import Progress
 from .runner import command_for, exit_status, run
@@ -191,6 +192,7 @@ def _convert(opts: argparse.Namespace, record_dir: str, root_pid: int, root_name
     progress = Progress(force=opts.progress)
     events = recorder.stream(record_dir, progress=lambda done, total: progress.update("reading", done, total))
     stats = StatsCollector() if opts.stats else None
+    counter_stats = CounterStats() if opts.stats else None
     picture = None
     if png is not None:
         from .png import PngCollector
@@ -218,13 +220,24 @@ def _convert(opts: argparse.Namespace, record_dir: str, root_pid: int, root_name
                 for sink in mark_sinks:
                     sink(m)
 
-        timeline = pair_events(events, events.processes, events.dropped, on_range=on_range, on_mark=on_mark)
+        def on_sample(sample) -> None:  # counters (payload extension): "C" events, table, picture
+            for name, unit, value in counter_series(sample):
+                writer.counter(sample.pid, name, unit, sample.time_ns, value)
+                if picture is not None and hasattr(picture, "counter"):
+                    picture.counter(sample.pid, name, unit, sample.time_ns, value)
+            if counter_stats is not None:
+                counter_stats.add(sample)
+
+        timeline = pair_events(decode_stream(events, on_sample), events.processes, events.dropped,
+                               on_range=on_range, on_mark=on_mark)
         if root_pid in timeline.process_names or any(pid == root_pid for pid, _ in timeline.threads):
             timeline.process_names[root_pid] = root_name
         writer.finish(timeline)
     progress.done()
     if stats is not None:
         sys.stdout.write("\n" + format_summary(timeline, stats.rows()))
+        if counter_stats:
+            sys.stdout.write("\n" + counter_stats.format())
         sys.stdout.flush()
     if png is not None:
         from .png import write_png
