@@ -19,7 +19,7 @@ from typing import Dict, Iterable, Optional, Union
 from . import _state
 from ._native import ffi, lib
 from ._payload import (
-    ENTRY_TYPE_FLOAT64, ENTRY_TYPE_INT64, PredefinedScope, TimestampType, np, registry,
+    ENTRY_TYPE_FLOAT64, ENTRY_TYPE_INT64, TimestampType, np, registry,
 )
 
 __all__ = [
@@ -32,6 +32,11 @@ _INT64_MAX = (1 << 63) - 1
 _UINT64_MAX = (1 << 64) - 1
 _LIMIT_UNDEFINED, _LIMIT_I64, _LIMIT_U64, _LIMIT_F64 = 0, 1, 2, 3
 _FLAG_LIMIT_MIN, _FLAG_LIMIT_MAX = 1 << 2, 1 << 3
+
+
+class ArgumentTypeError(TypeError, AttributeError):
+    """An argument of the wrong type: a TypeError, and also the AttributeError nvtx 0.2.16 raises
+    there (it reads ``.value`` / calls ``.encode()`` on what it is given)."""
 
 
 class CounterNoValueReason(enum.Enum):
@@ -194,9 +199,8 @@ class Counter:
     def sample_no_value(self, reason: "CounterNoValueReason") -> None:
         """Record a sample without a value (zero, unchanged or unavailable)."""
         if not isinstance(reason, CounterNoValueReason):
-            # nvtx reads reason.value: an AttributeError for anything but the enum.
             msg = f"reason must be a CounterNoValueReason, not {type(reason).__name__}"
-            raise AttributeError(msg)
+            raise ArgumentTypeError(msg)
         lib.nvtxcffi_counter_sample_no_value(self._index, reason.value)
 
     def batch_submit(self, values: Iterable, timestamps: Iterable[int]) -> None:  # pragma: no cover
@@ -315,7 +319,7 @@ def _to_bytes(value, argument: str) -> bytes:
         value = value.encode("utf-8", "surrogatepass")
     elif not isinstance(value, bytes):
         msg = f"{argument} must be a str or bytes, not {type(value).__name__}"
-        raise TypeError(msg)
+        raise ArgumentTypeError(msg)
     if b"\x00" in value:
         msg = f"{argument} must not contain NUL characters"
         raise ValueError(msg)
@@ -323,8 +327,6 @@ def _to_bytes(value, argument: str) -> bytes:
 
 
 def _scope_id(domain, scope) -> int:
-    if isinstance(scope, PredefinedScope):
-        return scope.value
     key = (domain._index, scope)
     with _lock:
         found = _scopes.get(key)
@@ -367,23 +369,21 @@ def get_counter(self, name, dtype, *, description=None, scope=None, semantics=No
                 time_domain: TimestampType = TimestampType.TOOL_PROVIDED):
     """An NVTX counter in this domain, registered on first use; the same arguments give the same
     object. ``dtype``: ``int`` (int64 samples), ``float`` (doubles) or a NumPy dtype-like (a
-    structured dtype is a flat counter group). ``description``, ``scope`` (a path, or a
-    :class:`PredefinedScope`), ``semantics`` (:class:`CounterSemantics`) and ``time_domain``
+    structured dtype is a flat counter group). ``description``, ``scope`` (a str or bytes path), ``semantics`` (:class:`CounterSemantics`) and ``time_domain``
     (:class:`TimestampType` of batched samples' timestamps) are optional. Without a tool: a counter
     that does nothing."""
     dtype = _normalize_dtype(dtype)
     _to_bytes(name, "name")
     if description is not None:
         _to_bytes(description, "description")
-    if scope is not None and not isinstance(scope, PredefinedScope):
-        _to_bytes(scope, "scope")
+    if scope is not None:
+        _to_bytes(scope, "scope")  # a path (nvtx takes no PredefinedScope here either)
     if semantics is not None and not isinstance(semantics, CounterSemantics):
         msg = f"semantics must be a CounterSemantics or None, not {type(semantics).__name__}"
         raise TypeError(msg)
     if not isinstance(time_domain, TimestampType):
-        # nvtx reads time_domain.value: an AttributeError for anything but the enum.
         msg = f"time_domain must be a TimestampType, not {type(time_domain).__name__}"
-        raise AttributeError(msg)
+        raise ArgumentTypeError(msg)
     if not _state.ACTIVE:
         return _NO_OP_COUNTER
     from ._payload import _metadata_key
