@@ -61,7 +61,7 @@ SOURCES = [os.path.join("c", name) for name in ("nvtx_shim.c", "payload.c")]
 DEPENDS = SOURCES + [os.path.join("c", name) for name in ("nvtx_shim.h", "nvtx_api.h", "keep_gil.h", "cuda.h", "payload.h", "shim_internal.h")]
 
 #: The optional accelerator (a plain CPython extension, not CFFI; setup.py builds it when it can).
-SPEEDUPS_SOURCES = [os.path.join("c", name) for name in ("speedups.c", "accel.c", "profiler.c")]
+SPEEDUPS_SOURCES = [os.path.join("c", name) for name in ("speedups.c", "accel.c", "profiler.c", "counters_speedups.c")]
 SPEEDUPS_DEPENDS = SPEEDUPS_SOURCES + [os.path.join("c", name) for name in ("speedups.h", "nvtx_api.h", "nvtx_shim.h")]
 
 ffi = FFI()

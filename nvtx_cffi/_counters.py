@@ -230,6 +230,20 @@ def _scalar_values(values, typecode: str):
     return pyarray.array(typecode, values)
 
 
+def _samplers():
+    """_speedups' C sampler factory, bound to the shim's sample functions (None without the accelerator)."""
+    from ._accel import speedups
+
+    if speedups is None or not hasattr(speedups, "sampler"):
+        return None
+    speedups.bind_samplers(int(ffi.cast("uintptr_t", ffi.addressof(lib, "nvtxcffi_counter_sample_int64"))),
+                           int(ffi.cast("uintptr_t", ffi.addressof(lib, "nvtxcffi_counter_sample_float64"))))
+    return speedups.sampler
+
+
+_sampler = _samplers() if _state.ACTIVE else None
+
+
 class Int64Counter(Counter):
     """A counter of signed 64-bit integers. ``sample(value)``: one C call (int64; a float or an
     out-of-range int raises TypeError / OverflowError, as nvtx)."""
@@ -237,6 +251,9 @@ class Int64Counter(Counter):
     __slots__ = ()
 
     def _bind(self) -> None:
+        if _sampler is not None:  # C (nvtx_cffi._speedups): one vectorcall, no cffi wrapper
+            self.sample = _sampler(self._index, False)
+            return
         fast = lib.nvtxcffi_fast_counter(self._index)
         self.sample = (getattr(lib, f"nvtxcffi_sample_i64_{fast}") if fast >= 0
                        else functools.partial(lib.nvtxcffi_counter_sample_int64, self._index))
@@ -253,6 +270,9 @@ class Float64Counter(Counter):
     __slots__ = ()
 
     def _bind(self) -> None:
+        if _sampler is not None:
+            self.sample = _sampler(self._index, True)
+            return
         fast = lib.nvtxcffi_fast_counter(self._index)
         self.sample = (getattr(lib, f"nvtxcffi_sample_f64_{fast}") if fast >= 0
                        else functools.partial(lib.nvtxcffi_counter_sample_float64, self._index))
