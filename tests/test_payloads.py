@@ -229,9 +229,13 @@ def test_trace_of_the_counter_example_has_counter_tracks(tmp_path):
     example = os.path.join(root, "examples", "counters.py")
     out = tmp_path / "counters.trace.json"
     env = {k: v for k, v in os.environ.items() if k not in ("NVTX_INJECTION64_PATH", "NVTX_CFFI_RECORD_DIR")}
-    proc = subprocess.run([sys.executable, "-m", "nvtx_cffi", "trace", "--stats", "-o", str(out), example],
+    png = tmp_path / "counters.png"
+    pytest.importorskip("matplotlib")
+    proc = subprocess.run([sys.executable, "-m", "nvtx_cffi", "trace", "--stats", "-o", str(out), "--png", str(png),
+                           example],
                           env=env, capture_output=True, text=True, cwd=str(tmp_path), timeout=300)
     assert proc.returncode == 0, proc.stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     trace = json.loads(out.read_text())
     counters = [e for e in trace["traceEvents"] if e["ph"] == "C"]
     names = {e["name"] for e in counters}
@@ -244,3 +248,23 @@ def test_trace_of_the_counter_example_has_counter_tracks(tmp_path):
     row = [line for line in proc.stdout.splitlines() if line.endswith("training:queue depth")][0]
     mean = sum([i % 7 for i in range(50)] + [1, 2, 3, 2, 1]) / 55
     assert row.split()[:6] == ["55", "0", "6", f"{mean:.6g}", "1", "items"]
+
+
+def test_png_collector_draws_a_line_per_counter(tmp_path):
+    pytest.importorskip("matplotlib")
+    from nvtx_cffi._trace.model import Timeline
+    from nvtx_cffi._trace.png import PngCollector, write_png
+
+    collected = PngCollector()
+    for i in range(10):
+        collected.counter(1, "loss", None, 1000 + i * 100, 1.0 / (i + 1))
+        collected.counter(1, "depth", "items", 1000 + i * 100, i % 3)
+    for i in range(20):  # bounded: no more tracks than MAX_COUNTER_TRACKS
+        collected.counter(2, f"c{i}", None, 1000, 0)
+    assert len(collected.counters) == PngCollector.MAX_COUNTER_TRACKS
+    timeline = Timeline()
+    timeline.threads.add((1, 1))
+    timeline.start_ns, timeline.end_ns = 1000, 2000
+    path = tmp_path / "t.png"
+    write_png(timeline, str(path), collected=collected)
+    assert path.stat().st_size > 1000
