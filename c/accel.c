@@ -992,11 +992,26 @@ static const struct {
     {"Domain.end_range", domain_end_call, domain_end_call},
 };
 
+/* Fast paths made before install() decided: they call their twin (which decides NVTX's state on
+ * its first call, nvtx_cffi/_state.py) until install() gives each its with/without-tool body.
+ * Filled at import (one per KINDS entry and import of the Python modules): bounded. */
+#define MAX_PENDING 64
+static struct {
+    function_object *function; /* strong reference: module-level functions live for the process */
+    size_t kind;
+} pending[MAX_PENDING];
+static int pending_count;
+
+static PyObject *undecided_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    return twin(op, args, nargsf, kwnames);
+}
+
 PyDoc_STRVAR(accelerate_doc,
 "accelerate(kind, twin)\n--\n\n"
 "The C fast path of the Python function ``twin`` (``kind``: its qualified name, e.g. "
-"'push_range' or 'Domain.mark'); calls it for everything the fast path does not answer. "
-"Copy the metadata with functools.update_wrapper.");
+"'push_range' or 'Domain.mark'); calls it for everything the fast path does not answer, and for "
+"every call until install() decided. Copy the metadata with functools.update_wrapper.");
 
 static PyObject *accelerate(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -1005,9 +1020,24 @@ static PyObject *accelerate(PyObject *module, PyObject *const *args, Py_ssize_t 
         PyErr_SetString(PyExc_TypeError, "accelerate(kind: str, twin: callable)");
         return NULL;
     }
-    for (size_t i = 0; i < sizeof KINDS / sizeof KINDS[0]; i++)
-        if (PyUnicode_CompareWithASCIIString(args[0], KINDS[i].name) == 0)
+    for (size_t i = 0; i < sizeof KINDS / sizeof KINDS[0]; i++) {
+        if (PyUnicode_CompareWithASCIIString(args[0], KINDS[i].name) != 0)
+            continue;
+        if (installed)
             return function_new(active ? KINDS[i].with_tool : KINDS[i].without_tool, args[1]);
+        if (pending_count >= MAX_PENDING) {
+            PyErr_SetString(PyExc_RuntimeError, "accelerate(): too many fast paths before install()");
+            return NULL;
+        }
+        PyObject *function = function_new(undecided_call, args[1]);
+        if (function == NULL)
+            return NULL;
+        Py_INCREF(function);
+        pending[pending_count].function = (function_object *)function;
+        pending[pending_count].kind = i;
+        pending_count++;
+        return function;
+    }
     PyErr_Format(PyExc_ValueError, "no fast path for %R", args[0]);
     return NULL;
 }
@@ -1015,7 +1045,8 @@ static PyObject *accelerate(PyObject *module, PyObject *const *args, Py_ssize_t 
 PyDoc_STRVAR(install_doc,
 "install(active)\n--\n\n"
 "Decide, once per process, whether the fast paths call NVTX (``active``: a tool is attached and "
-"NVTX_DISABLE is unset) or are the do-nothing versions. Needs bind() first.");
+"NVTX_DISABLE is unset) or are the do-nothing versions; fast paths made before it (which called "
+"their twins) get their bodies now. Needs bind() first.");
 
 static PyObject *install(PyObject *module, PyObject *arg)
 {
@@ -1032,6 +1063,12 @@ static PyObject *install(PyObject *module, PyObject *arg)
     }
     active = is_active;
     installed = 1;
+    for (int i = 0; i < pending_count; i++) {
+        size_t kind = pending[i].kind;
+        pending[i].function->vectorcall = active ? KINDS[kind].with_tool : KINDS[kind].without_tool;
+        Py_CLEAR(pending[i].function);
+    }
+    pending_count = 0;
     if (PyModule_AddIntConstant(module, "active", is_active) < 0)
         return NULL;
     Py_RETURN_NONE;
