@@ -765,8 +765,114 @@ static PyMethodDef function_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+#if PY_VERSION_HEX >= 0x030E0000
+/* 3.14+ (PEP 649/749): functools.wraps copies __annotate__, not __annotations__, and a function's
+ * __annotations__ is computed from __annotate__ on first access. Both live in the instance dict
+ * and behave as a Python function's do, so typing.get_type_hints, inspect.signature(eval_str=True)
+ * and annotationlib see the decorated function's annotations. (Before 3.14 functools.wraps copies
+ * __annotations__ into the dict, which plain attribute lookup finds.) */
+
+static PyObject *key_annotations, *key_annotate; /* interned "__annotations__", "__annotate__" */
+
+/* The instance dict (made on first use) as a borrowed reference; NULL with an exception. */
+static PyObject *function_dict(PyObject *op)
+{
+    function_object *self = (function_object *)op;
+    if ((key_annotations == NULL && (key_annotations = PyUnicode_InternFromString("__annotations__")) == NULL)
+        || (key_annotate == NULL && (key_annotate = PyUnicode_InternFromString("__annotate__")) == NULL))
+        return NULL;
+    if (self->dict == NULL)
+        self->dict = PyDict_New();
+    return self->dict;
+}
+
+static PyObject *function_get_annotations(PyObject *op, void *closure)
+{
+    (void)closure;
+    PyObject *dict = function_dict(op), *found = NULL, *annotate = NULL;
+    if (dict == NULL)
+        return NULL;
+    int present = PyDict_GetItemRef(dict, key_annotations, &found);
+    if (present != 0)
+        return present < 0 ? NULL : found;
+    if (PyDict_GetItemRef(dict, key_annotate, &annotate) < 0)
+        return NULL;
+    if (annotate != NULL && annotate != Py_None) {
+        PyObject *format = PyLong_FromLong(1); /* annotationlib.Format.VALUE */
+        found = format == NULL ? NULL : PyObject_CallOneArg(annotate, format);
+        Py_XDECREF(format);
+        if (found != NULL && !PyDict_Check(found)) {
+            PyErr_Format(PyExc_TypeError, "__annotate__ returned non-dict of type '%.100s'",
+                         Py_TYPE(found)->tp_name);
+            Py_CLEAR(found);
+        }
+    } else {
+        found = PyDict_New();
+    }
+    Py_XDECREF(annotate);
+    if (found == NULL)
+        return NULL;
+    if (PyDict_SetItem(dict, key_annotations, found) < 0) { /* computed once, as for functions */
+        Py_DECREF(found);
+        return NULL;
+    }
+    return found;
+}
+
+static int function_set_annotations(PyObject *op, PyObject *value, void *closure)
+{
+    (void)closure;
+    PyObject *dict = function_dict(op);
+    if (dict == NULL)
+        return -1;
+    if (value != NULL && !PyDict_Check(value)) {
+        PyErr_SetString(PyExc_TypeError, "__annotations__ must be set to a dict object");
+        return -1;
+    }
+    if (value == NULL ? PyDict_Pop(dict, key_annotations, NULL) < 0 : PyDict_SetItem(dict, key_annotations, value) < 0)
+        return -1;
+    return PyDict_SetItem(dict, key_annotate, Py_None); /* set directly: no __annotate__ any more */
+}
+
+static PyObject *function_get_annotate(PyObject *op, void *closure)
+{
+    (void)closure;
+    PyObject *dict = function_dict(op), *found = NULL;
+    if (dict == NULL)
+        return NULL;
+    int present = PyDict_GetItemRef(dict, key_annotate, &found);
+    if (present < 0)
+        return NULL;
+    return present ? found : Py_NewRef(Py_None);
+}
+
+static int function_set_annotate(PyObject *op, PyObject *value, void *closure)
+{
+    (void)closure;
+    PyObject *dict = function_dict(op);
+    if (dict == NULL)
+        return -1;
+    if (value == NULL) {
+        PyErr_SetString(PyExc_TypeError, "__annotate__ cannot be deleted");
+        return -1;
+    }
+    if (value != Py_None && !PyCallable_Check(value)) {
+        PyErr_SetString(PyExc_TypeError, "__annotate__ must be callable or None");
+        return -1;
+    }
+    if (PyDict_SetItem(dict, key_annotate, value) < 0)
+        return -1;
+    /* a new __annotate__ drops the annotations computed from the old one, as for functions */
+    return value == Py_None ? 0 : PyDict_Pop(dict, key_annotations, NULL) < 0 ? -1 : 0;
+}
+#endif
+
 static PyGetSetDef function_getset[] = {
     {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+#if PY_VERSION_HEX >= 0x030E0000
+    {"__annotations__", function_get_annotations, function_set_annotations, NULL, NULL},
+    {"__annotate__", function_get_annotate, function_set_annotate, NULL, NULL},
+#endif
     {NULL, NULL, NULL, NULL, NULL},
 };
 
