@@ -241,7 +241,16 @@ def _samplers():
     return speedups.sampler
 
 
-_sampler = _samplers() if _state.ACTIVE else None
+_sampler = None
+
+
+def _bind_samplers(active: bool) -> None:  # at NVTX's first call (nvtx_cffi/_state.py)
+    global _sampler
+    if active:
+        _sampler = _samplers()
+
+
+_state.on_decide(_bind_samplers)
 
 
 class Int64Counter(Counter):
@@ -404,7 +413,7 @@ def get_counter(self, name, dtype, *, description=None, scope=None, semantics=No
     if not isinstance(time_domain, TimestampType):
         msg = f"time_domain must be a TimestampType, not {type(time_domain).__name__}"
         raise ArgumentTypeError(msg)
-    if not _state.ACTIVE:
+    if not _state.active():
         return _NO_OP_COUNTER
     from ._payload import _metadata_key
 
@@ -430,4 +439,4 @@ def get_counter(self, name, dtype, *, description=None, scope=None, semantics=No
 
 def get_timestamp(self) -> int:
     """An NVTX timestamp (``nvtxTimestampGet``: the tool's clock) for batched samples; 0 without a tool."""
-    return lib.nvtxcffi_timestamp() if _state.ACTIVE else 0
+    return lib.nvtxcffi_timestamp() if _state.active() else 0

@@ -206,3 +206,18 @@ except TypeError:
     print("checked")
 """, env=env, remove=remove)
     assert proc.stdout.strip() == "checked"
+
+
+def test_tool_named_after_import_records_counters(tmp_path):
+    """NVTX initialises at the first NVTX call (here: the domain), so a tool named after import is used."""
+    proc = run_python(f"""
+import os, nvtx_cffi as nvtx
+from nvtx_cffi import recorder
+os.environ.update(recorder.environment({str(tmp_path)!r}))
+c = nvtx.get_domain("late").get_counter("late counter", int)
+c.sample(42)
+print(type(c).__name__)
+""", remove=("NVTX_INJECTION64_PATH", "NVTX_CFFI_RECORD_DIR"))
+    assert proc.stdout.split() == ["Int64Counter"]
+    _, out = samples(recorder.read(tmp_path).events)
+    assert [(s.counter.name, s.values) for s in out] == [("late counter", {"value": 42})]
