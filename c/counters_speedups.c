@@ -126,6 +126,81 @@ static PyObject *make_sampler(PyObject *module, PyObject *const *args, Py_ssize_
     return (PyObject *)s;
 }
 
+/* CounterBase: the C base of nvtx_cffi's counter classes. `sample` is a METH_O method of the type,
+ * so `counter.sample(v)` is CPython's specialised method-descriptor call (no bound object, no
+ * argument tuple); the Python subclasses set the index with _bind_sample(counter, is_float). */
+typedef struct {
+    PyObject_HEAD
+    int counter;
+    int kind; /* 0: not bound (sample raises), 1: int64, 2: float64 */
+} CounterBase;
+
+static PyObject *counter_sample(PyObject *self, PyObject *v)
+{
+    CounterBase *c = (CounterBase *)self;
+    if (c->kind == 2) {
+        double d = PyFloat_Check(v) ? PyFloat_AS_DOUBLE(v) : PyFloat_AsDouble(v);
+        if (d == -1.0 && PyErr_Occurred())
+            return NULL;
+        g_f64(c->counter, d);
+    } else if (c->kind == 1) {
+        if (PyFloat_Check(v)) {
+            PyErr_Format(PyExc_TypeError, "sample() of an int64 counter takes an int, not float");
+            return NULL;
+        }
+        long long x = PyLong_AsLongLong(v);
+        if (x == -1 && PyErr_Occurred())
+            return NULL;
+        g_i64(c->counter, (int64_t)x);
+    } else {
+        PyErr_SetString(PyExc_NotImplementedError, "Use Domain.get_counter() to create a concrete counter.");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *counter_bind_sample(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    CounterBase *c = (CounterBase *)self;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "_bind_sample(counter, is_float)");
+        return NULL;
+    }
+    if (g_i64 == NULL || g_f64 == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "_bind_sample: bind_samplers() was not called");
+        return NULL;
+    }
+    long counter = PyLong_AsLong(args[0]);
+    if (counter == -1 && PyErr_Occurred())
+        return NULL;
+    int is_float = PyObject_IsTrue(args[1]);
+    if (is_float < 0)
+        return NULL;
+    if (counter < 0 || counter > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "_bind_sample: counter index out of range");
+        return NULL;
+    }
+    c->counter = (int)counter;
+    c->kind = is_float ? 2 : 1;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef counter_base_methods[] = {
+    {"sample", counter_sample, METH_O, "sample(value): record one counter sample (C)."},
+    {"_bind_sample", FUNC_CAST(counter_bind_sample), METH_FASTCALL, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject CounterBaseType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "nvtx_cffi._speedups.CounterBase",
+    .tp_basicsize = sizeof(CounterBase),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_new = PyType_GenericNew,
+    .tp_methods = counter_base_methods,
+    .tp_doc = "C base of nvtx_cffi's counters: sample() as a C method.",
+};
+
 static PyMethodDef counters_functions[] = {
     {"bind_samplers", FUNC_CAST(bind_samplers), METH_FASTCALL, "bind_samplers(i64_address, f64_address)"},
     {"sampler", FUNC_CAST(make_sampler), METH_FASTCALL, "sampler(counter, is_float) -> a counter's sample()"},
@@ -134,7 +209,12 @@ static PyMethodDef counters_functions[] = {
 
 int nvtxcffi_counters_init(PyObject *module)
 {
-    if (PyType_Ready(&SamplerType) < 0)
+    if (PyType_Ready(&SamplerType) < 0 || PyType_Ready(&CounterBaseType) < 0)
         return -1;
+    Py_INCREF(&CounterBaseType);
+    if (PyModule_AddObject(module, "CounterBase", (PyObject *)&CounterBaseType) < 0) {
+        Py_DECREF(&CounterBaseType);
+        return -1;
+    }
     return PyModule_AddFunctions(module, counters_functions);
 }

@@ -157,7 +157,17 @@ def semantics_struct(semantics, c_struct):
 # --------------------------------------------------------------------------- counters
 
 
-class Counter:
+def _c_base():
+    """_speedups' CounterBase (sample() as a C method), or None (PyPy, no accelerator)."""
+    from ._accel import speedups
+
+    return getattr(speedups, "CounterBase", None) if speedups is not None else None
+
+
+_CBase = _c_base()
+
+
+class Counter(_CBase or object):  # type: ignore[misc]
     """A registered NVTX counter; get one with :meth:`Domain.get_counter`.
 
     ``sample(value)`` records one value, ``sample_no_value(reason)`` a sample without one,
@@ -165,7 +175,7 @@ class Counter:
     """
 
     __slots__ = ("domain", "name", "dtype", "description", "scope", "semantics", "time_domain", "_index",
-                 "sample", "__weakref__")
+                 "__weakref__") + (() if _CBase is not None else ("sample",))
 
     def __init__(self, domain, name, dtype, description, scope, semantics, time_domain: int, schema_id: int):
         self.domain = domain
@@ -191,7 +201,8 @@ class Counter:
         self._bind()
 
     def _bind(self) -> None:
-        self.sample = self._sample_ext
+        if _CBase is None:
+            self.sample = self._sample_ext
 
     def _sample_ext(self, value) -> None:  # pragma: no cover - overridden
         raise NotImplementedError("Use Domain.get_counter() to create a concrete counter.")
@@ -246,7 +257,7 @@ _sampler = None
 
 def _bind_samplers(active: bool) -> None:  # at NVTX's first call (nvtx_cffi/_state.py)
     global _sampler
-    if active:
+    if active and _CBase is not None:
         _sampler = _samplers()
 
 
@@ -260,8 +271,10 @@ class Int64Counter(Counter):
     __slots__ = ()
 
     def _bind(self) -> None:
-        if _sampler is not None:  # C (nvtx_cffi._speedups): one vectorcall, no cffi wrapper
-            self.sample = _sampler(self._index, False)
+        if _CBase is not None:  # C: sample() is CounterBase's METH_O method (nvtx_cffi._speedups)
+            if _sampler is None:
+                _bind_samplers(True)
+            self._bind_sample(self._index, False)
             return
         fast = lib.nvtxcffi_fast_counter(self._index)
         self.sample = (getattr(lib, f"nvtxcffi_sample_i64_{fast}") if fast >= 0
@@ -279,8 +292,10 @@ class Float64Counter(Counter):
     __slots__ = ()
 
     def _bind(self) -> None:
-        if _sampler is not None:
-            self.sample = _sampler(self._index, True)
+        if _CBase is not None:  # C: sample() is CounterBase's METH_O method (nvtx_cffi._speedups)
+            if _sampler is None:
+                _bind_samplers(True)
+            self._bind_sample(self._index, True)
             return
         fast = lib.nvtxcffi_fast_counter(self._index)
         self.sample = (getattr(lib, f"nvtxcffi_sample_f64_{fast}") if fast >= 0
@@ -314,22 +329,23 @@ class ExtCounter(Counter):
         self._submit(payload, nbytes, nbytes // self.dtype.itemsize, timestamps)
 
 
+if _CBase is not None:  # ExtCounter.sample is Python: a class attribute over CounterBase's
+    ExtCounter.sample = ExtCounter._sample_ext
+
+
 class _NoOpCounter:
     """What ``get_counter`` returns without a tool (nvtx's DummyCounter): every call does nothing."""
 
     __slots__ = ()
     name = dtype = domain = description = scope = semantics = time_domain = None
 
-    @staticmethod
-    def sample(value) -> None:
+    def sample(self, value) -> None:  # a plain method: CPython's cheapest Python call
         """Does nothing (no tool is attached)."""
 
-    @staticmethod
-    def batch_submit(values, timestamps) -> None:
+    def batch_submit(self, values, timestamps) -> None:
         """Does nothing (no tool is attached)."""
 
-    @staticmethod
-    def sample_no_value(reason) -> None:
+    def sample_no_value(self, reason) -> None:
         """Does nothing (no tool is attached)."""
 
 
