@@ -30,7 +30,7 @@ fail() { echo "abi3-check: FAIL: $*" >&2; exit 1; }
 "$work/venv/bin/python" -m pip wheel -q --no-deps -w "$work/default" "$(src src-default)"
 whl=$(ls "$work"/default/*.whl)
 echo "abi3-check: pip wheel . -> $(basename "$whl")"
-contents "$whl" | grep -qx 'nvtx_cffi/_native/_ffi.abi3.so' || fail "no nvtx_cffi/_native/_ffi.abi3.so in $(basename "$whl")"
+contents "$whl" | grep -Eqx 'nvtx_cffi/_native/_ffi\.abi3(-[^.]+)?\.so' || fail "no nvtx_cffi/_native/_ffi.abi3*.so in $(basename "$whl")"
 per_version=$(contents "$whl" | grep -E '\.cpython-[0-9]+.*\.so$' || true)
 [ -z "$per_version" ] || [ "$per_version" = "$(contents "$whl" | grep -E '^nvtx_cffi/_speedups\.cpython-.*\.so$')" ] ||
     fail "per-version modules besides the accelerator: $per_version"
