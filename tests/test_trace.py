@@ -254,7 +254,7 @@ def test_stats_table_counts_and_order(tmp_path):
             with nvtx.annotate("short"):
                 time.sleep(0.001)
         with nvtx.annotate("long", domain="d"):
-            time.sleep(0.05)
+            time.sleep(0.2)  # > 80 % even when a loaded machine stretches each 1 ms sleep to 8 ms
         r = nvtx.start_range("async")
         nvtx.end_range(r)
     """)
