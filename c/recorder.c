@@ -890,6 +890,10 @@ static void open_file_locked(void) {
         return;
     }
 
+    static int opened_before; /* in this image (a forked child keeps counting its parent's ids) */
+    if (!opened_before && g_exec_gen) /* range ids of an exec()ed image must not repeat the earlier ones' */
+        atomic_store(&g_range_ids, ((uint64_t)g_exec_gen << 40) + 1);
+    opened_before = 1;
     g_fd = fd;
     g_base = g_use_tsc ? tsc0 : start;
     atomic_store(&g_next, NVTXREC_HEADER_SIZE);
@@ -979,7 +983,6 @@ static void global_init(void) {
         strcpy(g_dir, dir);
         atomic_store(&g_mode, MODE_PENDING);
     }
-    /* range ids of later exec() images must not repeat the earlier ones' */
     atomic_store(&g_range_ids, 1);
     atomic_store(&g_resource_ids, 1);
     pthread_atfork(atfork_prepare, atfork_parent, atfork_child);

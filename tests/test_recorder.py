@@ -64,6 +64,7 @@ PRELUDE = """
 import ctypes, json, os, sys, threading
 lib = ctypes.CDLL({lib!r})
 lib.client_start_end.restype = ctypes.c_uint64
+lib.client_start_end_open.restype = ctypes.c_uint64
 def recorder_lib():
     rec = ctypes.CDLL(os.environ["NVTX_INJECTION64_PATH"], mode=os.RTLD_NOLOAD | os.RTLD_NOW)
     rec.nvtx_recorder_dropped.restype = ctypes.c_uint64
@@ -541,3 +542,165 @@ def test_blob_records_reach_the_reader(tmp_path, client_lib, blob_recorder):
     assert (b2.name, b2.target, len(b2.data), b2.truncated) == ("schema", 7, 65536, True)
     assert b2.data == b"x" * 65536
     assert (b3.name, b3.data) == ("unknown(200)", b"")
+
+
+# --------------------------------------------------------------------------- full disk, exec, sizes, threads, liveness
+
+
+def _mount_tmpfs(path: Path, size: str) -> None:
+    path.mkdir()
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a small tmpfs needs root")
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
+
+
+def _fill(path: Path) -> None:
+    fd = os.open(path / "filler", os.O_WRONLY | os.O_CREAT)
+    try:
+        while os.write(fd, b"\1" * 4096) == 4096:
+            pass
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("room", ["none", "header"])
+def test_full_disk_warns_and_runs_unrecorded(tmp_path, client_lib, room):
+    # A real full filesystem: a 64 KiB tmpfs filled up (none: not even the header fits; header: the
+    # header and the first chunk fit, later chunks do not). Before: SIGBUS (exit 135).
+    disk = tmp_path / "disk"
+    _mount_tmpfs(disk, "64k")
+    try:
+        _fill(disk)
+        if room == "header":
+            os.truncate(disk / "filler", max(0, os.path.getsize(disk / "filler") - 2 * 4096))
+        env = {**os.environ, **recorder.environment(disk / "rec")}
+        code = script(client_lib, """
+            lib.client_marks(b"x", 5000)
+            print(json.dumps({"dropped": recorder_lib().nvtx_recorder_dropped()}))
+        """)
+        proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        warnings = [line for line in proc.stderr.splitlines() if line.startswith("nvtx-cffi recorder:")]
+        assert len(warnings) == 1, proc.stderr
+        assert "No space left on device" in warnings[0]
+        dropped = json.loads(proc.stdout.strip().splitlines()[-1])["dropped"]
+        if room == "none":
+            assert "cannot reserve space for" in warnings[0]
+            assert dropped == 5000 and list((disk / "rec").glob("*.nvtxrec")) == []
+        else:
+            assert "cannot extend" in warnings[0]
+            rec = recorder.read(disk / "rec")
+            kept = sum(1 for e in rec.events if e.kind == "mark")
+            (info,) = rec.processes.values()
+            assert 0 < kept < 5000 and dropped == rec.dropped == 5000 - kept and info.write_errors > 0
+    finally:
+        subprocess.run(["umount", str(disk)], check=False)
+
+
+def test_exec_images_are_kept_apart(tmp_path, client_lib):
+    second = script(client_lib, """
+        lib.client_pop()
+        lib.client_marks(b"second", 3)
+        print(json.dumps({"pid": os.getpid()}))
+    """)
+    first = script(client_lib, f"""
+        lib.client_push(b"left open")
+        rid = lib.client_start_end_open()
+        lib.client_name_thread(threading.get_native_id(), b"first-main")
+        lib.client_marks(b"first", 2000)  # more than the bound: the first image drops
+        dropped = recorder_lib().nvtx_recorder_dropped()
+        sys.stdout.write(json.dumps({{"rid": rid, "dropped": dropped}}) + "\\n")
+        sys.stdout.flush()
+        os.execv(sys.executable, [sys.executable, "-c", {second!r}])
+    """)
+    env = {**os.environ, **recorder.environment(tmp_path, max_bytes=4096 + 3 * 4096)}
+    proc = subprocess.run([sys.executable, "-c", first], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(line) for line in proc.stdout.strip().splitlines()]
+    (pid,) = {line["pid"] for line in lines if "pid" in line}
+    rec = recorder.read(tmp_path)
+    assert sorted((i.pid, i.exec_gen) for i in rec.images) == [(pid, 0), (pid, 1)]
+    img0, img1 = sorted(rec.images, key=lambda i: i.exec_gen)
+    assert img0.dropped == lines[0]["dropped"] > 0 and img1.dropped == 0
+    assert rec.dropped == img0.dropped + img1.dropped
+    assert img0.thread_names == {pid: "first-main"} and img1.thread_names == {}
+    assert rec.processes[pid] is img1
+    by_gen = Counter((e.exec_gen, e.kind, e.message) for e in rec.events)
+    assert by_gen[(0, "push", "left open")] == 1 and by_gen[(0, "start", "open")] == 1
+    assert by_gen[(1, "pop", None)] == 1 and by_gen[(1, "mark", "second")] == 3
+    assert not any(e.exec_gen == 1 and e.kind in ("push", "start") for e in rec.events)
+    (start,) = [e for e in rec.events if e.kind == "start"]
+    assert start.range_id == lines[0]["rid"] and start.exec_gen == 0
+    names = sorted(os.path.basename(i.path) for i in rec.images)
+    assert names[0].startswith(f"nvtx-{pid}-e0-") and names[1].startswith(f"nvtx-{pid}-e1-")
+
+
+@pytest.mark.parametrize("value, dropped", [("64K", True), ("64kb", True), ("64M", False), ("12Q", False),
+                                            ("-5", False)])
+def test_max_bytes_takes_size_suffixes(tmp_path, client_lib, value, dropped):
+    env = {**os.environ, **recorder.environment(tmp_path), "NVTX_CFFI_RECORD_MAX_BYTES": value}
+    code = script(client_lib, """
+        lib.client_marks(b"x", 20000)
+        print(json.dumps({"dropped": recorder_lib().nvtx_recorder_dropped()}))
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    (path,) = tmp_path.glob("*.nvtxrec")
+    if dropped:  # 64 KiB: bounded there, the rest counted
+        assert path.stat().st_size <= 64 * 1024 and out["dropped"] > 0
+    else:
+        assert out["dropped"] == 0
+    garbage = value in ("12Q", "-5")
+    assert (f"NVTX_CFFI_RECORD_MAX_BYTES={value} is not a size" in proc.stderr) == garbage
+    rec = recorder.read(tmp_path)
+    assert sum(1 for e in rec.events if e.kind == "mark") + rec.dropped == 20000
+
+
+def test_thousands_of_short_threads_fit_a_small_bound(tmp_path, client_lib):
+    # Before: every thread took a whole 256 KiB chunk of the bound. Now a first chunk is one page.
+    n = 3000
+    out = run_recorded(tmp_path, script(client_lib, f"""
+        tids = []
+        def work():
+            tids.append(threading.get_native_id())
+            lib.client_marks(b"t", 2)
+        for _ in range({n}):
+            t = threading.Thread(target=work); t.start(); t.join()
+        print(json.dumps({{"dropped": recorder_lib().nvtx_recorder_dropped(), "tids": tids}}))
+    """), max_bytes=16 << 20)
+    rec = recorder.read(tmp_path)
+    assert out["dropped"] == rec.dropped == 0
+    per_thread = Counter(e.tid for e in rec.events if e.kind == "mark")
+    assert set(per_thread) == set(out["tids"]) and len(per_thread) == n
+    assert set(per_thread.values()) == {2}
+    (path,) = tmp_path.glob("*.nvtxrec")
+    assert path.stat().st_size <= 4096 + (n + 1) * 4096
+
+
+def test_active_files_tell_which_processes_still_record(tmp_path, client_lib):
+    code = script(client_lib, """
+        lib.client_marks(b"alive", 1)
+        print(json.dumps({"file": recorder_lib().nvtx_recorder_file().decode()}), flush=True)
+        sys.stdin.readline()
+    """)
+    env = {**os.environ, **recorder.environment(tmp_path)}
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        path = json.loads(proc.stdout.readline())["file"]
+        assert recorder.active_files(tmp_path) == [path]
+        assert recorder.active_files(tmp_path) == [path]  # testing does not take the lock away
+        proc.kill()  # SIGKILL: the kernel drops the lock
+        proc.wait(timeout=30)
+        assert recorder.active_files(tmp_path) == []
+        assert [e.message for e in recorder.read(tmp_path).events] == ["alive"]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
