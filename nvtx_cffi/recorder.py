@@ -490,6 +490,14 @@ def _chunk_words(data: bytes) -> Tuple[int, ...]:
     return struct.unpack_from(f"<{len(data) // 8}Q", data)
 
 
+def _numpy():
+    try:
+        import numpy
+    except ImportError:  # the Event API works without it (PyPy)
+        return None
+    return numpy
+
+
 def _scan(path: str) -> Optional[_Defs]:
     """First pass over one file: definitions, clock pairs and time bounds (no Event objects)."""
     f, h = _open(path)
@@ -506,21 +514,52 @@ def _scan(path: str) -> Optional[_Defs]:
     domains: Dict[int, Optional[str]] = {0: None}
     categories: list = []
     pairs = [(0, 0)]
-    first = last = None
+    bounds: list = []  # event times (ticks) seen: (min, max) per chunk
+
+    def definition(tag: int, r: tuple) -> None:
+        flags, dom, t, arg, _aux, raw, _i = r
+        if tag == _D_CLOCK:
+            pairs.append((t, arg - h.start_ns))
+            return
+        text = raw.decode("utf-8", "replace")
+        if tag == _D_STRING:
+            strings[arg] = text
+            if flags & _DF_TRUNCATED:
+                truncated.add(arg)
+        elif tag == _D_DOMAIN:
+            domains[arg] = text
+        elif tag == _D_CATEGORY:
+            categories.append((dom, arg, text))
+        elif tag == _D_THREAD:
+            info.thread_names[arg] = text
+        if not (flags & _DF_INHERITED or (tag == _D_STRING and flags & _DF_MESSAGE)):
+            bounds.append((t, t))
+
+    np = _numpy()
     try:
         for _off, _tid, data in _chunks(f, h, d.skips):
+            if np is not None:
+                w, tags = _np_valid(np, data, d.skips)
+                heads = np.flatnonzero((tags >= 1) & (tags <= 5))
+                if heads.size:  # a chunk is one thread's, in time order
+                    bounds.append((int(w[heads[0]]) >> 8, int(w[heads[-1]]) >> 8))
+                for k in np.flatnonzero((tags >= 0x20) & (tags <= 0x26)).tolist():
+                    n = 1 + ((int(w[k]) >> 32) + 6) // 7
+                    r = _data_record(tuple(w[k:k + n].tolist()), 0, n)
+                    if r is not None:
+                        definition(int(tags[k]), r)
+                continue
             words = _chunk_words(data)
             n = len(words)
             i = 4
+            lo = hi = None
             while i < n:
                 w = words[i]
                 tag = w & 0xFF
                 if 1 <= tag <= 5:
-                    t = w >> 8
-                    if first is None or t < first:
-                        first = t
-                    if last is None or t > last:
-                        last = t
+                    if lo is None:
+                        lo = w >> 8
+                    hi = w >> 8
                     i += 1
                 elif 0x10 <= tag <= 0x16:
                     i += 1
@@ -528,27 +567,8 @@ def _scan(path: str) -> Optional[_Defs]:
                     r = _data_record(words, i, n)
                     if r is None:
                         break
-                    flags, dom, t, arg, aux, raw, i = r
-                    if tag == _D_CLOCK:
-                        pairs.append((t, arg - h.start_ns))
-                        continue
-                    text = raw.decode("utf-8", "replace")
-                    if tag == _D_STRING:
-                        strings[arg] = text
-                        if flags & _DF_TRUNCATED:
-                            truncated.add(arg)
-                    elif tag == _D_DOMAIN:
-                        domains[arg] = text
-                    elif tag == _D_CATEGORY:
-                        categories.append((dom, arg, text))
-                    elif tag == _D_THREAD:
-                        info.thread_names[arg] = text
-                    if flags & _DF_INHERITED or (tag == _D_STRING and flags & _DF_MESSAGE):
-                        continue
-                    if first is None or t < first:
-                        first = t
-                    if last is None or t > last:
-                        last = t
+                    i = r[-1]
+                    definition(tag, r)
                 else:
                     if w:  # corrupt word: the rest of the chunk's records is lost
                         j = i
@@ -556,8 +576,12 @@ def _scan(path: str) -> Optional[_Defs]:
                             j += 1
                         d.skips.bytes += (j - i) * 8
                     break
+            if lo is not None:
+                bounds.append((lo, hi))
     finally:
         f.close()
+    first = min(b[0] for b in bounds) if bounds else None
+    last = max(b[1] for b in bounds) if bounds else None
     for dom, cat, name in categories:
         info.category_names[(_domain_name(domains, dom) if dom else None, cat)] = name
     pairs.sort()
@@ -873,7 +897,7 @@ def active_files(directory: Union[str, "os.PathLike[str]"]) -> List[str]:
 # Contract for bulk readers (the tracer's converters). NumPy is needed for this API only; the
 # Event API above works without it.
 #
-#   blocks(source, *, progress=None, max_events=1 << 20) -> BlockStream
+#   blocks(source, *, progress=None, max_events=1 << 16) -> BlockStream
 #       source: a recording directory (every *.nvtxrec) or one record file.
 #       Raises FileNotFoundError for a missing source, ValueError (naming the path) for a file that
 #       is not a recording or is cut inside its header. An empty directory is an empty stream.
@@ -1134,7 +1158,7 @@ class BlockStream:
 
 
 def blocks(source: Union[str, "os.PathLike[str]"], *, progress: Optional[ProgressFn] = None,
-           max_events: int = 1 << 20) -> BlockStream:
+           max_events: int = 1 << 16) -> BlockStream:
     """Read a recording directory or record file as NumPy blocks of events (see READER-API above)::
 
         s = recorder.blocks("/tmp/trace")
