@@ -468,7 +468,7 @@ static void write_clock(struct tstate *t) {
 
 /* The calling thread's state, ready to record (mode open, not re-entered), with busy set; NULL when
  * not recording (counted as dropped unless the recorder is off). */
-static struct tstate *begin(void) {
+static inline __attribute__((always_inline)) struct tstate *begin(void) {
     struct tstate *t = t_state;
     if (UNLIKELY(!t || atomic_load_explicit(&g_mode, memory_order_relaxed) != MODE_OPEN)) {
         int m = atomic_load_explicit(&g_mode, memory_order_acquire);
@@ -638,9 +638,18 @@ static uint32_t text_id(struct tstate *t, const char *s, size_t n, uint8_t api, 
     return e->id;
 }
 
+/* Same text? Short messages are compared inline (a call to strcmp costs more than the compare). */
+static inline int same_text(const char *a, const char *b) {
+    for (int i = 0; i < 16; ++i) {
+        if (a[i] != b[i]) return 0;
+        if (!a[i]) return 1;
+    }
+    return strcmp(a + 16, b + 16) == 0;
+}
+
 static inline uint32_t ascii_id(struct tstate *t, const char *s, uint8_t api, uint64_t ts) {
     struct cache_slot *c = &t->cache[((uintptr_t)s >> 3) & (CACHE_SLOTS - 1)];
-    if (LIKELY(c->ptr == s) && strcmp(c->e->text, s) == 0) return c->e->id;
+    if (LIKELY(c->ptr == s) && same_text(c->e->text, s)) return c->e->id;
     return text_id(t, s, strlen(s), api, ts, c);
 }
 
