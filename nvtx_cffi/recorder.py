@@ -1139,15 +1139,23 @@ class BlockStream:
                 n = 0
                 for off, tid, data in _chunks(f, h, skips):
                     w, t = _np_valid(np, data, skips)
-                    heads = int(np.count_nonzero((t >= 1) & (t <= 5)))
-                    if parts and n + heads > self._max:
-                        yield _np_block(np, d, parts, dtype, skips)
-                        parts, n = [], 0
-                        if self._progress is not None:
-                            self._progress(min(done + off, self.total_bytes), self.total_bytes)
-                    if len(w):
+                    while len(w):
+                        head_pos = np.flatnonzero((t >= 1) & (t <= 5))
+                        room = self._max - n
+                        if len(head_pos) > room:  # split the chunk at a head: at most max_events per block
+                            cut = int(head_pos[room]) if room > 0 else 0
+                            if cut:
+                                parts.append((tid, w[:cut], t[:cut]))
+                            if parts:
+                                yield _np_block(np, d, parts, dtype, skips)
+                            parts, n = [], 0
+                            w, t = w[cut:], t[cut:]
+                            if self._progress is not None:
+                                self._progress(min(done + off, self.total_bytes), self.total_bytes)
+                            continue
                         parts.append((tid, w, t))
-                        n += heads
+                        n += len(head_pos)
+                        break
                 if parts:
                     yield _np_block(np, d, parts, dtype, skips)
             finally:
