@@ -9,17 +9,21 @@ Start a process with :func:`environment` added to its environment and every NVTX
     rec = recorder.read("/tmp/trace")
     for event in rec.events: ...
 
-Each process writes one file, ``<dir>/nvtx-<pid>-<stamp>.nvtxrec``, straight into a shared memory
-mapping of the file: events survive ``os._exit()``, crashes and SIGKILL with no flush step, and a
-forked child starts a file of its own. ``NVTX_CFFI_RECORD_MAX_BYTES`` bounds a file (default
-4 GiB); events past the bound are dropped and counted (:attr:`ProcessInfo.dropped`). Without
-``NVTX_CFFI_RECORD_DIR`` the recorder still answers NVTX (handles, range ids) but records nothing.
+Each process writes one file, ``<dir>/nvtx-<pid>-e<exec generation>-<stamp>.nvtxrec``, straight
+into a shared memory mapping of the file: events survive ``os._exit()``, crashes and SIGKILL with
+no flush step; a forked child starts a file of its own, and so does each ``exec()``ed image of a
+process (``exec_gen`` 1, 2, ...). ``NVTX_CFFI_RECORD_MAX_BYTES`` bounds a file (default ``4G``;
+``64k``, ``16M``... as ``--max-bytes``); events past the bound are dropped and counted
+(:attr:`ProcessInfo.dropped`). Without ``NVTX_CFFI_RECORD_DIR`` the recorder still answers NVTX
+(handles, range ids) but records nothing. A recording process holds a shared ``flock`` on its file
+until it exits: :func:`active_files` lists the files still being written.
 
 Inside a recorded process, :func:`capture` collects the events of a block of code.
 
 :func:`read` loads a whole recording, sorted by time (memory grows with its length: some 700
 bytes per event); :func:`iter_events` / :func:`stream` yield one event at a time instead, for
-recordings of any length.
+recordings of any length; :func:`blocks` yields NumPy structured arrays of events (the fast path
+for converters: see the READER-API contract near the end of this module).
 """
 from __future__ import annotations
 

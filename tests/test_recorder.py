@@ -750,3 +750,29 @@ def test_blocks_carry_what_the_events_carry(tmp_path, client_lib, blob_recorder)
     blobs = [x for b in got for x in b.blobs]
     assert [(x.kind, x.kind_id, x.arg, x.data, x.truncated) for x in blobs] == [("payload", 4, 99, b"raw", False)]
     assert sum(1 for r in rows if r[5] == "in thread") == 5000
+
+
+@pytest.mark.parametrize("clock", ["tsc", "monotonic"])
+def test_times_are_clock_monotonic_even_after_sigkill(tmp_path, client_lib, clock):
+    # TSC timestamps are mapped to CLOCK_MONOTONIC through the clock pairs in the file; a process
+    # killed with SIGKILL writes no last pair, so its last event must still come out right.
+    code = script(client_lib, """
+        import signal, time
+        times = []
+        for i in range(3):
+            a = time.monotonic_ns(); lib.client_marks(b"m", 1); b = time.monotonic_ns()
+            times.append((a, b))
+            time.sleep(0.05)
+        print(json.dumps(times), flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    env = {**os.environ, **recorder.environment(tmp_path)}
+    if clock == "monotonic":
+        env["NVTX_CFFI_RECORD_CLOCK"] = "monotonic"
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -9, proc.stderr
+    bounds = json.loads(proc.stdout)
+    marks = [e for e in recorder.read(tmp_path).events if e.kind == "mark"]
+    assert len(marks) == 3
+    for e, (a, b) in zip(marks, bounds):
+        assert a <= e.time_ns <= b
