@@ -669,7 +669,7 @@ static void rec(uint8_t kind, uint8_t api, uint32_t domain, const nvtxEventAttri
     struct tstate *t = begin();
     if (!t) return;
     uint64_t ts = rel_time();
-    uint64_t w[8];
+    uint64_t w[9];
     uint32_t n = 1, msg = 0;
     if (a) {
         switch (a->messageType) {
@@ -711,7 +711,10 @@ static void rec(uint8_t kind, uint8_t api, uint32_t domain, const nvtxEventAttri
             if (code == NVTXREC_PT_UNKNOWN) w[n++] = NVTXREC_W_PTYPE_RAW | (uint64_t)(uint32_t)a->payloadType << 32;
         }
     }
-    if (range_id) w[n++] = NVTXREC_W_RANGE_ID | range_id << 8;
+    if (kind == NVTXREC_KIND_START || kind == NVTXREC_KIND_END) {
+        w[n++] = NVTXREC_W_RANGE_ID | range_id << 8;
+        if (range_id >> 56) w[n++] = NVTXREC_W_RANGE_ID_HI | (range_id >> 56) << 8;
+    }
     if (g_use_tsc && UNLIKELY((int64_t)(ts - t->last_cal) > (int64_t)CAL_TICKS)) write_clock(t);
     uint64_t *p = reserve(t, n);
     if (LIKELY(p != NULL)) {
