@@ -103,7 +103,7 @@ static _Atomic uint64_t g_write_errors;
 static _Atomic uint64_t g_range_ids;
 static _Atomic uint64_t g_resource_ids;
 static _Atomic uint32_t g_transient_ids = MAX_STRINGS;
-static int g_warned;
+static _Atomic int g_warned;
 static int g_use_tsc;
 static uint64_t g_base;        /* tsc0 or start_ns of the open file */
 static double g_ns_per_tick;   /* TSC calibration (once per image) */
@@ -218,8 +218,7 @@ static void count_drop(void) {
 }
 
 static void warn_once(const char *what, int err) {
-    if (g_warned) return;
-    g_warned = 1;
+    if (atomic_exchange(&g_warned, 1)) return; /* once, whichever thread fails first */
     fprintf(stderr, "nvtx-cffi recorder: %s %s: %s; events are dropped and counted\n", what, g_path,
             strerror(err));
 }
@@ -965,7 +964,7 @@ static void atfork_child(void) {
     if (g_fd >= 0) close(g_fd); /* the parent's lock stays: it still has the file open */
     g_fd = -1;
     g_path[0] = 0;
-    g_warned = 0;
+    atomic_store(&g_warned, 0);
     atomic_store(&g_dropped, 0);
     atomic_store(&g_write_errors, 0);
     atomic_store(&g_full, 0);
