@@ -21,7 +21,7 @@ Conventions (those of the READER-API): ``text`` indexes ``strings`` and 0 means 
 from __future__ import annotations
 
 import struct
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from .. import recorder as _rec
 
@@ -100,23 +100,25 @@ class Source:
     end_ns: Optional[int] = None
     total_bytes = 0
 
-    def batches(self, progress: Optional[Any] = None) -> Iterator[RecordBatch]:
+    def batches(self) -> Iterator[RecordBatch]:
         raise NotImplementedError
 
 
-def open_recording(source: str, numpy: Optional[bool] = None) -> Source:
+def open_recording(source: str, numpy: Optional[bool] = None,
+                   progress: Optional[Callable[[int, int], None]] = None) -> Source:
     """The best :class:`Source` for a directory (every ``*.nvtxrec``) or one record file.
 
     ``numpy=False`` forces the pure-Python source (what PyPy gets); ``None``: NumPy when importable.
+    ``progress(done_bytes, total_bytes)`` is called as the batches are read.
     """
     if numpy is None:
         numpy = HAVE_NUMPY
     if not numpy or not HAVE_NUMPY:
-        return _EventSource(source)
+        return _EventSource(source, progress)
     try:
-        stream = _rec.blocks(source, max_events=BATCH_EVENTS)  # type: ignore[attr-defined]
+        stream = _rec.blocks(source, progress=progress, max_events=BATCH_EVENTS)  # type: ignore[attr-defined]
     except (AttributeError, NotImplementedError):
-        return _InterimBlocks(_rec._paths(source))
+        return _InterimBlocks(_rec._paths(source), progress)
     return _BlockSource(stream)
 
 
@@ -134,9 +136,7 @@ class _BlockSource(Source):
         self.end_ns = stream.end_ns
         self.total_bytes = stream.total_bytes
 
-    def batches(self, progress: Optional[Any] = None) -> Iterator[RecordBatch]:
-        if progress is not None:
-            self._stream._progress = progress  # the stream reports the bytes it has read
+    def batches(self) -> Iterator[RecordBatch]:
         for block in self._stream:
             ev = block.events
             info = block.info
@@ -174,7 +174,8 @@ class _InterimBlocks(Source):
 
     numpy = True
 
-    def __init__(self, paths: List[str]) -> None:
+    def __init__(self, paths: List[str], progress: Optional[Callable[[int, int], None]] = None) -> None:
+        self._progress = progress
         self._files = []
         self.processes = {}
         firsts = []
@@ -216,7 +217,8 @@ class _InterimBlocks(Source):
                 first = t
         return first
 
-    def batches(self, progress: Optional[Any] = None) -> Iterator[RecordBatch]:
+    def batches(self) -> Iterator[RecordBatch]:
+        progress = self._progress
         done = 0
         for path, size, info in self._files:
             try:
@@ -385,9 +387,9 @@ def _raw_payload(ptype: Optional[str], value: Any) -> Tuple[int, int]:
 class _EventSource(Source):
     """Batches of Python lists from the Event API (no NumPy needed): PyPy's path."""
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, progress: Optional[Callable[[int, int], None]] = None) -> None:
         self._source = source
-        stream = _rec.stream(source)
+        stream = _rec.stream(source, progress=progress)
         self._stream = stream
         self.processes = stream.processes
         self.dropped = stream.dropped
@@ -395,8 +397,7 @@ class _EventSource(Source):
         self.end_ns = stream.end_ns
         self.total_bytes = stream.total_bytes
 
-    def batches(self, progress: Optional[Any] = None) -> Iterator[RecordBatch]:
-        self._stream._progress = progress
+    def batches(self) -> Iterator[RecordBatch]:
         domain_ids: Dict[int, Dict[Optional[str], int]] = {}
         batch: Optional[RecordBatch] = None
         ids: Dict[str, int] = {}

@@ -109,12 +109,12 @@ def convert(source: str, output: str, fmt: Optional[str] = None, *, stats: Any =
     ``stats`` (a :class:`~.stats.StatsCollector`) and ``picture`` (a :class:`~.png.PngCollector`)
     receive the ranges too. ``numpy=False`` forces the pure-Python path (what PyPy runs).
     """
-    recording = open_recording(source, numpy)
+    recording = open_recording(source, numpy, progress)
     fmt = fmt or format_for(output)
     timeline = Timeline()
     writer = open_writer(fmt, output, recording.start_ns or 0)
     try:
-        for pb in pair_batches(recording, timeline, progress):
+        for pb in pair_batches(recording, timeline):
             writer.batch(pb)
             if stats is not None:
                 _add_stats(stats, pb)

@@ -22,7 +22,7 @@ across threads needs the waiting logic). Memory: one batch, plus what is open.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from .columns import END, MARK, POP, PUSH, START, RecordBatch, Source, payload_value
 from .model import UNNAMED, Mark, Range, Timeline
@@ -134,8 +134,7 @@ def _take(col: Any, idx: Any, numpy: bool) -> Any:
     return [col[i] for i in idx]
 
 
-def pair_batches(recording: Source, timeline: Timeline, progress: Optional[Callable[[int, int], None]] = None
-                 ) -> Iterator[PairedBatch]:
+def pair_batches(recording: Source, timeline: Timeline) -> Iterator[PairedBatch]:
     """Yield the paired batches of ``recording``, then one batch per process of unterminated ranges.
 
     ``timeline`` receives the bookkeeping as it goes (threads, counts, unmatched pops/ends) and is
@@ -152,7 +151,7 @@ def pair_batches(recording: Source, timeline: Timeline, progress: Optional[Calla
     last_ns: Dict[int, int] = {}  # pid -> its latest event: where its open ranges end
     domains_of: Dict[int, Any] = {}
     categories_of: Dict[int, Any] = {}
-    for batch in recording.batches(progress):
+    for batch in recording.batches():
         pid = batch.pid
         if not len(batch):
             continue
