@@ -316,3 +316,26 @@ def test_quickstart_pftrace_has_its_ranges(tmp_path):
     (f,) = [s for s in p.slices if s["name"] == "f()"]
     assert all(f["start"] <= s["start"] <= s["end"] <= f["end"] for s in p.slices)
     assert [v[2] for v in p.threads.values()] == ["MainThread"]
+
+
+@pytest.mark.slow
+def test_a_million_ranges_in_pftrace_read_back_whole(tmp_path):
+    """1e6 push/pop ranges (as examples/many_ranges.py): every slice read back, <= 15.5 bytes an event."""
+    pytest.importorskip("perfetto")
+    pytest.importorskip("google.protobuf")
+    from pftrace_check import read_pftrace
+
+    n = 1_000_000
+    raw = tmp_path / "raw"
+    env = {**os.environ, **recorder.environment(str(raw))}
+    env.pop("NVTX_CFFI_RECORD_MAX_BYTES", None)
+    example = os.path.join(os.path.dirname(__file__), os.pardir, "examples", "many_ranges.py")
+    subprocess.run([sys.executable, example, str(n)], env=env, check=True, timeout=600)
+    out = str(tmp_path / "big.pftrace")
+    stats = StatsCollector()
+    timeline = convert(str(raw), out, stats=stats)
+    p = read_pftrace(out)
+    assert len(p.slices) == n and all(s["name"] == "r" and s["end"] >= s["start"] for s in p.slices)
+    assert {s["args"]["color"] for s in p.slices} == {"#008000"}
+    assert sum(s["end"] - s["start"] for s in p.slices) == stats.rows()[0].total_ns
+    assert os.path.getsize(out) / timeline.event_count <= 15.5

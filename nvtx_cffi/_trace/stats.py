@@ -46,8 +46,11 @@ def _kth_smallest(values: Sequence[int], k: int) -> int:
     3
     """
     if _np is not None and isinstance(values, array) and len(values) > _SORT_AT_MOST:
-        # NumPy's introselect on a copy (8 bytes a value, as the array itself): ~100x faster
-        return int(_np.partition(_np.frombuffer(values, dtype=_np.int64), k)[k])
+        # NumPy's introselect in place (~100x faster than the narrowing below, no copy): it only
+        # reorders the durations, which no statistic depends on
+        view = _np.frombuffer(values, dtype=_np.int64)
+        view.partition(k)
+        return int(view[k])
     lo, hi = min(values), max(values)
     candidates: Sequence[int] = values
     n = len(values)
@@ -74,8 +77,8 @@ class RangeStats:
     """Statistics of the durations (ns) of the ranges that share a name, domain and style.
 
     ``durations`` may be any sequence of ints (the collector keeps an ``array('q')``: 8 bytes a
-    range); it is neither copied nor sorted. Sums are exact integers, so the standard deviation is
-    as exact as a float can hold.
+    range); it is not copied (NumPy may reorder it in place for the median). Sums are exact
+    integers, so the standard deviation is as exact as a float can hold.
     """
 
     __slots__ = ("name", "domain", "style", "count", "total_ns", "avg_ns", "median_ns", "min_ns", "max_ns",
