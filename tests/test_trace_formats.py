@@ -19,6 +19,7 @@ import sys
 import textwrap
 
 import pytest
+from _hardening import opted_in_slow
 from trace_check import validate_chrome_trace
 
 from nvtx_cffi import recorder
@@ -319,8 +320,9 @@ def test_quickstart_pftrace_has_its_ranges(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_million_ranges_in_pftrace_read_back_whole(tmp_path):
+def test_a_million_ranges_in_pftrace_read_back_whole(tmp_path, request):
     """1e6 push/pop ranges (as examples/many_ranges.py): every slice read back, <= 15.5 bytes an event."""
+    opted_in_slow(request)
     pytest.importorskip("perfetto")
     pytest.importorskip("google.protobuf")
     from pftrace_check import read_pftrace

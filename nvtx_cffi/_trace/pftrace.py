@@ -448,62 +448,69 @@ def _varint_len(v: Any) -> Any:
     np = _np
     v = np.asarray(v, dtype=np.uint64)
     n = np.ones(len(v), dtype=np.int64)
-    for k in range(1, 10):
+    top = int(v.max()) if len(v) else 0
+    k = 1
+    while k < 10 and top >= 1 << (7 * k):  # only as many passes as the largest value needs
         n += v >= np.uint64(1 << (7 * k))
+        k += 1
     return n
 
 
 class _Fields:
-    """Per-row byte strings made of fields (constants, varints, nested rows), built with NumPy."""
+    """Per-row byte strings made of fields (constants, varints, nested rows), built with NumPy.
+
+    Writes go to every row at once; rows where a field is absent (or a varint byte past its
+    length) write to a scratch byte past the end, so no per-field row selection is needed.
+    """
 
     def __init__(self, n: int) -> None:
         self.n = n
         self.parts: List[Tuple[str, Any, Any, Any]] = []  # (kind, data, mask, lengths)
+        self._length: Any = None
 
     def const(self, data: bytes, mask: Any) -> None:
-        lengths = _np.where(mask, len(data), 0) if mask is not None else _np.full(self.n, len(data))
+        lengths = _np.where(mask, len(data), 0) if mask is not None else len(data)
         self.parts.append(("const", data, mask, lengths))
 
     def varint(self, values: Any, mask: Any) -> None:
+        values = _np.asarray(values, dtype=_np.uint64)
         lengths = _varint_len(values)
         if mask is not None:
             lengths = _np.where(mask, lengths, 0)
-        self.parts.append(("varint", _np.asarray(values, dtype=_np.uint64), mask, lengths))
+        self.parts.append(("varint", values, mask, lengths))
 
     def nested(self, other: "_Fields") -> None:
         self.parts.append(("nested", other, None, other.length()))
 
     def length(self) -> Any:
-        total = _np.zeros(self.n, dtype=_np.int64)
-        for part in self.parts:
-            total += part[3]
-        return total
+        if self._length is None:
+            total = _np.zeros(self.n, dtype=_np.int64)
+            for part in self.parts:
+                total += part[3]
+            self._length = total
+        return self._length
 
     def build(self) -> bytes:
         lengths = self.length()
         ends = _np.cumsum(lengths)
-        out = _np.zeros(int(ends[-1]) if self.n else 0, dtype=_np.uint8)
-        self._scatter(out, ends - lengths)
-        return out.tobytes()
+        size = int(ends[-1]) if self.n else 0
+        out = _np.zeros(size + 1, dtype=_np.uint8)  # + the scratch byte
+        self._scatter(out, ends - lengths, size)
+        return out[:size].tobytes()
 
-    def _scatter(self, out: Any, pos: Any) -> None:
+    def _scatter(self, out: Any, pos: Any, scratch: int) -> None:
         np = _np
         pos = pos.copy()
         for kind, data, mask, lengths in self.parts:
-            rows = np.flatnonzero(lengths) if mask is not None else np.arange(self.n)
             if kind == "const":
-                at = pos[rows]
                 for j, byte in enumerate(data):
-                    out[at + j] = byte
+                    out[pos + j if mask is None else np.where(mask, pos + j, scratch)] = byte
             elif kind == "varint":
-                v = data[rows]
-                ln = lengths[rows]
-                at = pos[rows]
-                for k in range(int(ln.max()) if len(ln) else 0):
-                    live = ln > k
-                    byte = (v[live] >> np.uint64(7 * k)) & np.uint64(0x7F)
-                    more = (ln[live] > k + 1).astype(np.uint64) << np.uint64(7)
-                    out[at[live] + k] = (byte | more).astype(np.uint8)
+                v = data
+                for k in range(int(lengths.max()) if self.n else 0):
+                    byte = ((v >> np.uint64(7 * k)) & np.uint64(0x7F)).astype(np.uint8)
+                    byte |= (lengths > k + 1).astype(np.uint8) << 7
+                    out[np.where(lengths > k, pos + k, scratch)] = byte
             else:
-                data._scatter(out, pos)
+                data._scatter(out, pos, scratch)
             pos += lengths

@@ -88,6 +88,8 @@ _ALL = ("INSERT INTO NVTX_EVENTS (start, end, eventType, category, color, text, 
 _WITH_PAYLOAD = ("INSERT INTO NVTX_EVENTS (start, end, eventType, category, color, text, globalTid, domainId, rangeId,"
                  " endGlobalTid, uint64Value, int64Value, doubleValue, uint32Value, int32Value, floatValue)"
                  " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+#: rows per multi-row INSERT statement (2 bound values a row: start, end)
+_ROWS = 256
 #: payload type code (columns.PT_*) -> its column among uint64Value, int64Value, doubleValue, uint32Value,
 #: int32Value, floatValue (unknown types: the raw bits as uint64Value)
 _PAYLOAD_SLOT = {1: 0, 2: 1, 3: 2, 4: 3, 5: 4, 6: 5, 8: 0}
@@ -144,6 +146,9 @@ class SqliteWriter:
             n = len(cols)
             if not n:
                 continue
+            if event_type != START_END and not pb.unterminated and self._blocks(pb, cols, event_type):
+                self.count += n
+                continue
             time_col = "time" if event_type == MARK else "start"
             numpy = hasattr(getattr(cols, time_col), "dtype")
             if numpy:
@@ -185,6 +190,61 @@ class SqliteWriter:
             else:  # the common case, fewest bound values (binding is most of the cost)
                 self._db.executemany(_PLAIN % event_type, zip(start, end, category, color, texts, gtid, dom))
             self.count += n
+
+    def _blocks(self, pb: Any, cols: Any, event_type: int) -> bool:
+        """Rows without payload, grouped by everything but their times: each group inserted with
+        multi-row ``VALUES`` statements binding only the times (binding is most of the cost).
+        False (nothing inserted) when the batch has payloads or too many distinct groups."""
+        from .chrome import _groups
+
+        numpy = hasattr(cols.tid, "dtype")
+        n = len(cols)
+        if (_np.any(cols.ptype != 0) if numpy else any(cols.ptype)):
+            return False
+        rows = _np.arange(n) if numpy else list(range(n))
+        groups = _groups([cols.text, cols.domain, cols.category, cols.color, cols.has_color, cols.tid], rows, numpy)
+        if len(groups) * 64 > n:
+            return False
+        time_col = cols.time if event_type == MARK else cols.start
+        statements = []
+        for group in groups:
+            i = int(group[0])
+            text = pb.text(int(cols.text[i]))
+            if "\0" in text:
+                return False
+            d, c = int(cols.domain[i]), int(cols.category[i])
+            color = int(cols.color[i]) if cols.has_color[i] else None
+            gtid = (pb.pid << 24) | int(cols.tid[i])
+            constants = ",".join([str(event_type), str(c) if c else "NULL", "NULL" if color is None else str(color),
+                                  "'" + text.replace("'", "''") + "'", str(gtid), str(d)])
+            if numpy:
+                start = time_col[group] - self._t0
+                flat = _np.empty(2 * len(group), dtype=_np.int64)
+                flat[0::2] = start
+                flat[1::2] = (cols.end[group] - self._t0) if event_type != MARK else 0
+                values = flat.tolist()
+            else:
+                values = []
+                for j in group:
+                    values.append(time_col[j] - self._t0)
+                    values.append(cols.end[j] - self._t0 if event_type != MARK else 0)
+            statements.append((constants, values))
+        end = "?" if event_type != MARK else "NULL"
+        for constants, values in statements:
+            row = f"(?,{end},{constants})"
+            if event_type == MARK:
+                values = values[0::2]
+            per = 1 if event_type == MARK else 2
+            full = len(values) // (per * _ROWS) * (per * _ROWS)
+            insert = "INSERT INTO NVTX_EVENTS (start, end, eventType, category, color, text, globalTid, domainId) VALUES "
+            if full:
+                chunk = per * _ROWS
+                self._db.executemany(insert + ",".join([row] * _ROWS),
+                                     [values[k:k + chunk] for k in range(0, full, chunk)])
+            rest = values[full:]
+            if rest:
+                self._db.execute(insert + ",".join([row] * (len(rest) // per)), rest)
+        return True
 
     def counter(self, pid: int, name: str, unit: Optional[str], time_ns: int, value: float) -> None:
         """Counter samples have no table in Nsight's NVTX export: kept in ``NVTX_CFFI_COUNTERS``."""
