@@ -19,7 +19,7 @@ import sys
 import textwrap
 
 import pytest
-from _hardening import opted_in_slow
+from _hardening import opted_in_slow  # noqa: F401  (a fixture)
 from trace_check import validate_chrome_trace
 
 from nvtx_cffi import recorder
@@ -98,8 +98,7 @@ def _paths():
 
 @pytest.fixture
 def small_batches(monkeypatch):
-    """Batches of a few chunks / events, so that open ranges are carried from batch to batch."""
-    monkeypatch.setattr(columns, "_BATCH_BYTES", 3 * 4096)
+    """Batches of a few hundred events, so that open ranges are carried from batch to batch."""
     monkeypatch.setattr(columns, "BATCH_EVENTS", 500)
 
 
@@ -320,9 +319,8 @@ def test_quickstart_pftrace_has_its_ranges(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_million_ranges_in_pftrace_read_back_whole(tmp_path, request):
+def test_a_million_ranges_in_pftrace_read_back_whole(tmp_path, opted_in_slow):
     """1e6 push/pop ranges (as examples/many_ranges.py): every slice read back, <= 15.5 bytes an event."""
-    opted_in_slow(request)
     pytest.importorskip("perfetto")
     pytest.importorskip("google.protobuf")
     from pftrace_check import read_pftrace

@@ -75,16 +75,16 @@ def _add_stats(stats: Any, pb: PairedBatch) -> None:
     for style, cols, fields in (("push", pb.ranges, RANGE_FIELDS), ("start", pb.asyncs, ASYNC_FIELDS)):
         if not len(cols):
             continue
-        if _np is not None and hasattr(cols.start, "dtype"):
-            text = cols.text.astype(_np.int64)
-            key = (text << 32) | cols.domain.astype(_np.int64)
+        if _np is not None and hasattr(cols.start, "dtype") and int(cols.domain.max()) < 1 << 20:
+            # (text id, domain) as one integer: text ids stay below 2**43 (see pairing._EXTRA)
+            key = (cols.text.astype(_np.int64) << 20) | cols.domain.astype(_np.int64)
             uniq, inverse = _np.unique(key, return_inverse=True)
             inverse = inverse.reshape(-1)
             order = _np.argsort(inverse, kind="stable")
             durations = (cols.end - cols.start)[order]
             bounds = _np.searchsorted(inverse[order], _np.arange(len(uniq) + 1))
             for j, k in enumerate(uniq.tolist()):
-                t, d = k >> 32, k & 0xFFFFFFFF
+                t, d = k >> 20, k & 0xFFFFF
                 stats.add_many(pb.domain_name(d), pb.text(t), style,
                                durations[bounds[j]:bounds[j + 1]].tolist())
         else:

@@ -110,22 +110,23 @@ class PairedBatch:
 _MISSING = object()
 
 
+#: Ids of the texts a batch adds to a reader's table (ranges carried in from an earlier batch).
+_EXTRA = 1 << 40
+
+
 class _Strings:
-    """A reader's string table (not copied) plus the texts of ranges carried into this batch."""
+    """A reader's string table (id -> text, not copied) plus the texts carried into this batch."""
 
     def __init__(self, base: Any) -> None:
         self._base = base
-        self._n = len(base)
         self._extra: List[Optional[str]] = []
 
-    def __len__(self) -> int:
-        return self._n + len(self._extra)
-
     def __getitem__(self, i: int) -> Optional[str]:
-        return self._base[i] if i < self._n else self._extra[i - self._n]
+        return self._extra[i - _EXTRA] if i >= _EXTRA else self._base[i]
 
-    def append(self, text: Optional[str]) -> None:
+    def add(self, text: str) -> int:
         self._extra.append(text)
+        return _EXTRA + len(self._extra) - 1
 
 
 def _take(col: Any, idx: Any, numpy: bool) -> Any:
@@ -222,11 +223,14 @@ def _count(skip: Any, numpy: bool) -> int:
     return int(_np.count_nonzero(skip)) if numpy else sum(skip)
 
 
-def _intern(strings: List[Optional[str]], text: Optional[str]) -> int:
+def _intern(strings: Any, text: Optional[str]) -> int:
+    """Add ``text`` to a batch's strings; its id (0: no text)."""
     if text is None:
         return 0
-    strings.append(text)
-    return len(strings) - 1
+    if isinstance(strings, list):
+        strings.append(text)
+        return len(strings) - 1
+    return strings.add(text)
 
 
 def _pair_python(b: RecordBatch, opened: list, strings: List[str]) -> Tuple[Columns, list, list]:
