@@ -339,3 +339,30 @@ def test_a_million_ranges_in_pftrace_read_back_whole(tmp_path, opted_in_slow):
     assert {s["args"]["color"] for s in p.slices} == {"#008000"}
     assert sum(s["end"] - s["start"] for s in p.slices) == stats.rows()[0].total_ns
     assert os.path.getsize(out) / timeline.event_count <= 15.5
+
+
+EXEC = """
+import os, sys
+import nvtx_cffi as nvtx
+if len(sys.argv) == 1:
+    nvtx.push_range("before exec")
+    sys.stdout.flush()
+    os.execv(sys.executable, [sys.executable, __file__, "again"])
+nvtx.pop_range()   # the new image has nothing open: unmatched, not the end of "before exec"
+nvtx.mark("after exec")
+"""
+
+
+def test_an_exec_image_does_not_close_its_predecessors_ranges(tmp_path):
+    raw = tmp_path / "raw"
+    script = tmp_path / "ex.py"
+    script.write_text(EXEC)
+    env = {**os.environ, **recorder.environment(str(raw))}
+    subprocess.run([sys.executable, str(script)], env=env, check=True, timeout=60)
+    for numpy in _paths():
+        out = str(tmp_path / f"ex-{numpy}.json")
+        timeline = convert(str(raw), out, numpy=numpy)
+        doc = _strict_json(out)
+        (before,) = [e for e in doc["traceEvents"] if e.get("name") == "before exec"]
+        assert before["args"].get("unterminated") is True, numpy
+        assert (timeline.unmatched_pops, timeline.unterminated, timeline.mark_count) == (1, 1, 1)

@@ -73,12 +73,14 @@ class RecordBatch:
     threads interleave by chunk. ``strings``, ``domains`` and ``category_names`` resolve the ids.
     """
 
-    __slots__ = ("pid", "numpy", "strings", "domains", "category_names", "kind", "tid", "time", "domain",
+    __slots__ = ("pid", "image", "numpy", "strings", "domains", "category_names", "kind", "tid", "time", "domain",
                  "text", "color", "has_color", "category", "ptype", "payload", "arg")
 
     def __init__(self, pid: int, numpy: bool, strings: Any, domains: Dict[int, Optional[str]],
-                 category_names: Dict[Tuple[Optional[str], int], str]) -> None:
+                 category_names: Dict[Tuple[Optional[str], int], str], image: int = 0) -> None:
         self.pid = pid
+        #: exec generation: a program that exec()s itself keeps its pid, not its ranges
+        self.image = image
         self.numpy = numpy
         self.strings = strings
         self.domains = domains
@@ -135,7 +137,7 @@ class _BlockSource(Source):
             ev = block.events
             info = block.info
             b = RecordBatch(block.pid, True, block.strings, block.domains,
-                            dict(getattr(info, "category_names", None) or {}))
+                            dict(getattr(info, "category_names", None) or {}), getattr(block, "exec_gen", 0))
             b.kind = ev["kind"]
             b.tid = ev["tid"]
             b.time = ev["time_ns"]
@@ -191,13 +193,14 @@ class _EventSource(Source):
             if kind is None:
                 continue
             pid = ev.pid
-            if batch is None or batch.pid != pid or len(batch.kind) >= BATCH_EVENTS:
+            image = getattr(ev, "exec_gen", 0)
+            if batch is None or batch.pid != pid or batch.image != image or len(batch.kind) >= BATCH_EVENTS:
                 if batch is not None:
                     yield batch
                 info = self.processes.get(pid)
                 per_pid = domain_ids.setdefault(pid, {None: 0})
                 batch = RecordBatch(pid, False, [None], {i: name for name, i in per_pid.items()},
-                                    dict(getattr(info, "category_names", None) or {}))
+                                    dict(getattr(info, "category_names", None) or {}), image)
                 for name in ("kind", "tid", "time", "domain", "text", "color", "has_color", "category", "ptype",
                              "payload", "arg"):
                     setattr(batch, name, [])

@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, Optional
 
 from .columns import open_recording
 from .model import Timeline
-from .pairing import ASYNC_FIELDS, RANGE_FIELDS, PairedBatch, marks_of, pair_batches, ranges_of
+from .pairing import PairedBatch, marks_of, pair_batches, ranges_of
 
 try:
     import numpy as _np
@@ -72,7 +72,7 @@ def _add_stats(stats: Any, pb: PairedBatch) -> None:
     """Durations of the batch's complete ranges, grouped by (domain, name, style), into ``stats``."""
     if pb.unterminated:
         return  # their end is not known
-    for style, cols, fields in (("push", pb.ranges, RANGE_FIELDS), ("start", pb.asyncs, ASYNC_FIELDS)):
+    for style, cols in (("push", pb.ranges), ("start", pb.asyncs)):
         if not len(cols):
             continue
         if _np is not None and hasattr(cols.start, "dtype") and int(cols.domain.max()) < 1 << 20:
@@ -98,7 +98,6 @@ def _add_stats(stats: Any, pb: PairedBatch) -> None:
                 group.append(e - s)
             for (domain, name), durations_list in groups.items():
                 stats.add_many(domain, name, style, durations_list)
-        del fields
 
 
 def convert(source: str, output: str, fmt: Optional[str] = None, *, stats: Any = None, picture: Any = None,

@@ -146,54 +146,57 @@ def pair_batches(recording: Source, timeline: Timeline) -> Iterator[PairedBatch]
     for pid, info in recording.processes.items():
         tl.process_names[pid] = f"child of {info.ppid}" if info.ppid else "process"
         tl.dropped_by_pid[pid] = int(info.dropped or 0)
-    carry: Dict[int, Any] = {}  # pid -> open pushes (tuples, in (tid, domain, depth) order)
-    async_state: Dict[int, Tuple[dict, dict]] = {}  # pid -> (open starts, early ends)
+    # keyed by (pid, exec generation): an exec()ed image does not close its predecessor's ranges
+    carry: Dict[Tuple[int, int], Any] = {}  # open pushes (tuples, in (tid, domain, depth) order)
+    async_state: Dict[Tuple[int, int], Tuple[dict, dict]] = {}  # (open starts, early ends)
     numpy = recording.numpy
-    last_ns: Dict[int, int] = {}  # pid -> its latest event: where its open ranges end
-    domains_of: Dict[int, Any] = {}
-    categories_of: Dict[int, Any] = {}
+    last_ns: Dict[Tuple[int, int], int] = {}  # latest event of each image: where its open ranges end
+    domains_of: Dict[Tuple[int, int], Any] = {}
+    categories_of: Dict[Tuple[int, int], Any] = {}
     for batch in recording.batches():
         pid = batch.pid
+        image = (pid, batch.image)
         if not len(batch):
             continue
         tl.event_count += len(batch)
         latest = int(batch.time.max()) if numpy else max(batch.time)
-        if latest > last_ns.get(pid, -1):
-            last_ns[pid] = latest
-        domains = domains_of[pid] = batch.domains
-        categories = categories_of[pid] = batch.category_names
+        if latest > last_ns.get(image, -1):
+            last_ns[image] = latest
+        domains = domains_of[image] = batch.domains
+        categories = categories_of[image] = batch.category_names
         strings = batch.strings if isinstance(batch.strings, list) else _Strings(batch.strings)
-        opened = carry.get(pid, [])
+        opened = carry.get(image, [])
         if numpy:
             ranges, skip, still_open = _pair_numpy(batch, opened, strings)
             threads = _np.unique(batch.tid).tolist()
         else:
             ranges, skip, still_open = _pair_python(batch, opened, strings)
             threads = sorted(set(batch.tid))
-        carry[pid] = still_open
+        carry[image] = still_open
         tl.unmatched_pops += _count(skip, numpy)
         for tid in threads:
             tl.threads.add((pid, tid))
-        state = async_state.get(pid)
+        state = async_state.get(image)
         if state is None:
-            state = async_state[pid] = ({}, {})
+            state = async_state[image] = ({}, {})
         asyncs = _pair_async(batch, state, strings, tl)
         marks = _marks(batch, numpy)
         tl.range_count += len(ranges) + len(asyncs)
         tl.mark_count += len(marks)
         yield PairedBatch(pid, strings, domains, categories, ranges, asyncs, marks, records=batch, skip=skip)
     # Still open when the recording ends: closed at their process's last record, flagged.
-    for pid in sorted(set(carry) | set(async_state)):
+    for image in sorted(set(carry) | set(async_state)):
+        pid = image[0]
         strings: List[Optional[str]] = [None]
-        last = last_ns.get(pid, 0)
-        rows = sorted(carry.get(pid, []), key=lambda r: (r[2], r[0], r[1], r[9]))
+        last = last_ns.get(image, 0)
+        rows = sorted(carry.get(image, []), key=lambda r: (r[2], r[0], r[1], r[9]))
         cols: List[list] = [[] for _ in RANGE_FIELDS]
         for tid, dom, t, text, cat, color, has_color, ptype, payload, depth in rows:
             values = (tid, t, max(last, t), depth, _intern(strings, text), dom, cat, color, has_color, ptype,
                       payload)
             for col, value in zip(cols, values):
                 col.append(value)
-        opened, early = async_state.get(pid, ({}, {}))
+        opened, early = async_state.get(image, ({}, {}))
         tl.unmatched_ends += len(early)
         acols: List[list] = [[] for _ in ASYNC_FIELDS]
         for (dom, rid), (tid, t, text, cat, color, has_color, ptype, payload) in sorted(
@@ -208,7 +211,7 @@ def pair_batches(recording: Source, timeline: Timeline) -> Iterator[PairedBatch]
         asyncs = Columns(ASYNC_FIELDS, acols)
         tl.unterminated += len(ranges) + len(asyncs)
         tl.range_count += len(ranges) + len(asyncs)
-        yield PairedBatch(pid, strings, domains_of.get(pid, {0: None}), categories_of.get(pid, {}), ranges, asyncs,
+        yield PairedBatch(pid, strings, domains_of.get(image, {0: None}), categories_of.get(image, {}), ranges, asyncs,
                           Columns(MARK_FIELDS, [[] for _ in MARK_FIELDS]), unterminated=True)
     for pid, info in recording.processes.items():  # complete now (a reader may learn them as it reads)
         for tid, name in (info.thread_names or {}).items():
