@@ -366,3 +366,34 @@ def test_an_exec_image_does_not_close_its_predecessors_ranges(tmp_path):
         (before,) = [e for e in doc["traceEvents"] if e.get("name") == "before exec"]
         assert before["args"].get("unterminated") is True, numpy
         assert (timeline.unmatched_pops, timeline.unterminated, timeline.mark_count) == (1, 1, 1)
+
+
+NO_NUMPY = """
+import sys
+sys.modules["numpy"] = None  # as on PyPy without NumPy: every 'import numpy' fails
+from nvtx_cffi._trace import columns
+from nvtx_cffi._trace.convert import convert
+from nvtx_cffi._trace.stats import StatsCollector
+assert not columns.HAVE_NUMPY
+raw, out = sys.argv[1:3]
+for name in ("t.json", "t.pftrace", "t.sqlite"):
+    stats = StatsCollector()
+    convert(raw, out + name, stats=stats, root_pid=int(sys.argv[3]), root_name="python scenario.py")
+    print(name, [(r.name, r.count, r.total_ns) for r in stats.rows()])
+"""
+
+
+def test_conversion_without_numpy_gives_the_same_trace(recording, tmp_path):
+    _tmp, raw, pid, _tid = recording
+    proc = subprocess.run([sys.executable, "-c", NO_NUMPY, raw, str(tmp_path / "nonp-"), str(pid)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    reference, _, rows = _convert(recording, "ref-nonp.json", _paths()[0])
+    expected = str([(r.name, r.count, r.total_ns) for r in rows])
+    assert proc.stdout.splitlines() == [f"{name} {expected}" for name in ("t.json", "t.pftrace", "t.sqlite")]
+    a = validate_chrome_trace(_strict_json(reference))
+    b = validate_chrome_trace(_strict_json(tmp_path / "nonp-t.json"))
+    assert sorted(json.dumps(e, sort_keys=True) for e in a["traceEvents"]) == sorted(
+        json.dumps(e, sort_keys=True) for e in b["traceEvents"])
+    with sqlite3.connect(tmp_path / "nonp-t.sqlite") as db:
+        assert db.execute(NSYS_NVTX_SUM).fetchone()[:3] == (rows[0].name, rows[0].count, rows[0].total_ns)
