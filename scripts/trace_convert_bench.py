@@ -7,7 +7,8 @@
 Records ``examples/many_ranges.py N`` with the recorder, then converts the same recording, each in
 a fresh process under ``/usr/bin/time -v`` (``--stats`` included, as ``trace --stats`` does):
 ``before`` (the object-per-event streaming conversion: ``pair_events`` + ``ChromeTraceWriter.range``),
-then ``json``, ``pftrace`` and ``sqlite`` with the columnar conversion. Prints one table.
+then ``json``, ``pftrace`` and ``sqlite`` with the columnar conversion, and ``read`` (the
+recorder's ``blocks()`` alone, no pairing or writing: the reader's share). Prints one table.
 """
 from __future__ import annotations
 
@@ -39,6 +40,14 @@ if mode == "before":
             w.range(r); stats.add(r)
         tl = pair_events(events, events.processes, events.dropped, on_range=on_range, on_mark=w.mark)
         w.finish(tl)
+elif mode == "read":  # the recorder's columnar reader alone: what the tracer's own work adds to
+    from nvtx_cffi import recorder
+    from nvtx_cffi._trace.columns import BATCH_EVENTS
+    from nvtx_cffi._trace.model import Timeline
+    tl = Timeline()
+    for block in recorder.blocks(raw, max_events=BATCH_EVENTS):
+        tl.event_count += len(block.events)
+    open(out, "w").close()
 else:
     from nvtx_cffi._trace.convert import convert
     tl = convert(raw, out, stats=stats)
@@ -51,7 +60,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("n", type=float, help="ranges to record (1e6, 1e7)")
     ap.add_argument("--keep", metavar="DIR", help="recording directory to keep / reuse")
-    ap.add_argument("--formats", default="before,json,pftrace,sqlite")
+    ap.add_argument("--formats", default="before,read,json,pftrace,sqlite")
     args = ap.parse_args()
     n = int(args.n)
     work = tempfile.mkdtemp(prefix="nvtx-bench-")
@@ -71,7 +80,7 @@ def main() -> int:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("NVTX_INJECTION", "NVTX_CFFI_RECORD"))}
         for fmt in args.formats.split(","):
             out = os.path.join(work, {"before": "before.json", "json": "t.json", "pftrace": "t.pftrace",
-                                      "sqlite": "t.sqlite"}[fmt])
+                                      "sqlite": "t.sqlite", "read": "nothing"}[fmt])
             proc = subprocess.run(["/usr/bin/time", "-v", sys.executable, "-c", CONVERT, fmt, raw, out], env=env,
                                   capture_output=True, text=True, cwd=work)
             if proc.returncode:
@@ -81,7 +90,7 @@ def main() -> int:
             events = int(re.search(r"events (\d+)", proc.stdout).group(1))
             rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr).group(1))
             size = os.path.getsize(out)
-            print(f"{fmt:8} {seconds:8.2f} {size / 1e6:10.1f} {size / events:8.1f} {rss / 1024:12.0f}")
+            print(f"{fmt:8} {seconds:8.2f} {size / 1e6:10.1f} {size / max(events, 1):8.1f} {rss / 1024:12.0f}")
             os.remove(out)
     finally:
         shutil.rmtree(work, ignore_errors=True)
