@@ -84,6 +84,59 @@ def test_decorated_function_keeps_functools_wraps_metadata():
     assert not inspect.iscoroutinefunction(wrapped) and not inspect.isgeneratorfunction(wrapped)
 
 
+CHILD_ANNOTATIONS = """
+import inspect, json, sys, typing
+import nvtx_cffi as nvtx
+
+@nvtx.annotate("typed")
+def typed(a: "int", b: LATER = None) -> RETURN:
+    return [b]
+
+class Later:
+    pass
+
+out = {"type": type(typed).__module__,
+       "annotations": {k: str(v) for k, v in typed.__annotations__.items()},
+       "hints": {k: v.__name__ if isinstance(v, type) else str(v) for k, v in typing.get_type_hints(typed).items()},
+       "signature": str(inspect.signature(typed, eval_str=True)),
+       "has_annotate": hasattr(typed, "__annotate__")}
+if sys.version_info >= (3, 14):
+    import annotationlib
+    out["annotate_same"] = typed.__annotate__ is typed.__wrapped__.__annotate__
+    fwd = annotationlib.get_annotations(typed, format=annotationlib.Format.FORWARDREF)
+    out["forwardref_keys"] = sorted(fwd)
+    typed.__annotations__ = {"x": int}
+    out["set"] = [str(typed.__annotations__), repr(typed.__annotate__)]
+    try:
+        typed.__annotate__ = 3
+    except TypeError as exc:
+        out["bad_annotate"] = str(exc)
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("pure", [False, True])
+def test_decorated_function_annotations_resolve_like_the_functions(pure):
+    # No `from __future__ import annotations` in the child: on 3.14+ annotations are evaluated
+    # lazily through __annotate__ (PEP 649/749), and `Later` exists only after the decoration
+    # (before 3.14 it must be a string there, annotations being evaluated at `def`).
+    lazy = sys.version_info >= (3, 14)
+    code = CHILD_ANNOTATIONS.replace("LATER", "Later" if lazy else '"Later"')
+    code = code.replace("RETURN", "list[Later]" if lazy else '"list[Later]"')
+    proc = run_python(code, {"NVTX_CFFI_PURE_PYTHON": "1" if pure else "0"})
+    out = json.loads(proc.stdout)
+    accelerated = sys.implementation.name == "cpython" and not pure and _accel.speedups is not None
+    assert out["type"] == ("nvtx_cffi._speedups" if accelerated else "builtins")
+    assert out["annotations"]["a"] == "int" and "Later" in out["annotations"]["b"]
+    assert out["hints"] == {"a": "int", "b": "Later", "return": "list[__main__.Later]"}
+    assert out["signature"] == "(a: int, b: __main__.Later = None) -> list[__main__.Later]"
+    assert out["has_annotate"] is (sys.version_info >= (3, 14))
+    if sys.version_info >= (3, 14):
+        assert out["annotate_same"] is True and out["forwardref_keys"] == ["a", "b", "return"]
+        assert out["set"] == ["{'x': <class 'int'>}", "None"]
+        assert out["bad_annotate"] == "__annotate__ must be callable or None"
+
+
 def test_coroutines_and_generators_keep_their_nature():
     async def coroutine():
         return 1
@@ -373,3 +426,68 @@ def test_a_million_calls_of_every_fast_path_do_not_grow_memory(opted_in_slow):
 
 def _null_tool() -> str:
     return os.path.join(os.path.dirname(nvtx.__file__), "libnvtx_null_tool.so")
+
+
+# ---- the split: abi3 core, optional accelerator bound through the shim's function table ----------
+
+cpython_with_gil = pytest.mark.skipif(
+    sys.implementation.name != "cpython" or bool(__import__("sysconfig").get_config_var("Py_GIL_DISABLED")),
+    reason="the accelerator is built for CPython with a GIL only")
+
+
+@pytest.mark.skipif(sys.implementation.name != "cpython", reason="PyPy builds no abi3 module")
+def test_core_is_abi3_and_the_accelerator_a_module_of_its_own():
+    from nvtx_cffi._native import _ffi
+
+    assert _ffi.__file__.endswith(".abi3.so")
+    if ACCELERATED:
+        assert _accel.speedups.__name__ == "nvtx_cffi._speedups"
+        assert not _accel.speedups.__file__.endswith(".abi3.so")  # per-version build
+        assert _accel.speedups.build_version == nvtx.__version__
+
+
+@cpython_with_gil
+def test_bind_refuses_a_table_that_is_not_the_shims():
+    if not ACCELERATED:
+        pytest.skip("no accelerator in this process")
+    from nvtx_cffi._native import ffi
+
+    zeros = ffi.new("char[256]")
+    with pytest.raises(ImportError, match="function table has version 0"):
+        _accel.speedups.bind(int(ffi.cast("uintptr_t", zeros)))
+    with pytest.raises(ValueError, match="address is NULL"):
+        _accel.speedups.bind(0)
+    with recorder.capture() as got:  # still bound to the real shim
+        nvtx.mark("after bad binds")
+    assert [e.message for e in ranges(got, "mark")] == ["after bad binds"]
+
+
+@pytest.mark.skipif(sys.implementation.name != "cpython", reason="PyPy never has the accelerator")
+@pytest.mark.parametrize("how", ["missing", "stale"])
+def test_package_works_without_a_usable_accelerator(tmp_path, how):
+    # "missing": the module cannot be imported (failed optional compile); "stale": it was built for
+    # another version of the Python files. Both fall back to the complete Python path.
+    block = {
+        "missing": "import sys; sys.modules['nvtx_cffi._speedups'] = None",
+        "stale": "import sys, types; stale = sys.modules['nvtx_cffi._speedups'] = types.ModuleType('s'); "
+                 "stale.build_version = '0.0.0-stale'",
+    }[how]
+    proc = run_python(f"""
+        {block}
+        import inspect, json, nvtx_cffi as nvtx
+        from nvtx_cffi import _accel, _profile, recorder
+        @nvtx.annotate("f")
+        def f():
+            return 1
+        with recorder.capture() as got:
+            f()
+            nvtx.mark("m")
+        print(json.dumps({{"accel": _accel.accel is not None, "why": _accel.why_not,
+                          "isfunction": inspect.isfunction(f), "engine": _profile.ENGINE,
+                          "events": [(e.kind, e.message) for e in got if e.kind in ("push", "mark")]}}))
+    """, remove=("NVTX_CFFI_PURE_PYTHON",))
+    out = json.loads(proc.stdout)
+    assert out["accel"] is False and out["isfunction"] is True
+    assert ("not importable" if how == "missing" else "built for version 0.0.0-stale") in out["why"]
+    assert not out["engine"].startswith("c-")
+    assert out["events"] == [["push", "f"], ["mark", "m"]]
