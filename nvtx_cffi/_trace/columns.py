@@ -74,13 +74,16 @@ class RecordBatch:
     """
 
     __slots__ = ("pid", "image", "numpy", "strings", "domains", "category_names", "kind", "tid", "time", "domain",
-                 "text", "color", "has_color", "category", "ptype", "payload", "arg")
+                 "text", "color", "has_color", "category", "ptype", "payload", "arg", "blobs")
 
     def __init__(self, pid: int, numpy: bool, strings: Any, domains: Dict[int, Optional[str]],
                  category_names: Dict[Tuple[Optional[str], int], str], image: int = 0) -> None:
         self.pid = pid
         #: exec generation: a program that exec()s itself keeps its pid, not its ranges
         self.image = image
+        #: the reader's variable-length records of this batch (``recorder.Blob``: counter groups and
+        #: samples, payload schemas): what counter tracks are made of
+        self.blobs: List[Any] = []
         self.numpy = numpy
         self.strings = strings
         self.domains = domains
@@ -149,6 +152,7 @@ class _BlockSource(Source):
             b.ptype = ev["payload_type"]
             b.payload = ev["payload"]
             b.arg = ev["range_id"]
+            b.blobs = list(getattr(block, "blobs", None) or [])
             yield b
 
 
