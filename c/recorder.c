@@ -103,7 +103,7 @@ static _Atomic uint64_t g_write_errors;
 static _Atomic uint64_t g_range_ids;
 static _Atomic uint64_t g_resource_ids;
 static _Atomic uint32_t g_transient_ids = MAX_STRINGS;
-static int g_warned;
+static _Atomic int g_warned;
 static int g_use_tsc;
 static uint64_t g_base;        /* tsc0 or start_ns of the open file */
 static double g_ns_per_tick;   /* TSC calibration (once per image) */
@@ -218,8 +218,7 @@ static void count_drop(void) {
 }
 
 static void warn_once(const char *what, int err) {
-    if (g_warned) return;
-    g_warned = 1;
+    if (atomic_exchange(&g_warned, 1)) return; /* once, whichever thread fails first */
     fprintf(stderr, "nvtx-cffi recorder: %s %s: %s; events are dropped and counted\n", what, g_path,
             strerror(err));
 }
@@ -468,7 +467,7 @@ static void write_clock(struct tstate *t) {
 
 /* The calling thread's state, ready to record (mode open, not re-entered), with busy set; NULL when
  * not recording (counted as dropped unless the recorder is off). */
-static struct tstate *begin(void) {
+static inline __attribute__((always_inline)) struct tstate *begin(void) {
     struct tstate *t = t_state;
     if (UNLIKELY(!t || atomic_load_explicit(&g_mode, memory_order_relaxed) != MODE_OPEN)) {
         int m = atomic_load_explicit(&g_mode, memory_order_acquire);
@@ -638,9 +637,18 @@ static uint32_t text_id(struct tstate *t, const char *s, size_t n, uint8_t api, 
     return e->id;
 }
 
+/* Same text? Short messages are compared inline (a call to strcmp costs more than the compare). */
+static inline int same_text(const char *a, const char *b) {
+    for (int i = 0; i < 16; ++i) {
+        if (a[i] != b[i]) return 0;
+        if (!a[i]) return 1;
+    }
+    return strcmp(a + 16, b + 16) == 0;
+}
+
 static inline uint32_t ascii_id(struct tstate *t, const char *s, uint8_t api, uint64_t ts) {
     struct cache_slot *c = &t->cache[((uintptr_t)s >> 3) & (CACHE_SLOTS - 1)];
-    if (LIKELY(c->ptr == s) && strcmp(c->e->text, s) == 0) return c->e->id;
+    if (LIKELY(c->ptr == s) && same_text(c->e->text, s)) return c->e->id;
     return text_id(t, s, strlen(s), api, ts, c);
 }
 
@@ -660,7 +668,7 @@ static void rec(uint8_t kind, uint8_t api, uint32_t domain, const nvtxEventAttri
     struct tstate *t = begin();
     if (!t) return;
     uint64_t ts = rel_time();
-    uint64_t w[8];
+    uint64_t w[9];
     uint32_t n = 1, msg = 0;
     if (a) {
         switch (a->messageType) {
@@ -702,7 +710,10 @@ static void rec(uint8_t kind, uint8_t api, uint32_t domain, const nvtxEventAttri
             if (code == NVTXREC_PT_UNKNOWN) w[n++] = NVTXREC_W_PTYPE_RAW | (uint64_t)(uint32_t)a->payloadType << 32;
         }
     }
-    if (range_id) w[n++] = NVTXREC_W_RANGE_ID | range_id << 8;
+    if (kind == NVTXREC_KIND_START || kind == NVTXREC_KIND_END) {
+        w[n++] = NVTXREC_W_RANGE_ID | range_id << 8;
+        if (range_id >> 56) w[n++] = NVTXREC_W_RANGE_ID_HI | (range_id >> 56) << 8;
+    }
     if (g_use_tsc && UNLIKELY((int64_t)(ts - t->last_cal) > (int64_t)CAL_TICKS)) write_clock(t);
     uint64_t *p = reserve(t, n);
     if (LIKELY(p != NULL)) {
@@ -953,7 +964,7 @@ static void atfork_child(void) {
     if (g_fd >= 0) close(g_fd); /* the parent's lock stays: it still has the file open */
     g_fd = -1;
     g_path[0] = 0;
-    g_warned = 0;
+    atomic_store(&g_warned, 0);
     atomic_store(&g_dropped, 0);
     atomic_store(&g_write_errors, 0);
     atomic_store(&g_full, 0);

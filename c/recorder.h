@@ -41,8 +41,9 @@
  *     CATEGORY 0x12: bits 32..63 category id
  *     PAYLOAD  0x13: bits 8..15 payload type code (NVTXREC_PT_*), 32..63 low 32 bits of the value
  *     PAYLOAD_HI 0x14: bits 32..63 high 32 bits (64-bit types; absent: 0)
- *     RANGE_ID 0x15: bits 8..63 the range id of a start / end
+ *     RANGE_ID 0x15: bits 8..63 the low 56 bits of the range id of a start / end (always present)
  *     PTYPE_RAW 0x16: bits 32..63 the nvtxPayloadType_t given, when the code is NVTXREC_PT_UNKNOWN
+ *     RANGE_ID_HI 0x17: bits 8..15 the top 8 bits of a range id (absent: 0)
  *   Data record (definitions, names, blobs, clock pairs): a head word, tag 0x20..0x2F, bits 8..15
  *     flags (NVTXREC_DFLAG_*), 16..31 domain id, 32..63 data length L; then ceil(L / 7) continuation
  *     words, tag 0xFF, each carrying 7 data bytes in bits 8..63 (the last one zero-padded). Data:
@@ -90,6 +91,7 @@
 #define NVTXREC_W_PAYLOAD_HI 0x14
 #define NVTXREC_W_RANGE_ID 0x15
 #define NVTXREC_W_PTYPE_RAW 0x16
+#define NVTXREC_W_RANGE_ID_HI 0x17
 
 /* data record tags */
 #define NVTXREC_D_STRING 0x20

@@ -9,17 +9,21 @@ Start a process with :func:`environment` added to its environment and every NVTX
     rec = recorder.read("/tmp/trace")
     for event in rec.events: ...
 
-Each process writes one file, ``<dir>/nvtx-<pid>-<stamp>.nvtxrec``, straight into a shared memory
-mapping of the file: events survive ``os._exit()``, crashes and SIGKILL with no flush step, and a
-forked child starts a file of its own. ``NVTX_CFFI_RECORD_MAX_BYTES`` bounds a file (default
-4 GiB); events past the bound are dropped and counted (:attr:`ProcessInfo.dropped`). Without
-``NVTX_CFFI_RECORD_DIR`` the recorder still answers NVTX (handles, range ids) but records nothing.
+Each process writes one file, ``<dir>/nvtx-<pid>-e<exec generation>-<stamp>.nvtxrec``, straight
+into a shared memory mapping of the file: events survive ``os._exit()``, crashes and SIGKILL with
+no flush step; a forked child starts a file of its own, and so does each ``exec()``ed image of a
+process (``exec_gen`` 1, 2, ...). ``NVTX_CFFI_RECORD_MAX_BYTES`` bounds a file (default ``4G``;
+``64k``, ``16M``... as ``--max-bytes``); events past the bound are dropped and counted
+(:attr:`ProcessInfo.dropped`). Without ``NVTX_CFFI_RECORD_DIR`` the recorder still answers NVTX
+(handles, range ids) but records nothing. A recording process holds a shared ``flock`` on its file
+until it exits: :func:`active_files` lists the files still being written.
 
 Inside a recorded process, :func:`capture` collects the events of a block of code.
 
 :func:`read` loads a whole recording, sorted by time (memory grows with its length: some 700
 bytes per event); :func:`iter_events` / :func:`stream` yield one event at a time instead, for
-recordings of any length.
+recordings of any length; :func:`blocks` yields NumPy structured arrays of events (the fast path
+for converters: see the READER-API contract near the end of this module).
 """
 from __future__ import annotations
 
@@ -312,12 +316,13 @@ ProgressFn = Callable[[int, int], None]
 _CHUNK_HDR = struct.Struct("<QIIQQ")
 _CHUNK_TAG = 0x30
 _CHUNK_CHECK = 0x4E565443
-_W_ATTR, _W_COLOR, _W_CATEGORY, _W_PAYLOAD, _W_PAYLOAD_HI, _W_RANGE_ID, _W_PTYPE_RAW = range(0x10, 0x17)
+_W_ATTR, _W_COLOR, _W_CATEGORY, _W_PAYLOAD, _W_PAYLOAD_HI, _W_RANGE_ID, _W_PTYPE_RAW, _W_RANGE_ID_HI = range(0x10, 0x18)
 _D_STRING, _D_DOMAIN, _D_CATEGORY, _D_THREAD, _D_RESOURCE, _D_BLOB, _D_CLOCK = range(0x20, 0x27)
 _W_CONT = 0xFF
 _DF_INHERITED, _DF_TRUNCATED, _DF_MESSAGE = 1, 2, 8
 _DATA_FIXED = struct.Struct("<QQB")
 _STRING_OVERFLOW = 0xFFFFFFFF
+_M56 = (1 << 56) - 1
 _OVERFLOW_TEXT = "<nvtx-cffi recorder: string table full>"
 _DEF_KINDS = {_D_STRING: "string", _D_DOMAIN: "domain", _D_CATEGORY: "category", _D_THREAD: "thread_name",
               _D_RESOURCE: "resource_name", _D_BLOB: "blob"}
@@ -468,10 +473,35 @@ class _Defs:
         return h.start_ns + int(round(ys[i] + (t - xs[i]) * self.slope))
 
 
+def _segment_converter(d: "_Defs") -> Callable[[int], int]:
+    """d.to_ns, with the interpolation segment of the last call cached (a chunk's times increase)."""
+    h = d.header
+    if h.clock != 1:
+        start = h.start_ns
+        return lambda t: start + t
+    xs, ys, slope, start = d.cal_x, d.cal_y, d.slope, h.start_ns
+    seg = [1, 0, 0.0, 0.0, 0.0]  # valid, x0, x1 (exclusive), y0, slope
+
+    def to_ns(t: int) -> int:
+        if seg[1] <= t < seg[2]:
+            return start + int(round(seg[3] + (t - seg[1]) * seg[4]))
+        i = bisect.bisect_right(xs, t) - 1
+        if 0 <= i and i + 1 < len(xs) and xs[i + 1] > xs[i]:
+            seg[1], seg[2], seg[3] = xs[i], xs[i + 1], ys[i]
+            seg[4] = (ys[i + 1] - ys[i]) / (xs[i + 1] - xs[i])
+        elif i >= 0:
+            seg[1], seg[2], seg[3], seg[4] = xs[i], float("inf"), ys[i], slope
+        else:
+            return d.to_ns(t)
+        return start + int(round(seg[3] + (t - seg[1]) * seg[4]))
+
+    return to_ns
+
+
 def _data_record(words: Tuple[int, ...], i: int, n: int) -> Optional[Tuple[int, int, int, int, bytes, int]]:
     """``(flags, domain, time, arg, aux, bytes, next index)`` of the data record at words[i]; None if torn."""
     w = words[i]
-    length = w >> 32
+    length = (w >> 32) & 0xFFFFFFFF
     k = (length + 6) // 7
     if length < _DATA_FIXED.size or i + 1 + k > n:
         return None
@@ -480,14 +510,23 @@ def _data_record(words: Tuple[int, ...], i: int, n: int) -> Optional[Tuple[int, 
         c = words[m]
         if c & 0xFF != _W_CONT:
             return None
-        parts.append((c >> 8).to_bytes(7, "little"))
+        parts.append(((c >> 8) & _M56).to_bytes(7, "little"))
     data = b"".join(parts)[:length]
     time, arg, aux = _DATA_FIXED.unpack_from(data)
     return (w >> 8) & 0xFF, (w >> 16) & 0xFFFF, time, arg, aux, data[_DATA_FIXED.size:], i + 1 + k
 
 
 def _chunk_words(data: bytes) -> Tuple[int, ...]:
-    return struct.unpack_from(f"<{len(data) // 8}Q", data)
+    # signed: every word stays a machine-sized int (PyPy); fields are masked out of it
+    return struct.unpack_from(f"<{len(data) // 8}q", data)
+
+
+def _numpy():
+    try:
+        import numpy
+    except ImportError:  # the Event API works without it (PyPy)
+        return None
+    return numpy
 
 
 def _scan(path: str) -> Optional[_Defs]:
@@ -506,49 +545,61 @@ def _scan(path: str) -> Optional[_Defs]:
     domains: Dict[int, Optional[str]] = {0: None}
     categories: list = []
     pairs = [(0, 0)]
-    first = last = None
+    bounds: list = []  # event times (ticks) seen: (min, max) per chunk
+
+    def definition(tag: int, r: tuple) -> None:
+        flags, dom, t, arg, _aux, raw, _i = r
+        if tag == _D_CLOCK:
+            pairs.append((t, arg - h.start_ns))
+            return
+        text = raw.decode("utf-8", "replace")
+        if tag == _D_STRING:
+            strings[arg] = text
+            if flags & _DF_TRUNCATED:
+                truncated.add(arg)
+        elif tag == _D_DOMAIN:
+            domains[arg] = text
+        elif tag == _D_CATEGORY:
+            categories.append((dom, arg, text))
+        elif tag == _D_THREAD:
+            info.thread_names[arg] = text
+        if not (flags & _DF_INHERITED or (tag == _D_STRING and flags & _DF_MESSAGE)):
+            bounds.append((t, t))
+
+    np = _numpy()
     try:
         for _off, _tid, data in _chunks(f, h, d.skips):
+            if np is not None:
+                w, tags = _np_valid(np, data, d.skips)
+                heads = np.flatnonzero((tags >= 1) & (tags <= 5))
+                if heads.size:  # a chunk is one thread's, in time order
+                    bounds.append((int(w[heads[0]]) >> 8, int(w[heads[-1]]) >> 8))
+                for k in np.flatnonzero((tags >= 0x20) & (tags <= 0x26)).tolist():
+                    n = 1 + ((int(w[k]) >> 32) + 6) // 7
+                    r = _data_record(tuple(w[k:k + n].tolist()), 0, n)
+                    if r is not None:
+                        definition(int(tags[k]), r)
+                continue
             words = _chunk_words(data)
             n = len(words)
             i = 4
+            lo = hi = None
             while i < n:
                 w = words[i]
                 tag = w & 0xFF
                 if 1 <= tag <= 5:
-                    t = w >> 8
-                    if first is None or t < first:
-                        first = t
-                    if last is None or t > last:
-                        last = t
+                    if lo is None:
+                        lo = (w >> 8) & _M56
+                    hi = (w >> 8) & _M56
                     i += 1
-                elif 0x10 <= tag <= 0x16:
+                elif 0x10 <= tag <= 0x17:
                     i += 1
                 elif 0x20 <= tag <= 0x26:
                     r = _data_record(words, i, n)
                     if r is None:
                         break
-                    flags, dom, t, arg, aux, raw, i = r
-                    if tag == _D_CLOCK:
-                        pairs.append((t, arg - h.start_ns))
-                        continue
-                    text = raw.decode("utf-8", "replace")
-                    if tag == _D_STRING:
-                        strings[arg] = text
-                        if flags & _DF_TRUNCATED:
-                            truncated.add(arg)
-                    elif tag == _D_DOMAIN:
-                        domains[arg] = text
-                    elif tag == _D_CATEGORY:
-                        categories.append((dom, arg, text))
-                    elif tag == _D_THREAD:
-                        info.thread_names[arg] = text
-                    if flags & _DF_INHERITED or (tag == _D_STRING and flags & _DF_MESSAGE):
-                        continue
-                    if first is None or t < first:
-                        first = t
-                    if last is None or t > last:
-                        last = t
+                    i = r[-1]
+                    definition(tag, r)
                 else:
                     if w:  # corrupt word: the rest of the chunk's records is lost
                         j = i
@@ -556,8 +607,12 @@ def _scan(path: str) -> Optional[_Defs]:
                             j += 1
                         d.skips.bytes += (j - i) * 8
                     break
+            if lo is not None:
+                bounds.append((lo, hi))
     finally:
         f.close()
+    first = min(b[0] for b in bounds) if bounds else None
+    last = max(b[1] for b in bounds) if bounds else None
     for dom, cat, name in categories:
         info.category_names[(_domain_name(domains, dom) if dom else None, cat)] = name
     pairs.sort()
@@ -602,7 +657,7 @@ def _events(d: _Defs, progress: Optional[ProgressFn], done: int, total: int) -> 
         return
     pid, gen = h.pid, h.exec_gen
     strings, truncated, domains = d.strings, d.string_truncated, d.domains
-    to_ns = d.to_ns
+    to_ns = _segment_converter(d)
     new = object.__new__
     set_ = _set
     skips = _Skips()
@@ -616,7 +671,7 @@ def _events(d: _Defs, progress: Optional[ProgressFn], done: int, total: int) -> 
                 w = words[i]
                 tag = w & 0xFF
                 if 1 <= tag <= 5:
-                    t = w >> 8
+                    t = (w >> 8) & _M56
                     i += 1
                     api = dom = msg = category = ptype = raw_type = 0
                     color = None
@@ -625,9 +680,9 @@ def _events(d: _Defs, progress: Optional[ProgressFn], done: int, total: int) -> 
                     while i < n:
                         x = words[i]
                         xt = x & 0xFF
-                        if xt < 0x10 or xt > 0x16:
+                        if xt < 0x10 or xt > 0x17:
                             break
-                        hi = x >> 32
+                        hi = (x >> 32) & 0xFFFFFFFF
                         if xt == _W_ATTR:
                             api, dom, msg = (x >> 8) & 3, (x >> 16) & 0xFFFF, hi
                         elif xt == _W_COLOR:
@@ -639,7 +694,9 @@ def _events(d: _Defs, progress: Optional[ProgressFn], done: int, total: int) -> 
                         elif xt == _W_PAYLOAD_HI:
                             payload_raw |= hi << 32
                         elif xt == _W_RANGE_ID:
-                            range_id = x >> 8
+                            range_id = (range_id or 0) | ((x >> 8) & _M56)
+                        elif xt == _W_RANGE_ID_HI:
+                            range_id = (range_id or 0) | (((x >> 8) & 0xFF) << 56)
                         else:
                             raw_type = hi
                         i += 1
@@ -650,7 +707,7 @@ def _events(d: _Defs, progress: Optional[ProgressFn], done: int, total: int) -> 
                         "domain": _domain_name(domains, dom) if dom else None,
                         "message": _string(strings, msg) if msg else None, "color": color,
                         "category": category, "payload": value, "payload_type": vtype,
-                        "range_id": range_id if tag == 3 or tag == 4 else None, "api": _APIS[api],
+                        "range_id": (range_id or 0) if tag == 3 or tag == 4 else None, "api": _APIS[api],
                         "name": None, "target": None, "resource": None, "truncated": msg in truncated,
                         "data": None, "exec_gen": gen})
                     yield ev
@@ -684,7 +741,7 @@ def _events(d: _Defs, progress: Optional[ProgressFn], done: int, total: int) -> 
                         "range_id": None, "api": api, "name": name, "target": target, "resource": resource,
                         "truncated": bool(flags & _DF_TRUNCATED), "data": data_bytes, "exec_gen": gen})
                     yield ev
-                elif 0x10 <= tag <= 0x16:
+                elif 0x10 <= tag <= 0x17:
                     i += 1  # an extension word without its head: skip
                 else:
                     break
@@ -873,7 +930,7 @@ def active_files(directory: Union[str, "os.PathLike[str]"]) -> List[str]:
 # Contract for bulk readers (the tracer's converters). NumPy is needed for this API only; the
 # Event API above works without it.
 #
-#   blocks(source, *, progress=None, max_events=1 << 20) -> BlockStream
+#   blocks(source, *, progress=None, max_events=1 << 16) -> BlockStream
 #       source: a recording directory (every *.nvtxrec) or one record file.
 #       Raises FileNotFoundError for a missing source, ValueError (naming the path) for a file that
 #       is not a recording or is cut inside its header. An empty directory is an empty stream.
@@ -1007,7 +1064,7 @@ def _np_valid(np, data: bytes, skips: _Skips):
     if zero.size:
         w = w[:zero[0]]
     tags = (w & 0xFF).astype(np.uint8)
-    bad = np.flatnonzero(((tags > 5) & (tags < 0x10)) | ((tags > 0x16) & (tags < 0x20)) | ((tags > 0x26) & (tags < 0xFF)))
+    bad = np.flatnonzero(((tags > 5) & (tags < 0x10)) | ((tags > 0x17) & (tags < 0x20)) | ((tags > 0x26) & (tags < 0xFF)))
     if bad.size:
         skips.bytes += (len(w) - bad[0]) * 8
         w, tags = w[:bad[0]], tags[:bad[0]]
@@ -1026,7 +1083,7 @@ def _np_block(np, d: _Defs, parts, dtype, skips: _Skips) -> EventBlock:
     ev["tid"] = np.repeat(np.asarray([p[0] for p in parts], dtype=np.uint32), counts)
     evidx = np.cumsum(is_head) - 1
     sh8, sh16, sh32 = np.uint64(8), np.uint64(16), np.uint64(32)
-    for tag in range(_W_ATTR, _W_PTYPE_RAW):
+    for tag in range(_W_ATTR, _W_RANGE_ID_HI + 1):
         pos = np.flatnonzero(tags == tag)
         if not pos.size:
             continue
@@ -1051,7 +1108,9 @@ def _np_block(np, d: _Defs, parts, dtype, skips: _Skips) -> EventBlock:
         elif tag == _W_PAYLOAD_HI:
             ev["payload"][e] |= hi.astype(np.uint64) << sh32
         elif tag == _W_RANGE_ID:
-            ev["range_id"][e] = w >> sh8
+            ev["range_id"][e] |= w >> sh8
+        elif tag == _W_RANGE_ID_HI:
+            ev["range_id"][e] |= ((w >> sh8) & np.uint64(0xFF)) << np.uint64(56)
     if d.string_truncated:
         cut = np.isin(ev["message"], np.fromiter(d.string_truncated, dtype=np.uint32))
         ev["flags"][cut] |= FLAG_TRUNCATED
@@ -1115,15 +1174,23 @@ class BlockStream:
                 n = 0
                 for off, tid, data in _chunks(f, h, skips):
                     w, t = _np_valid(np, data, skips)
-                    heads = int(np.count_nonzero((t >= 1) & (t <= 5)))
-                    if parts and n + heads > self._max:
-                        yield _np_block(np, d, parts, dtype, skips)
-                        parts, n = [], 0
-                        if self._progress is not None:
-                            self._progress(min(done + off, self.total_bytes), self.total_bytes)
-                    if len(w):
+                    while len(w):
+                        head_pos = np.flatnonzero((t >= 1) & (t <= 5))
+                        room = self._max - n
+                        if len(head_pos) > room:  # split the chunk at a head: at most max_events per block
+                            cut = int(head_pos[room]) if room > 0 else 0
+                            if cut:
+                                parts.append((tid, w[:cut], t[:cut]))
+                            if parts:
+                                yield _np_block(np, d, parts, dtype, skips)
+                            parts, n = [], 0
+                            w, t = w[cut:], t[cut:]
+                            if self._progress is not None:
+                                self._progress(min(done + off, self.total_bytes), self.total_bytes)
+                            continue
                         parts.append((tid, w, t))
-                        n += heads
+                        n += len(head_pos)
+                        break
                 if parts:
                     yield _np_block(np, d, parts, dtype, skips)
             finally:
@@ -1134,7 +1201,7 @@ class BlockStream:
 
 
 def blocks(source: Union[str, "os.PathLike[str]"], *, progress: Optional[ProgressFn] = None,
-           max_events: int = 1 << 20) -> BlockStream:
+           max_events: int = 1 << 16) -> BlockStream:
     """Read a recording directory or record file as NumPy blocks of events (see READER-API above)::
 
         s = recorder.blocks("/tmp/trace")
