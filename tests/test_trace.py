@@ -346,7 +346,7 @@ def test_progress_is_reported_when_forced(tmp_path):
     script = write(tmp_path, "p.py", "import nvtx_cffi as nvtx\nnvtx.mark('m')\n")
     traced = run_tracer(str(tmp_path), [script], "--progress")
     assert traced.returncode == 0
-    assert re.search(r"nvtx_cffi trace: reading: \d+/\d+ \(\d+%\)", traced.stderr)
+    assert re.search(r"nvtx_cffi trace: converting: \d+/\d+ \(\d+%\)", traced.stderr)
 
 
 def test_keeps_raw_recordings_in_record_dir(tmp_path):
