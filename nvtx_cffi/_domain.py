@@ -212,8 +212,7 @@ class Domain:
             msg = f"attributes must be EventAttributes, not {type(attributes).__name__}"
             raise TypeError(msg)
         if attributes._domain is not self:
-            msg = f"attributes belong to domain {attributes._domain.name!r}, not {self.name!r}"
-            raise ValueError(msg)
+            raise _foreign_attributes(attributes, self)
         old = (attributes._message, attributes._color, attributes._category, attributes._payload)
         new = tuple(o if n is _KEEP else n for o, n in zip(old, (message, color, category, payload)))
         (attributes._message, attributes._color, attributes._category, attributes._payload) = new
@@ -236,7 +235,8 @@ class Domain:
             registered = None if message is None else self.get_registered_string(message)
         elif isinstance(message, RegisteredString):
             if message.domain is not self:
-                msg = f"message {message.string!r} is registered in domain {message.domain.name!r}, not {self.name!r}"
+                msg = (f"message {message.string!r:.100} is registered in domain {message.domain.name!r:.100}, "
+                       f"not {self.name!r:.100}")
                 raise ValueError(msg)
             registered = message
         else:
@@ -285,6 +285,8 @@ class Domain:
         """Open a range on this thread; keyword arguments build (or change) the attributes."""
         if changes or attributes.__class__ is not EventAttributes:
             attributes = self._changed("push_range", attributes, changes)
+        elif attributes._domain is not self:
+            raise _foreign_attributes(attributes, self)
         slot = attributes._fast  # -1 without a tool: nothing is emitted then
         if slot >= 0:
             _push(slot)
@@ -295,6 +297,8 @@ class Domain:
         """Start a range that any thread may end; returns its id for :meth:`end_range`."""
         if changes or attributes.__class__ is not EventAttributes:
             attributes = self._changed("start_range", attributes, changes)
+        elif attributes._domain is not self:
+            raise _foreign_attributes(attributes, self)
         slot = attributes._fast
         if slot >= 0:
             return _start(slot)
@@ -311,6 +315,8 @@ class Domain:
         """An instantaneous event."""
         if changes or attributes.__class__ is not EventAttributes:
             attributes = self._changed("mark", attributes, changes)
+        elif attributes._domain is not self:
+            raise _foreign_attributes(attributes, self)
         slot = attributes._fast
         if slot >= 0:
             _mark(slot)
@@ -349,6 +355,11 @@ if _accel is not None:
         setattr(Domain, _name, functools.update_wrapper(_accel.accelerate("Domain." + _name, _method), _method))
     del _name, _method
     Domain.pop_range = _accel.domain_pop_method()
+
+
+def _foreign_attributes(attributes: EventAttributes, domain: Domain) -> ValueError:
+    """Attributes prepared in another domain: their slot, strings and categories are that domain's."""
+    return ValueError(f"attributes belong to domain {attributes._domain.name!r:.100}, not {domain.name!r:.100}")
 
 
 def _bad_range_id(range_id: object) -> Exception:

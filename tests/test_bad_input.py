@@ -103,6 +103,23 @@ def test_domain_methods_reject_bad_input():
         domain.end_range("x")
 
 
+@pytest.mark.parametrize("payload", [None, 5], ids=["slot", "payload"])
+def test_domain_methods_reject_another_domains_attributes(payload):
+    """Issue 11, item 2: d1.push_range(a2) / start_range(a2) / mark(a2) recorded in domain two
+    (and d1's next pop did not match); now the ValueError that keyword changes already raised."""
+    d1, d2 = nvtx.get_domain("mine"), nvtx.get_domain("theirs")
+    foreign = d2.get_event_attributes(message="foreign", payload=payload)
+    with recorder.capture() as got:
+        for method in (d1.push_range, d1.start_range, d1.mark):
+            with pytest.raises(ValueError, match="^attributes belong to domain 'theirs', not 'mine'$"):
+                method(foreign)
+            with pytest.raises(ValueError, match="^attributes belong to domain 'theirs', not 'mine'$"):
+                method(foreign, color="red")
+        d2.mark(foreign)
+    assert [(e.kind, e.domain, e.message) for e in got if e.kind in ("push", "start", "mark")] == [
+        ("mark", "theirs", "foreign")]
+
+
 def test_failed_update_leaves_attributes_unchanged():
     domain = nvtx.get_domain("keep")
     attributes = domain.get_event_attributes(message="kept", color="red")
