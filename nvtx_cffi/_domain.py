@@ -17,7 +17,7 @@ from ._accel import accel as _accel
 from ._colors import ColorLike, to_argb
 from ._locks import hold_across_fork
 from ._native import ffi, lib
-from ._validate import Payload, payload_fields, to_category_id, to_utf8
+from ._validate import Payload, as_index, describe_int, payload_fields, short_repr, to_category_id, to_utf8
 
 __all__ = ["Domain", "EventAttributes", "RegisteredString", "get_domain", "MAX_REGISTERED_BYTES"]
 
@@ -27,6 +27,7 @@ MAX_REGISTERED_BYTES = 4096
 MAX_REGISTERED_TOTAL_BYTES = 16 << 20
 #: Distinct category names per process.
 MAX_CATEGORY_NAMES = 65536
+_UINT64_MAX = (1 << 64) - 1
 
 OP_PUSH = lib.NVTXCFFI_OP_PUSH
 OP_START = lib.NVTXCFFI_OP_START
@@ -190,7 +191,7 @@ class Domain:
             if found is not None:
                 return found
             if _category_names >= MAX_CATEGORY_NAMES:
-                msg = f"category {name!r}: too many category names (limit {MAX_CATEGORY_NAMES})"
+                msg = f"category {short_repr(name)}: too many category names (limit {MAX_CATEGORY_NAMES})"
                 raise ValueError(msg)
             category_id = len(self._categories) + 1
             if _state.ACTIVE:
@@ -306,6 +307,8 @@ class Domain:
 
     def end_range(self, range_id: int) -> None:
         """End a range started by :meth:`start_range` (an unknown id is passed on; tools ignore it)."""
+        if range_id.__class__ is not int:
+            range_id = _range_id_index(range_id)
         try:
             _end(self._index, range_id)
         except (TypeError, OverflowError):
@@ -365,12 +368,22 @@ def _foreign_attributes(attributes: EventAttributes, domain: Domain) -> ValueErr
 def _bad_range_id(range_id: object) -> Exception:
     if isinstance(range_id, tuple) and len(range_id) == 2:  # start_range's (id, domain index)
         rid, index = range_id
-        if isinstance(rid, int) and isinstance(index, int) and -(2**31) <= index < 2**31:
+        index = as_index(index)
+        if as_index(rid) is not None and index is not None and -(2**31) <= index < 2**31:
             return _bad_range_id(rid)  # the id is what is wrong
-        return TypeError(f"range_id must be the (id, domain index) pair start_range returned, not {range_id!r:.100}")
-    if isinstance(range_id, int) and not isinstance(range_id, bool):
-        return ValueError(f"range_id {range_id} is out of range (0 to 2**64-1)")
+        return TypeError(f"range_id must be the (id, domain index) pair start_range returned, not {short_repr(range_id)}")
+    value = as_index(range_id)
+    if value is not None:
+        return ValueError(f"range_id {describe_int(value)} is out of range (0 to 2**64-1)")
     return TypeError(f"range_id must be the value start_range returned, not {type(range_id).__name__}")
+
+
+def _range_id_index(range_id: object) -> int:
+    """An integer-like range id (a NumPy integer, ...) as an int; raises the range_id error."""
+    value = as_index(range_id)
+    if value is None or not 0 <= value <= _UINT64_MAX:
+        raise _bad_range_id(range_id)
+    return value
 
 
 def get_domain(name: Optional[str] = None) -> Domain:
@@ -396,11 +409,11 @@ def get_domain(name: Optional[str] = None) -> Domain:
         elif _state.ACTIVE:
             index = lib.nvtxcffi_domain_create(data)
             if index < 0:
-                msg = f"domain {name!r}: too many domains (limit {lib.NVTXCFFI_MAX_DOMAINS - 1})"
+                msg = f"domain {short_repr(name)}: too many domains (limit {lib.NVTXCFFI_MAX_DOMAINS - 1})"
                 raise ValueError(msg)
         else:
             if len(_domains) >= lib.NVTXCFFI_MAX_DOMAINS:
-                msg = f"domain {name!r}: too many domains (limit {lib.NVTXCFFI_MAX_DOMAINS - 1})"
+                msg = f"domain {short_repr(name)}: too many domains (limit {lib.NVTXCFFI_MAX_DOMAINS - 1})"
                 raise ValueError(msg)
             index = 0
         domain = object.__new__(Domain)
