@@ -1,16 +1,11 @@
-/* profiler.c - the C engine of nvtx_cffi.Profile (CPython only; nvtx_cffi/_profile.py drives it).
+/* profiler.c - the C engine of nvtx_cffi.Profile (part of nvtx_cffi._speedups; _profile.py drives it).
  *
  * Why C: a Python-level profile callback costs ~100-250 ns per event before it does anything; a C
  * callback costs a few ns plus one hash lookup and one NVTX call.
  *
- * Three ways in, one state:
- *   - PEP 523 frame evaluation (3.9-3.11, used without annotate_cfuncs): eval_frame() wraps the
- *     interpreter's frame evaluation for every thread, pushing before a code object's frame runs
- *     (a call, or a generator/coroutine resumption) and popping when it returns or yields. Unlike a
- *     profile function it leaves the interpreter's specialised fast path on (3.11's tracing mode
- *     de-optimises every instruction), and a frame knows on its own C stack whether it pushed.
- *   - PyEval_SetProfile (3.9-3.11 with annotate_cfuncs): profile_func() below, installed on the
- *     enabling thread by nvtxcffi_prof_install_thread() and on threads started later by the
+ * Two ways in, one state (public C API only: no frame-evaluation hook, no internal headers):
+ *   - PyEval_SetProfile (3.11, and 3.12+ when asked for): profile_func() below, installed on the
+ *     enabling thread by _speedups.prof_install_thread() and on threads started later by the
  *     `trampoline` builtin that Python hands to threading.setprofile(): at a new thread's first
  *     event it installs profile_func for that thread and handles that event.
  *   - sys.monitoring (3.12+): builtin functions (METH_FASTCALL) registered as the callbacks of
@@ -21,7 +16,7 @@
  * (hooks.c_classify) and is cached in an open-addressing table keyed by the code's address, holding
  * a strong reference so the address cannot be reused while cached. C functions are cached by their
  * PyMethodDef's ml_name pointer (static for the life of the process in CPython extensions); their
- * message is that name, as nvtx's __name__. Both tables are bounded (nvtxcffi_prof_set_cache_limit)
+ * message is that name, as nvtx's __name__. Both tables are bounded (_speedups.prof_set_cache_limit)
  * and emptied at stop; past the bound a miss asks Python on every call.
  *
  * Balance: each thread counts its nested annotated calls since enable (depth) and the ranges it
@@ -29,29 +24,11 @@
  * already running at enable() (they pushed nothing) cannot pop ranges they did not open. stop()
  * pops the calling thread's open ranges and reports other threads' counts.
  *
- * Everything runs with the GIL held (interpreter callbacks; the cffi entry points keep the GIL,
- * see keep_gil.h, and take it anyway with PyGILState_Ensure). Calls into Python can let another
- * thread run stop(); every such call is followed by a generation check before the caches are
+ * Everything runs with the GIL held (interpreter callbacks and the module's functions). Calls into
+ * Python can let another thread run stop(); every such call is followed by a generation check before the caches are
  * touched again.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-
-#include "nvtx_shim.h"
-
-#ifdef PYPY_VERSION
-/* PyPy keeps the pure-Python engine (its JIT traces Python hooks well; no C profiling API). */
-int nvtxcffi_prof_available(void) { return 0; }
-int nvtxcffi_prof_start(void *hooks, int mode, int domain, int cfuncs, int max_depth)
-{
-    (void)hooks; (void)mode; (void)domain; (void)cfuncs; (void)max_depth;
-    return -1;
-}
-int nvtxcffi_prof_install_thread(void) { return -1; }
-int nvtxcffi_prof_stop(void) { return 0; }
-int nvtxcffi_prof_cache_size(void) { return 0; }
-void nvtxcffi_prof_set_cache_limit(int limit) { (void)limit; }
-#else
+#include "speedups.h"
 
 #include <frameobject.h>
 #include <limits.h>
@@ -68,15 +45,7 @@ void nvtxcffi_prof_set_cache_limit(int limit) { (void)limit; }
 #endif
 
 #define HAVE_MONITORING (PY_VERSION_HEX >= 0x030C0000)
-#define HAVE_EVAL_FRAME (PY_VERSION_HEX < 0x030C0000)
 
-#if HAVE_EVAL_FRAME && PY_VERSION_HEX >= 0x030B0000
-/* 3.11 passes the evaluation hook a _PyInterpreterFrame: its code and position live in the
- * internal header (the layout is fixed within 3.11.x). */
-#define Py_BUILD_CORE
-#include <internal/pycore_frame.h>
-#undef Py_BUILD_CORE
-#endif
 
 static inline PyObject *new_ref(PyObject *obj) /* Py_NewRef is 3.10+ */
 {
@@ -179,9 +148,6 @@ static thread_state_t *threads;
 static pthread_key_t thread_key;
 static pthread_once_t thread_key_once = PTHREAD_ONCE_INIT;
 static _Thread_local thread_state_t *my_thread;
-/* This thread runs the engine's Python side: the frame evaluation hook must let those frames
- * through (profile functions and sys.monitoring callbacks are never re-entered by CPython). */
-static _Thread_local int in_python;
 
 static void thread_exit(void *entry)
 {
@@ -209,7 +175,7 @@ static thread_state_t *thread_register(void)
     if (t != NULL) {
         t->alive = 1;
         t->generation = 0; /* never a live generation: counters reset at first use */
-        t->os_tid = nvtxcffi_os_thread_id();
+        t->os_tid = nvtxcffi_shim.os_thread_id();
     }
     pthread_mutex_unlock(&threads_lock);
     if (t != NULL)
@@ -251,8 +217,8 @@ static inline thread_state_t *current_thread(void)
     return t;
 }
 
-/* The engine's Python side can run while an exception is pending: a generator resumed by throw()
- * enters eval_frame() with it set. It is set aside around the call and put back afterwards. */
+/* The engine's Python side can run while an exception is pending (a generator resumed by throw()
+ * starts with it set). It is set aside around the call and put back afterwards. */
 typedef struct {
 #if PY_VERSION_HEX >= 0x030C0000
     PyObject *exc;
@@ -290,7 +256,6 @@ static int ask_python(PyObject *function, PyObject *obj)
     long slot = SLOT_UNKNOWN;
     pending_t pending;
     pending_save(&pending);
-    in_python++;
     PyObject *result = PyObject_CallOneArg(function, obj);
     if (result != NULL) {
         slot = PyLong_AsLong(result);
@@ -300,7 +265,6 @@ static int ask_python(PyObject *function, PyObject *obj)
         PyErr_WriteUnraisable(function);
         slot = SLOT_UNKNOWN;
     }
-    in_python--;
     pending_restore(&pending);
     if (!E.active || E.generation != generation || slot < SLOT_INLINE || slot > INT_MAX)
         return SLOT_UNKNOWN;
@@ -375,12 +339,10 @@ static void push_through_python(PyObject *function, PyObject *obj)
         return; /* stopped */
     pending_t pending;
     pending_save(&pending);
-    in_python++;
     PyObject *result = PyObject_CallOneArg(function, obj);
     if (result == NULL)
         PyErr_WriteUnraisable(function);
     Py_XDECREF(result);
-    in_python--;
     pending_restore(&pending);
 }
 
@@ -391,7 +353,7 @@ static void enter_code(thread_state_t *t, int slot, PyObject *code)
         return;
     t->open++;
     if (LIKELY(slot >= 0))
-        nvtxcffi_push(slot);
+        nvtxcffi_shim.push(slot);
     else
         push_through_python(E.push_code, code);
 }
@@ -426,7 +388,7 @@ static void enter_cfunc(thread_state_t *t, PyObject *func)
         return;
     t->open++;
     if (LIKELY(slot >= 0)) {
-        nvtxcffi_push(slot);
+        nvtxcffi_shim.push(slot);
     } else {
         PyObject *text = PyUnicode_FromString(name);
         if (text == NULL)
@@ -443,7 +405,7 @@ static inline void leave(thread_state_t *t)
         return; /* its call began before enable(): it opened nothing */
     if (t->depth-- <= E.limit) {
         t->open--;
-        nvtxcffi_pop(t->domain);
+        nvtxcffi_shim.pop(t->domain);
     }
 }
 
@@ -459,7 +421,7 @@ static void profile_stale(PyObject *token)
         PyErr_Clear();
     else if (t != NULL && t->generation == generation) {
         for (; t->open > 0; t->open--)
-            nvtxcffi_pop(t->domain);
+            nvtxcffi_shim.pop(t->domain);
         t->depth = 0;
     }
     PyEval_SetProfile(NULL, NULL);
@@ -535,54 +497,6 @@ static PyObject *trampoline(PyObject *self, PyObject *const *args, Py_ssize_t na
 
 static PyMethodDef trampoline_def = {"_nvtx_cffi_profile_trampoline", (PyCFunction)(void (*)(void))trampoline,
                                      METH_FASTCALL, "Installs nvtx_cffi's C profile function in a new thread."};
-
-/* ---- PEP 523 frame evaluation engine (3.9-3.11) ------------------------------------------------- */
-
-#if HAVE_EVAL_FRAME
-#if PY_VERSION_HEX >= 0x030B0000
-typedef struct _PyInterpreterFrame eval_frame_t;
-
-/* 3.11 runs a generator function's frame once to build the generator (RETURN_GENERATOR): that is
- * no call of its body (3.9/3.10 build it without evaluating the frame). */
-static inline int frame_builds_generator(eval_frame_t *frame)
-{
-    return (frame->f_code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR))
-           && _PyInterpreterFrame_LASTI(frame) < 0;
-}
-#else
-typedef PyFrameObject eval_frame_t;
-
-static inline int frame_builds_generator(eval_frame_t *frame)
-{
-    (void)frame;
-    return 0;
-}
-#endif
-
-static _PyFrameEvalFunction previous_eval; /* the evaluator we wrap (never cleared: frames in flight use it) */
-static int eval_installed;                 /* eval_frame is in the interpreter's chain */
-
-static PyObject *eval_frame(PyThreadState *tstate, eval_frame_t *frame, int throwflag)
-{
-    thread_state_t *t;
-    if (!E.active || E.mode != NVTXCFFI_PROF_EVAL_FRAME || in_python || frame_builds_generator(frame)
-        || (t = current_thread()) == NULL)
-        return previous_eval(tstate, frame, throwflag);
-    int started;
-    PyObject *code = (PyObject *)frame->f_code;
-    int slot = code_slot(code, 1, &started);
-    if (slot < 0 && slot != SLOT_INLINE)
-        return previous_eval(tstate, frame, throwflag);
-    uint64_t generation = E.generation;
-    enter_code(t, slot, code);
-    PyObject *result = previous_eval(tstate, frame, throwflag);
-    /* Still this enable()'s range (stop() on this thread already closed it and zeroed depth);
-     * a thread that stop() could not reach closes its own here, after disable(). */
-    if (t->generation == generation)
-        leave(t);
-    return result;
-}
-#endif
 
 /* ---- sys.monitoring engine ---------------------------------------------------------------------- */
 
@@ -697,12 +611,7 @@ static PyMethodDef monitoring_defs[] = {
 };
 #endif
 
-/* ---- entry points (cffi) ------------------------------------------------------------------------- */
-
-int nvtxcffi_prof_available(void)
-{
-    return HAVE_MONITORING ? 2 : 1;
-}
+/* ---- entry points (the module's prof_* functions) ------------------------------------------------------------------------- */
 
 static void release_references(void)
 {
@@ -722,8 +631,7 @@ static int start_engine(PyObject *hooks, int mode, int domain, int cfuncs, int m
         PyErr_SetString(PyExc_RuntimeError, "the nvtx_cffi C profiler is already running");
         return -1;
     }
-    if (mode != NVTXCFFI_PROF_SETPROFILE && !(HAVE_MONITORING && mode == NVTXCFFI_PROF_MONITORING)
-        && !(HAVE_EVAL_FRAME && mode == NVTXCFFI_PROF_EVAL_FRAME)) {
+    if (mode != NVTXCFFI_PROF_SETPROFILE && !(HAVE_MONITORING && mode == NVTXCFFI_PROF_MONITORING)) {
         PyErr_SetString(PyExc_ValueError, "unsupported nvtx_cffi profiler mode");
         return -1;
     }
@@ -736,9 +644,7 @@ static int start_engine(PyObject *hooks, int mode, int domain, int cfuncs, int m
     E.generation++;
     if ((E.token = PyLong_FromUnsignedLongLong(E.generation)) == NULL)
         goto fail;
-    if (mode == NVTXCFFI_PROF_EVAL_FRAME) {
-        callbacks = PyTuple_New(0);
-    } else if (mode == NVTXCFFI_PROF_SETPROFILE) {
+    if (mode == NVTXCFFI_PROF_SETPROFILE) {
         PyObject *function = PyCFunction_New(&trampoline_def, NULL);
         if (function == NULL)
             goto fail;
@@ -782,16 +688,6 @@ static int start_engine(PyObject *hooks, int mode, int domain, int cfuncs, int m
     if (result == NULL)
         goto fail;
     Py_DECREF(result);
-#if HAVE_EVAL_FRAME
-    if (mode == NVTXCFFI_PROF_EVAL_FRAME) {
-        PyInterpreterState *interp = PyInterpreterState_Get();
-        if (!eval_installed) { /* else still in the chain, under another tool that wrapped it */
-            previous_eval = _PyInterpreterState_GetEvalFrameFunc(interp);
-            _PyInterpreterState_SetEvalFrameFunc(interp, eval_frame);
-            eval_installed = 1;
-        }
-    }
-#endif
     E.active = 1;
     return 0;
 fail:
@@ -799,26 +695,51 @@ fail:
     return -1;
 }
 
-int nvtxcffi_prof_start(void *hooks, int mode, int domain, int cfuncs, int max_depth)
+PyDoc_STRVAR(prof_start_doc,
+"prof_start(hooks, mode, domain, cfuncs, max_depth)\n--\n\n"
+"Start the engine in ``mode`` (PROF_*); ``hooks`` is the Python engine (c_classify, "
+"c_classify_cfunc, c_push_code, c_push_name, c_callbacks, c_left); max_depth 0 = no limit.");
+
+static PyObject *prof_start(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyGILState_STATE gil = PyGILState_Ensure();
-    int status = hooks == NULL ? -1 : start_engine((PyObject *)hooks, mode, domain, cfuncs, max_depth);
-    if (status < 0 && PyErr_Occurred())
-        PyErr_WriteUnraisable(NULL);
-    PyGILState_Release(gil);
-    return status;
+    (void)module;
+    int values[4];
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "prof_start(hooks, mode, domain, cfuncs, max_depth)");
+        return NULL;
+    }
+    for (int i = 0; i < 4; i++) {
+        long v = PyLong_AsLong(args[i + 1]);
+        if (v == -1 && PyErr_Occurred())
+            return NULL;
+        if (v < INT_MIN || v > INT_MAX) {
+            PyErr_SetString(PyExc_OverflowError, "prof_start: argument out of range");
+            return NULL;
+        }
+        values[i] = (int)v;
+    }
+    if (!NVTXCFFI_SHIM_BOUND()) {
+        PyErr_SetString(PyExc_RuntimeError, "nvtx_cffi._speedups: bind() the shim first");
+        return NULL;
+    }
+    if (start_engine(args[0], values[0], values[1], values[2], values[3]) < 0)
+        return NULL;
+    Py_RETURN_NONE;
 }
 
-int nvtxcffi_prof_install_thread(void)
+PyDoc_STRVAR(prof_install_thread_doc,
+"prof_install_thread()\n--\n\n"
+"Setprofile mode: install the C profile function on the calling thread; False when not running.");
+
+static PyObject *prof_install_thread(PyObject *module, PyObject *unused)
 {
-    PyGILState_STATE gil = PyGILState_Ensure();
-    int status = -1;
+    (void)module;
+    (void)unused;
     if (E.active && E.token != NULL && E.mode == NVTXCFFI_PROF_SETPROFILE) {
         PyEval_SetProfile(profile_func, E.token);
-        status = 0;
+        Py_RETURN_TRUE;
     }
-    PyGILState_Release(gil);
-    return status;
+    Py_RETURN_FALSE;
 }
 
 static void table_clear(table_t *t, int owns_keys)
@@ -840,29 +761,23 @@ typedef struct {
     int open;
 } left_t;
 
-int nvtxcffi_prof_stop(void)
+PyDoc_STRVAR(prof_stop_doc,
+"prof_stop()\n--\n\n"
+"Stop: pop the calling thread's open ranges (returns how many), report other threads' through "
+"hooks.c_left(os_tid, count), drop the caches.");
+
+static PyObject *prof_stop(PyObject *module, PyObject *unused)
 {
-    PyGILState_STATE gil = PyGILState_Ensure();
+    (void)module;
+    (void)unused;
     int closed = 0;
-    if (!E.active) {
-        PyGILState_Release(gil);
-        return 0;
-    }
+    if (!E.active)
+        return PyLong_FromLong(0);
     E.active = 0;
-#if HAVE_EVAL_FRAME
-    if (E.mode == NVTXCFFI_PROF_EVAL_FRAME) {
-        PyInterpreterState *interp = PyInterpreterState_Get();
-        /* Only when still on top: another tool that wrapped ours keeps calling it (it passes through). */
-        if (_PyInterpreterState_GetEvalFrameFunc(interp) == eval_frame) {
-            _PyInterpreterState_SetEvalFrameFunc(interp, previous_eval);
-            eval_installed = 0;
-        }
-    }
-#endif
     thread_state_t *me = my_thread;
     if (me != NULL && me->generation == E.generation) {
         for (; me->open > 0; me->open--, closed++)
-            nvtxcffi_pop(me->domain);
+            nvtxcffi_shim.pop(me->domain);
         me->depth = 0;
     }
     /* Other threads' open ranges: collected under the lock, reported to Python after it. */
@@ -897,18 +812,48 @@ int nvtxcffi_prof_stop(void)
     table_clear(&E.names, 0);
     E.overflow = 0;
     release_references();
-    PyGILState_Release(gil);
-    return closed;
+    return PyLong_FromLong(closed);
 }
 
-int nvtxcffi_prof_cache_size(void)
+PyDoc_STRVAR(prof_cache_size_doc,
+"prof_cache_size()\n--\n\nCached code objects + C function names.");
+
+static PyObject *prof_cache_size(PyObject *module, PyObject *unused)
 {
-    return (int)(E.codes.count + E.names.count);
+    (void)module;
+    (void)unused;
+    return PyLong_FromSize_t(E.codes.count + E.names.count);
 }
 
-void nvtxcffi_prof_set_cache_limit(int limit)
+PyDoc_STRVAR(prof_set_cache_limit_doc,
+"prof_set_cache_limit(limit)\n--\n\nThe bound of each cache (negative: the default).");
+
+static PyObject *prof_set_cache_limit(PyObject *module, PyObject *arg)
 {
+    (void)module;
+    Py_ssize_t limit = PyLong_AsSsize_t(arg);
+    if (limit == -1 && PyErr_Occurred())
+        return NULL;
     cache_limit = limit >= 0 ? (size_t)limit : DEFAULT_CACHE_LIMIT;
+    Py_RETURN_NONE;
 }
 
-#endif /* PYPY_VERSION */
+static PyMethodDef prof_functions[] = {
+    {"prof_start", FUNC_CAST(prof_start), METH_FASTCALL, prof_start_doc},
+    {"prof_install_thread", prof_install_thread, METH_NOARGS, prof_install_thread_doc},
+    {"prof_stop", prof_stop, METH_NOARGS, prof_stop_doc},
+    {"prof_cache_size", prof_cache_size, METH_NOARGS, prof_cache_size_doc},
+    {"prof_set_cache_limit", prof_set_cache_limit, METH_O, prof_set_cache_limit_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+int nvtxcffi_prof_init(PyObject *module)
+{
+    /* PROF_AVAILABLE: 1 < 3.12 (setprofile mode), 2 from 3.12 (monitoring too). */
+    if (PyModule_AddFunctions(module, prof_functions) < 0
+        || PyModule_AddIntConstant(module, "PROF_AVAILABLE", HAVE_MONITORING ? 2 : 1) < 0
+        || PyModule_AddIntConstant(module, "PROF_SETPROFILE", NVTXCFFI_PROF_SETPROFILE) < 0
+        || PyModule_AddIntConstant(module, "PROF_MONITORING", NVTXCFFI_PROF_MONITORING) < 0)
+        return -1;
+    return 0;
+}

@@ -10,16 +10,16 @@ How calls are seen, picked once per interpreter:
   thread, including threads that were already running at :meth:`Profile.enable`. Code that the
   filters reject is switched off for good at its first call (``sys.monitoring.DISABLE``), so
   excluded code runs at full speed afterwards.
-* Python 3.9-3.11 and PyPy: ``sys.setprofile`` for the calling thread and ``threading.setprofile``
+* Python 3.11 and PyPy: ``sys.setprofile`` for the calling thread and ``threading.setprofile``
   for threads started afterwards. Threads already running at ``enable()`` are not profiled (Python
   offers no way to install a profile function on another running thread).
 
 On CPython the callbacks are C functions (``c/profiler.c``: builtin functions registered with
 sys.monitoring, or a ``PyEval_SetProfile`` function), with the per-code cache in C; Python only
-decides once per code object (filters, message, slot). On 3.9-3.11 without ``annotate_cfuncs``
-the C engine wraps frame evaluation instead (PEP 523): a profile function would switch 3.11's
-interpreter to its slow tracing mode, which alone costs more than the ranges; this also covers
-threads already running at ``enable()``. PyPy runs the same logic in Python. :data:`ENGINE` and
+decides once per code object (filters, message, slot). On 3.11 that is a profile function, which
+switches the interpreter to its slower tracing mode (the PEP 523 frame-evaluation hook that avoided
+it needed CPython's internal headers and is gone). PyPy, and CPython without the optional
+accelerator ``nvtx_cffi._speedups``, run the same logic in Python. :data:`ENGINE` and
 :attr:`Profile.engine` say which is in use.
 
 Per code object the message is built and registered once and its prepared C attribute slot kept,
@@ -40,7 +40,8 @@ from typing import Dict, Iterable, List, Optional, Sequence, Set, Union
 
 from . import _state
 from ._domain import OP_PUSH, get_domain
-from ._native import ffi, lib
+from ._accel import speedups as _speedups
+from ._native import lib
 from ._validate import as_index, describe_int
 
 __all__ = ["Profile", "MONITORING", "C_ENGINE", "ENGINE"]
@@ -50,10 +51,10 @@ MONITORING: bool = hasattr(sys, "monitoring") and sys.implementation.name == "cp
 
 #: Callbacks in C (CPython; ``c/profiler.c``) rather than Python functions (PyPy). Tests may set it
 #: to False before ``enable()`` to run the Python engine.
-C_ENGINE: bool = lib.nvtxcffi_prof_available() > (1 if MONITORING else 0)
+C_ENGINE: bool = _speedups is not None
 
 #: What ``enable()`` uses by default (with ``annotate_cfuncs``): ``"c-monitoring"``, ``"c-setprofile"``,
-#: ``"monitoring"`` or ``"setprofile"``; 3.9-3.11 without it: ``"c-evalframe"``.
+#: ``"monitoring"`` or ``"setprofile"``.
 ENGINE: str = ("c-" if C_ENGINE else "") + ("monitoring" if MONITORING else "setprofile")
 
 #: nvtx's domain and colour for automatic annotations (kept for drop-in compatibility).
@@ -212,7 +213,7 @@ class Profile:
 
     @property
     def engine(self) -> Optional[str]:
-        """How calls are seen while enabled (``"c-monitoring"``, ``"c-evalframe"``, ...), else None."""
+        """How calls are seen while enabled (``"c-monitoring"``, ``"c-setprofile"``, ...), else None."""
         return None if self._engine is None else self._engine.name
 
     def enable(self) -> None:
@@ -242,8 +243,7 @@ class Profile:
 
         Returns the number of ranges left open on other threads (their function calls are still
         running and this thread cannot close another thread's ranges), and warns when it is not 0.
-        With the ``sys.setprofile`` engines, other threads close theirs at their next call event;
-        with ``"c-evalframe"``, as each of those calls returns.
+        With the ``sys.setprofile`` engines, other threads close theirs at their next call event.
         """
         global _enabled_profile
         engine = self._engine
@@ -587,7 +587,7 @@ class _MonitoringEngine(_Engine):
 
 
 class _SetprofileEngine(_Engine):
-    """CPython 3.9-3.11 and PyPy: ``sys.setprofile`` here, ``threading.setprofile`` for new threads."""
+    """CPython 3.11 and PyPy: ``sys.setprofile`` here, ``threading.setprofile`` for new threads."""
 
     name = "setprofile"
 
@@ -709,7 +709,7 @@ class _CEngine(_Engine):
     call past the cache bound), and must not raise for ordinary input.
     """
 
-    mode = lib.NVTXCFFI_PROF_SETPROFILE
+    mode = "PROF_SETPROFILE"  # the _speedups constant
 
     def c_classify(self, code) -> int:
         """The slot of ``code``'s range, -1 when the filters reject it, -2 when it has no C slot."""
@@ -736,15 +736,12 @@ class _CEngine(_Engine):
 
     def start(self) -> None:
         self.left_on: Dict[int, int] = {}
-        # CPython: id() is the address; the C engine keeps its own reference until stop().
-        if lib.nvtxcffi_prof_start(ffi.cast("void *", id(self)), self.mode, self.domain_index,
-                                   int(self.cfuncs), self.max_depth or 0) != 0:
-            msg = "nvtx_cffi.Profile: the C engine failed to start (see the error printed above)"
-            raise RuntimeError(msg)
+        # The C engine keeps its own reference to self until stop().
+        _speedups.prof_start(self, getattr(_speedups, self.mode), self.domain_index, int(self.cfuncs), self.max_depth or 0)
         try:
             self.install()
         except BaseException:
-            lib.nvtxcffi_prof_stop()
+            _speedups.prof_stop()
             raise
 
     def install(self) -> None:
@@ -757,21 +754,24 @@ class _CEngine(_Engine):
         try:
             self.uninstall()
         finally:
-            lib.nvtxcffi_prof_stop()  # closes this thread's ranges; others' arrive in c_left
+            _speedups.prof_stop()  # closes this thread's ranges; others' arrive in c_left
         names = {t.native_id: t.name for t in threading.enumerate()}
         return {names[tid]: count for tid, count in self.left_on.items() if tid in names}
 
 
 class _CSetprofileEngine(_CEngine):
-    """CPython 3.9-3.11: ``PyEval_SetProfile`` here; a C trampoline via ``threading.setprofile``."""
+    """CPython 3.11: ``PyEval_SetProfile`` here; a C trampoline via ``threading.setprofile``."""
 
     name = "c-setprofile"
 
     def install(self) -> None:
         self.previous = (sys.getprofile(), _threading_getprofile())
+        if self.previous[0] is not None:  # cProfile's profiler: paused, given back by uninstall()
+            self.note = (f"nvtx_cffi.Profile: {_type_name(self.previous[0])} holds sys.setprofile; "
+                         "it is paused until disable()")
         (trampoline,) = self.functions
         threading.setprofile(trampoline)
-        lib.nvtxcffi_prof_install_thread()
+        _speedups.prof_install_thread()
 
     def uninstall(self) -> None:
         try:
@@ -782,35 +782,12 @@ class _CSetprofileEngine(_CEngine):
         # ranges and remove it.
 
 
-class _CEvalFrameEngine(_CEngine):
-    """CPython 3.9-3.11 without C functions: the C engine wraps frame evaluation (PEP 523).
-
-    Installed by ``nvtxcffi_prof_start`` for the whole interpreter (every thread, running or new).
-    A thread that ``disable()`` cannot reach closes each of its ranges when that call returns.
-    """
-
-    name = "c-evalframe"
-    mode = lib.NVTXCFFI_PROF_EVAL_FRAME
-    def __init__(self, profile: Profile) -> None:
-        super().__init__(profile)
-        if self.cfuncs:  # another profile function holds sys.setprofile: leave it alone
-            self.note = (f"nvtx_cffi.Profile: sys.setprofile is held by {_type_name(sys.getprofile())}; "
-                         "C functions are not annotated while it is")
-            self.cfuncs = False
-
-    def install(self) -> None:
-        pass
-
-    def uninstall(self) -> None:
-        pass
-
-
 class _CMonitoringEngine(_CEngine):
     """CPython 3.12+: C builtins registered as ``sys.monitoring`` callbacks."""
 
     name = "c-monitoring"
 
-    mode = lib.NVTXCFFI_PROF_MONITORING
+    mode = "PROF_MONITORING"
 
     def install(self) -> None:
         self.tool = _claim_tool_id()
@@ -866,9 +843,11 @@ def _engine_class(cfuncs: bool):
     if C_ENGINE:
         if MONITORING:
             return _CMonitoringEngine
-        # Another profile function on this thread (cProfile, a user's sys.setprofile): the frame
-        # hook leaves it in place and running; only C functions go unannotated then.
-        return _CSetprofileEngine if cfuncs and sys.getprofile() is None else _CEvalFrameEngine
+        # A Python profile function already on this thread (a user's sys.setprofile): the Python
+        # engine chains it (the C one cannot); cProfile's C profiler is paused by either engine.
+        if _chainable(sys.getprofile()) is not None:
+            return _SetprofileEngine
+        return _CSetprofileEngine
     return _MonitoringEngine if MONITORING else _SetprofileEngine
 
 
