@@ -25,8 +25,11 @@ __all__ = ["Domain", "EventAttributes", "RegisteredString", "get_domain", "MAX_R
 MAX_REGISTERED_BYTES = 4096
 #: Total UTF-8 bytes of registered messages per process; past it, new messages are sent inline.
 MAX_REGISTERED_TOTAL_BYTES = 16 << 20
-#: Distinct category names per process.
+#: Distinct category names per process; later names share category OTHER_CATEGORY_ID.
 MAX_CATEGORY_NAMES = 65536
+#: The category of names past MAX_CATEGORY_NAMES (named OTHER_CATEGORY_NAME in their domain).
+OTHER_CATEGORY_ID = (1 << 32) - 1
+OTHER_CATEGORY_NAME = "(other categories)"
 _UINT64_MAX = (1 << 64) - 1
 
 OP_PUSH = lib.NVTXCFFI_OP_PUSH
@@ -46,6 +49,7 @@ _lock = threading.RLock()
 hold_across_fork(_lock)
 _domains: Dict[Optional[str], "Domain"] = {}
 _category_names = 0
+_other_category_named: set = set()  # domain indexes where OTHER_CATEGORY_ID has been named
 _registered_bytes = 0
 
 _ACTIVE = _state.ACTIVE
@@ -183,7 +187,10 @@ class Domain:
             return registered
 
     def get_category_id(self, name: str) -> int:
-        """The id of category ``name`` in this domain, numbered from 1 and named in NVTX on first use."""
+        """The id of category ``name`` in this domain, numbered from 1 and named in NVTX on first use.
+
+        Past ``MAX_CATEGORY_NAMES`` names per process, new names get ``OTHER_CATEGORY_ID``.
+        """
         global _category_names
         with _lock:
             data = to_utf8(name, "category")  # first: an unhashable argument must fail by name
@@ -191,8 +198,13 @@ class Domain:
             if found is not None:
                 return found
             if _category_names >= MAX_CATEGORY_NAMES:
-                msg = f"category {short_repr(name)}: too many category names (limit {MAX_CATEGORY_NAMES})"
-                raise ValueError(msg)
+                # Like messages past their bound: still correct events, no new table entry. Every
+                # later name shares one category, named OTHER_CATEGORY_NAME in this domain.
+                if self._index not in _other_category_named:
+                    if _state.ACTIVE:
+                        lib.nvtxcffi_category_name(self._index, OTHER_CATEGORY_ID, OTHER_CATEGORY_NAME.encode())
+                    _other_category_named.add(self._index)
+                return OTHER_CATEGORY_ID
             category_id = len(self._categories) + 1
             if _state.ACTIVE:
                 lib.nvtxcffi_category_name(self._index, category_id, data)

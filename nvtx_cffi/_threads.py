@@ -6,7 +6,9 @@ Installed once at import when a tool is attached (:func:`install`), and never on
 * every ``threading.Thread`` started later names itself first thing on its own OS thread
   (``Thread._bootstrap_inner`` is wrapped), so ``Thread-1 (worker)`` and ``ThreadPoolExecutor``
   workers carry their names from their first event;
-* ``thread.name = ...`` (and ``setName``) re-names it in NVTX: the ``name`` property is wrapped.
+* ``thread.name = ...`` (and ``setName``) re-names it in NVTX: the ``name`` property is wrapped;
+* in a child made by ``os.fork()`` the thread that forked (the child's only thread, a new OS
+  thread id) is named again (``os.register_at_fork``).
 
 Ranges and marks pay nothing for this: no check runs per event. Threads that Python did not start
 (C threads that call into Python) keep their OS names.
@@ -16,6 +18,7 @@ Ranges and marks pay nothing for this: no check runs per event. Threads that Pyt
 """
 from __future__ import annotations
 
+import os
 import threading
 from typing import Optional
 
@@ -81,7 +84,17 @@ def install() -> bool:
 
             threading.Thread.name = property(name_property.fget, _set_name, name_property.fdel,
                                              name_property.__doc__)
+        if hasattr(os, "register_at_fork"):
+            # After threading's own after-fork hook (registered first): current_thread() is right.
+            os.register_at_fork(after_in_child=_name_after_fork)
         for thread in threading.enumerate():
             name_thread(thread)
         _installed = True
         return True
+
+
+def _name_after_fork() -> None:
+    try:
+        name_current_thread(threading.current_thread().name)
+    except Exception:  # noqa: BLE001 - never fail a fork over a thread name
+        pass
