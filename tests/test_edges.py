@@ -78,3 +78,30 @@ def test_category_names_past_the_bound_share_one_category(tmp_path):
     (info,) = rec.processes.values()
     assert info.category_names == {("cats", 1): "c0", ("cats", 2): "c1", ("cats", 3): "c2",
                                    ("cats", other): "(other categories)", ("cats2", other): "(other categories)"}
+
+
+@pytest.mark.parametrize("error", [ValueError, TypeError])
+def test_arguments_whose_hash_raises_propagate_the_users_exception(tmp_path, error):
+    """Documented: the caches hash their keys, so the user's own exception comes out unchanged."""
+    out = run_recorded(tmp_path, f"""
+        import json, nvtx_cffi as nvtx
+        class BadStr(str):
+            def __hash__(self):
+                raise {error.__name__}("no hash for you")
+        class BadInt(int):
+            def __hash__(self):
+                raise {error.__name__}("no hash for you")
+        results = []
+        for call in (lambda: nvtx.push_range(BadStr("m")), lambda: nvtx.mark("m", category=BadStr("c")),
+                     lambda: nvtx.mark("m", color=BadInt(5)), lambda: nvtx.annotate(BadStr("a"))):
+            try:
+                call()
+                results.append(None)
+            except Exception as exc:
+                results.append([type(exc).__name__, str(exc)])
+        nvtx.mark("after")
+        print(json.dumps(results))
+    """)
+    assert out == [[error.__name__, "no hash for you"]] * 4
+    events = recorder.read(tmp_path / "rec").events
+    assert [(e.kind, e.message) for e in events if e.kind in ("push", "mark", "start")] == [("mark", "after")]
