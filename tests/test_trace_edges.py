@@ -72,19 +72,22 @@ def test_sigint_sent_to_the_tracer_alone_reaches_the_program(tmp_path):
 
 
 BACKGROUND = """
-    import subprocess, sys
+    import os, subprocess, sys, time
     import nvtx_cffi as nvtx
     nvtx.mark("parent")
     subprocess.Popen([sys.executable, "-c",
-                      "import time, nvtx_cffi as nvtx; nvtx.mark('child early'); time.sleep({sleep}); "
-                      "nvtx.mark('child late')"], start_new_session=True)
+                      "import time, nvtx_cffi as nvtx; nvtx.mark('child early'); open('early', 'w').close(); "
+                      "time.sleep({sleep}); nvtx.mark('child late')"], start_new_session=True)
+    deadline = time.monotonic() + 60
+    while {wait_early} and not os.path.exists("early") and time.monotonic() < deadline:
+        time.sleep(0.01)
 """
 
 
 def test_tracer_waits_for_background_children_that_still_record(tmp_path):
     """Only the direct child was waited for: a background grandchild's events were missing, and
     its recorder re-created the removed temporary directory."""
-    script = write(tmp_path, "bg.py", BACKGROUND.format(sleep=1.0))
+    script = write(tmp_path, "bg.py", BACKGROUND.format(sleep=1.0, wait_early=False))
     traced = run_tracer(str(tmp_path), [script], env=tracer_env(tmp_path))
     assert traced.returncode == 0, traced.stderr
     assert sorted(e["name"] for e in traced.events("i")) == ["child early", "child late", "parent"]
@@ -93,7 +96,7 @@ def test_tracer_waits_for_background_children_that_still_record(tmp_path):
 
 
 def test_tracer_says_which_processes_it_cut_off(tmp_path):
-    script = write(tmp_path, "bg.py", BACKGROUND.format(sleep=3.0))
+    script = write(tmp_path, "bg.py", BACKGROUND.format(sleep=3.0, wait_early=True))
     traced = run_tracer(str(tmp_path), [script], "--wait", "0.3", env=tracer_env(tmp_path))
     assert traced.returncode == 0, traced.stderr
     assert sorted(e["name"] for e in traced.events("i")) == ["child early", "parent"]

@@ -8,7 +8,8 @@ fresh interpreter. Children of the program inherit the environment (``subprocess
 While the child runs, a Ctrl-C (SIGINT from the terminal, which reaches the whole foreground process
 group, so the child gets it too and decides) is left to the child, while a SIGINT sent to the
 tracer alone (``kill -INT <tracer pid>``) is passed on to it: the tracer tells them apart by the
-signal's origin (``sigtimedwait``: sent by ``kill()`` or by the kernel). SIGTERM/SIGHUP/SIGQUIT are
+signal's origin (``sigtimedwait``: sent by ``kill()`` or by the kernel; where that is missing, as on
+PyPy, a SIGINT is the terminal's when the tracer is in the terminal's foreground process group). SIGTERM/SIGHUP/SIGQUIT are
 forwarded to the child; then the tracer still writes the trace. A child killed by signal N is
 reported as exit status 128 + N, as shells do.
 
@@ -74,8 +75,9 @@ def run(command: List[str], extra_env: Dict[str, str]) -> Tuple[int, int]:
     try:
         for sig in _FORWARDED:
             previous[sig] = signal.signal(sig, forward)
-        if not waited:
-            previous[signal.SIGINT] = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if not waited:  # (PyPy has no sigtimedwait) a SIGINT is the terminal's when we are its foreground
+            previous[signal.SIGINT] = signal.signal(
+                signal.SIGINT, lambda signum, frame: None if _in_terminal_foreground() else forward(signum, frame))
     except ValueError:  # not the main thread: leave signal handling alone
         waited = False
     try:
@@ -85,6 +87,20 @@ def run(command: List[str], extra_env: Dict[str, str]) -> Tuple[int, int]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _in_terminal_foreground() -> bool:
+    """Is this process in its terminal's foreground process group (where a Ctrl-C goes)?"""
+    try:
+        fd = os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY)
+    except OSError:
+        return False
+    try:
+        return os.tcgetpgrp(fd) == os.getpgrp()
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def _wait_passing_on_sigint(proc: subprocess.Popen) -> int:
