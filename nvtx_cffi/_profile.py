@@ -225,7 +225,7 @@ class Profile:
 
     def _enable(self, stacklevel: int) -> None:
         global _enabled_profile
-        if not _state.ACTIVE or self._engine is not None:
+        if not _state.active() or self._engine is not None:
             return
         with _enabled_lock:
             if _enabled_profile is not None:

@@ -1,6 +1,6 @@
 """Thread names: NVTX tools show threads by OS id; give them their Python names.
 
-Installed once at import when a tool is attached (:func:`install`), and never on a hot path:
+Installed once when NVTX's first call finds a tool attached (:func:`install`), and never on a hot path:
 
 * threads that already exist (the main thread included) are named at once, by ``native_id``;
 * every ``threading.Thread`` started later names itself first thing on its own OS thread
@@ -45,7 +45,7 @@ def name_current_thread(name: str) -> None:
     >>> name_current_thread("io-loop")
     """
     data = _encode(name)
-    if _state.ACTIVE and data is not None:
+    if _state.active() and data is not None:
         lib.nvtxcffi_name_os_thread(lib.nvtxcffi_os_thread_id(), data)
 
 
@@ -53,8 +53,12 @@ def name_thread(thread: threading.Thread) -> bool:
     """Name ``thread`` in NVTX by its OS id; False when it has none yet (not started)."""
     native_id = getattr(thread, "native_id", None)
     data = _encode(thread.name)
-    if not _state.ACTIVE or native_id is None or data is None:
+    if not _state.active() or native_id is None or data is None:
         return False
+    if _forked_tid is not None and thread is threading.main_thread():
+        # After os.fork() (3.9-3.11) threading keeps the parent's native_id for the thread that
+        # forked (the child's main thread): use the OS id it has in the child.
+        native_id = _forked_tid
     lib.nvtxcffi_name_os_thread(native_id, data)
     return True
 
@@ -62,7 +66,7 @@ def name_thread(thread: threading.Thread) -> bool:
 def install() -> bool:
     """Hook ``threading`` once (only when a tool is attached). Returns whether hooks are in place."""
     global _installed
-    if not _state.ACTIVE:
+    if not _state.active():
         return False
     with _install_lock:
         if _installed:
@@ -84,17 +88,29 @@ def install() -> bool:
 
             threading.Thread.name = property(name_property.fget, _set_name, name_property.fdel,
                                              name_property.__doc__)
-        if hasattr(os, "register_at_fork"):
-            # After threading's own after-fork hook (registered first): current_thread() is right.
-            os.register_at_fork(after_in_child=_name_after_fork)
         for thread in threading.enumerate():
             name_thread(thread)
         _installed = True
         return True
 
 
-def _name_after_fork() -> None:
+#: In a child made by os.fork(): the OS id of its main thread (the thread that forked), else None.
+_forked_tid: Optional[int] = None
+
+
+def _after_fork_in_child() -> None:
+    """The thread that forked is the child's main thread, under a new OS id: name it (when hooks
+    are installed) and remember the id (threading keeps the parent's ``native_id`` on 3.9-3.11)."""
+    global _forked_tid
     try:
-        name_current_thread(threading.current_thread().name)
+        _forked_tid = lib.nvtxcffi_os_thread_id()
+        if _installed:
+            name_current_thread(threading.current_thread().name)
     except Exception:  # noqa: BLE001 - never fail a fork over a thread name
         pass
+
+
+if hasattr(os, "register_at_fork"):
+    # Runs after threading's own after-fork hook (registered when threading was imported, before
+    # this module): current_thread() and main_thread() are the child's then.
+    os.register_at_fork(after_in_child=_after_fork_in_child)

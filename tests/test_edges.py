@@ -40,7 +40,8 @@ def test_forked_child_names_its_thread(tmp_path):
                 os._exit(0)
             os.waitpid(pid, 0)
             return pid
-        child = fork_here()
+        child = fork_here()  # NVTX not initialised here yet (lazy): the child initialises it
+        nvtx.mark("parent")  # initialised here: the hooks are installed before the next fork
         forker = threading.Thread(target=lambda: results.append(fork_here()), name="forker")
         results = []
         forker.start(); forker.join()
