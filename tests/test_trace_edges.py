@@ -165,3 +165,23 @@ def test_nested_tracer_events_reach_both_traces(tmp_path):
     assert {"outer mark", "inner mark"} <= {e["name"] for e in traced.events("i")}
     inner_doc = json.loads((tmp_path / "inner.json").read_text())
     assert [e["name"] for e in inner_doc["traceEvents"] if e["ph"] == "i"] == ["inner mark"]
+
+
+def test_two_tracers_writing_one_output_leave_a_complete_trace(tmp_path):
+    """Both wrote the same file in place (interleaved: invalid JSON); now each renames a whole one."""
+    script = write(tmp_path, "many.py", """
+        import sys
+        import nvtx_cffi as nvtx
+        for i in range(20_000):
+            nvtx.push_range(sys.argv[1]); nvtx.pop_range()
+    """)
+    output = tmp_path / "same.json"
+    tracers = [subprocess.Popen([sys.executable, "-m", "nvtx_cffi", "trace", "-o", str(output), script, tag],
+                                cwd=tmp_path, env=tracer_env(tmp_path), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True) for tag in ("first", "second")]
+    for tracer in tracers:
+        _, err = tracer.communicate(timeout=120)
+        assert tracer.returncode == 0, err
+    names = {e["name"] for e in json.loads(output.read_text())["traceEvents"] if e["ph"] == "X"}
+    assert names in ({"first"}, {"second"})  # one whole trace, the last renamed
+    assert sorted(os.listdir(tmp_path)) == ["many.py", "same.json", "tmp"]
