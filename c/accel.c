@@ -48,6 +48,7 @@ static PyTypeObject *attributes_cls;  /* nvtx_cffi.EventAttributes */
 static PyObject *domains;             /* _domain._domains: name -> Domain */
 static Py_ssize_t domain_index_offset = -1;   /* where a Domain keeps _index (a __slots__ member) */
 static Py_ssize_t attributes_fast_offset = -1; /* where EventAttributes keeps _fast */
+static Py_ssize_t attributes_domain_offset = -1; /* where EventAttributes keeps _domain */
 
 static PyObject *str_emit;  /* "_emit" */
 static PyObject *op_push;   /* NVTXCFFI_OP_PUSH as an int object */
@@ -636,12 +637,14 @@ static PyObject *noop_end_call(PyObject *op, PyObject *const *args, size_t nargs
 /* -- Domain methods with pre-built EventAttributes: d.push_range(attrs) etc. -- */
 
 /* The slot of d.METHOD(attrs) called with exactly (Domain, EventAttributes): >= 0 a slot, -1 "no
- * slot: the general call", -2 not this shape (keywords, other types): the Python twin decides. */
+ * slot: the general call", -2 not this shape (keywords, other types, attributes of another
+ * domain): the Python twin decides (and raises for another domain's attributes). */
 static int domain_attrs_slot(PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     if (attributes_fast_offset < 0 || PyVectorcall_NARGS(nargsf) != 2
         || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0)
-        || !Py_IS_TYPE(args[0], domain_cls) || !Py_IS_TYPE(args[1], attributes_cls))
+        || !Py_IS_TYPE(args[0], domain_cls) || !Py_IS_TYPE(args[1], attributes_cls)
+        || member_at(args[1], attributes_domain_offset) != args[0])
         return -2;
     if (!active)
         return -1; /* no tool: attributes never hold a slot, and nothing is emitted */
@@ -993,7 +996,7 @@ static Py_ssize_t slot_offset(PyTypeObject *cls, const char *name)
 
 PyDoc_STRVAR(setup_domain_doc,
 "setup_domain(Domain, EventAttributes, domains)\n--\n\n"
-"Read Domain._index and EventAttributes._fast from their slots; ``domains`` maps names to Domains.");
+"Read Domain._index, EventAttributes._fast and ._domain from their slots; ``domains`` maps names to Domains.");
 
 static PyObject *setup_domain(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -1006,13 +1009,15 @@ static PyObject *setup_domain(PyObject *module, PyObject *const *args, Py_ssize_
         return NULL;
     Py_ssize_t index_offset = slot_offset((PyTypeObject *)args[0], "_index");
     Py_ssize_t fast_offset = index_offset < 0 ? -1 : slot_offset((PyTypeObject *)args[1], "_fast");
-    if (fast_offset < 0)
+    Py_ssize_t attr_domain_offset = fast_offset < 0 ? -1 : slot_offset((PyTypeObject *)args[1], "_domain");
+    if (attr_domain_offset < 0)
         return NULL;
     store((PyObject **)&domain_cls, args[0]);
     store((PyObject **)&attributes_cls, args[1]);
     store(&domains, args[2]);
     domain_index_offset = index_offset;
     attributes_fast_offset = fast_offset;
+    attributes_domain_offset = attr_domain_offset;
     Py_RETURN_NONE;
 }
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import sys
 import threading
 from typing import Callable, Optional, TypeVar, Union
 
@@ -34,8 +35,38 @@ _pop_default = lib.nvtxcffi_pop_default
 _start = lib.nvtxcffi_start
 _end = lib.nvtxcffi_end
 
-# Ranges opened by ``async with``: a stack per task (each asyncio task runs in its own context).
+# Ranges opened by ``async with``. Each ``async with`` must end the range it started, but
+# ``__aexit__`` gets no token from ``__aenter__`` and a cached annotate object may be entered by
+# several tasks at once, so the id is kept per *owner* of the entry:
+# * inside an async generator (or code it awaits): a stack per generator frame, in
+#   ``_agen_ranges`` keyed by the frame's id. An async generator runs in its consumer's context
+#   and is suspended at ``yield`` with its ranges open while the consumer goes on, so a stack
+#   per context would pop the consumer's range (issue 11, item 1). Entries live until the
+#   ``async with`` exits (an async generator that is never finished keeps its few ids here);
+# * otherwise: a stack per context (each asyncio task runs in its own), where entries and exits
+#   of one owner are strictly nested (``async with`` blocks, ``AsyncExitStack``).
 _async_ranges: contextvars.ContextVar = contextvars.ContextVar("nvtx_cffi_async_ranges", default=())
+_agen_ranges: dict = {}
+_getframe = sys._getframe
+_CO_ASYNC_GENERATOR = 0x200  # inspect.CO_ASYNC_GENERATOR
+_CO_AWAITING = 0x80 | 0x100  # inspect.CO_COROUTINE | CO_ITERABLE_COROUTINE
+
+
+def _async_generator_frame():
+    """The id of the async generator frame whose step runs the caller's caller, or None.
+
+    Walks up through coroutines awaiting each other (only an ``await`` links them): the first
+    frame that is not a coroutine (the event loop, a plain function) ends the walk.
+    """
+    frame = _getframe(2)
+    while frame is not None:
+        flags = frame.f_code.co_flags
+        if flags & _CO_ASYNC_GENERATOR:
+            return id(frame)
+        if not flags & _CO_AWAITING:
+            return None
+        frame = frame.f_back
+    return None
 
 
 if _accel is not None:
@@ -146,15 +177,31 @@ class annotate(_Base):  # noqa: N801 - the name nvtx users know
 
 
 async def _aenter_active(self) -> "annotate":
-    _async_ranges.set(_async_ranges.get() + (self._start(),))
+    owner = _async_generator_frame()
+    range_id = self._start()
+    if owner is None:
+        _async_ranges.set(_async_ranges.get() + ((self._domain_index, range_id),))
+    else:
+        _agen_ranges.setdefault(owner, []).append((self._domain_index, range_id))
     return self
 
 
 async def _aexit_active(self, exc_type, exc_value, traceback) -> None:
-    open_ranges = _async_ranges.get()
-    if open_ranges:
+    owner = _async_generator_frame()
+    if owner is None:
+        open_ranges = _async_ranges.get()
+        if not open_ranges:
+            return
         _async_ranges.set(open_ranges[:-1])
-        _end(self._domain_index, open_ranges[-1])
+        domain_index, range_id = open_ranges[-1]
+    else:
+        stack = _agen_ranges.get(owner)
+        if not stack:
+            return
+        domain_index, range_id = stack.pop()
+        if not stack:
+            del _agen_ranges[owner]
+    _end(domain_index, range_id)
 
 
 def _call_active(self, func: F) -> F:
