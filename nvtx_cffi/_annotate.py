@@ -12,7 +12,7 @@ from ._colors import ColorLike
 from ._locks import hold_across_fork
 from ._domain import OP_PUSH, OP_START, EventAttributes, get_domain
 from ._native import lib
-from ._validate import Payload
+from ._validate import Payload, payload_fields
 from ._wrappers import wrap
 
 __all__ = ["annotate"]
@@ -104,7 +104,10 @@ class annotate(_Base):  # noqa: N801 - the name nvtx users know
                 return _by_message[message]
             except (KeyError, TypeError):
                 pass
-        key = (cls, message, color, domain, category, payload, payload.__class__)
+        if payload is not None:
+            return _with_payload(cls, message, color, domain, category, payload)
+        # The payload's two places stay in the key (always None here): c/accel.c builds the same key.
+        key = (cls, message, color, domain, category, None, _NONE_TYPE)
         try:
             return _cache[key]
         except (KeyError, TypeError):
@@ -188,6 +191,33 @@ class annotate(_Base):  # noqa: N801 - the name nvtx users know
                 msg = f"annotate() decorates callables, not {type(func).__name__}"
                 raise TypeError(msg)
             return func
+
+
+_NONE_TYPE = type(None)
+
+
+def _with_payload(cls, message, color, domain, category, payload) -> annotate:
+    """annotate(..., payload=value): a new object per call; the payload is a value, not an identity.
+
+    The arguments without the payload are prepared (and cached) once, as ``cls(message, color,
+    domain, category)``; each call copies that template's fields and converts only the payload, so
+    a value that changes every call creates no cache entry, slot or registered string.
+    """
+    fields = payload_fields(payload)  # first, as EventAttributes does: bad payloads fail alike
+    template = cls(message, color, domain, category)
+    base = template._attributes
+    attributes = object.__new__(EventAttributes)
+    attributes._domain, attributes._message, attributes._color, attributes._category = (
+        base._domain, base._message, base._color, base._category)
+    attributes._payload, attributes._fields = payload, fields
+    attributes._slot, attributes._inline, attributes._fast = base._slot, base._inline, -1
+    self = _Base.__new__(cls)
+    self._args = (message, color, domain, category, payload)
+    self._attributes = attributes
+    self._slot = -1  # the general push: the template's slot with this payload
+    self._domain_index = template._domain_index
+    self._close = template._close
+    return self
 
 
 if _accel is not None:
