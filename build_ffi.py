@@ -57,25 +57,27 @@ def _cdef_from_header(text: str) -> str:
 
 
 #: C files compiled into the module, and what a rebuild depends on (asv's stock-CFFI twin reuses these).
-SOURCES = [os.path.join("c", name) for name in ("nvtx_shim.c", "profiler.c", "accel.c")]
-DEPENDS = SOURCES + [os.path.join("c", name) for name in ("nvtx_shim.h", "keep_gil.h", "cuda.h", "accel.h")]
+SOURCES = [os.path.join("c", "nvtx_shim.c")]
+DEPENDS = SOURCES + [os.path.join("c", name) for name in ("nvtx_shim.h", "nvtx_api.h", "keep_gil.h", "cuda.h")]
+
+#: The optional accelerator (a plain CPython extension, not CFFI; setup.py builds it when it can).
+SPEEDUPS_SOURCES = [os.path.join("c", name) for name in ("speedups.c", "accel.c", "profiler.c")]
+SPEEDUPS_DEPENDS = SPEEDUPS_SOURCES + [os.path.join("c", name) for name in ("speedups.h", "nvtx_api.h", "nvtx_shim.h")]
 
 ffi = FFI()
 ffi.cdef(_cdef_from_header(_read("c/nvtx_shim.h")))
-ffi.cdef(_cdef_from_header(_read("c/accel.h")))
 ffi.set_source(
     "nvtx_cffi._native._ffi",
-    '#include "nvtx_shim.h"\n#include "accel.h"\n#include "keep_gil.h"\n',
+    '#include "nvtx_shim.h"\n#include "keep_gil.h"\n',
     sources=SOURCES,
     include_dirs=[nvtx_include_dir(), os.path.join(HERE, "c")],
     extra_compile_args=C_FLAGS,
     libraries=["dl", "pthread"],
     define_macros=[("NVTXCFFI_VERSION", '"%s"' % package_version())],
     depends=DEPENDS,
-    # c/profiler.c and c/accel.c use CPython's version-specific C API (PyEval_SetProfile,
-    # PyCFunctionObject, vectorcall, type objects): the module must be built per Python version
-    # (_ffi.cpython-3XX-*.so), not as abi3.
-    py_limited_api=False,
+    # The shim uses nothing of CPython's beyond cffi's own wrappers: one _ffi.abi3.so serves every
+    # CPython 3.x (the version-specific fast paths live in nvtx_cffi._speedups). PyPy ignores it.
+    py_limited_api=True,
 )
 
 if __name__ == "__main__":

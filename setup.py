@@ -1,4 +1,11 @@
-"""Only what setuptools needs beyond pyproject.toml: the CFFI module and the two NVTX tools.
+"""Only what setuptools needs beyond pyproject.toml: the CFFI module, the accelerator, the NVTX tools.
+
+* ``nvtx_cffi._native._ffi`` (build_ffi.py): the CFFI shim, limited API (``_ffi.abi3.so``).
+* ``nvtx_cffi._speedups`` (c/speedups.c, accel.c, profiler.c): the optional accelerator, built per
+  CPython version with ``optional=True`` (a failed compile leaves the pure-Python path, never a
+  failed install); not built on PyPy, on free-threaded CPython (``Py_GIL_DISABLED``: it relies on
+  the GIL) or with ``NVTX_CFFI_SPEEDUPS=0``. Without it the wheel holds only abi3 code and is tagged
+  ``cp311-abi3``.
 
 The NVTX tools (the recorder and a null tool for benchmarks) are plain shared libraries that NVTX
 ``dlopen``s through ``NVTX_INJECTION64_PATH``; Python never imports them, so they are built as
@@ -6,12 +13,29 @@ extensions but named ``lib*.so`` and export only ``InitializeInjectionNvtx2`` an
 """
 import os
 import sys
+import sysconfig
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from build_ffi import C_FLAGS, nvtx_include_dir  # noqa: E402
+from build_ffi import (  # noqa: E402
+    C_FLAGS,
+    SPEEDUPS_DEPENDS,
+    SPEEDUPS_SOURCES,
+    nvtx_include_dir,
+    package_version,
+)
+
+#: Oldest CPython of an abi3 wheel (the limited API version the shim is tagged with).
+ABI3_FLOOR = "cp311"
+
+
+def build_speedups() -> bool:
+    """Build the accelerator? CPython with a GIL, unless NVTX_CFFI_SPEEDUPS is 0/false/no/off."""
+    if sys.implementation.name != "cpython" or sysconfig.get_config_var("Py_GIL_DISABLED"):
+        return False
+    return os.environ.get("NVTX_CFFI_SPEEDUPS", "1").strip().lower() not in {"0", "false", "no", "off"}
 
 NVTX_TOOLS = {
     "nvtx_cffi.libnvtx_recorder": ["c/recorder.c"],
@@ -44,8 +68,26 @@ tools = [
     for name, sources in NVTX_TOOLS.items()
 ]
 
+speedups = [
+    Extension(
+        "nvtx_cffi._speedups",
+        sources=SPEEDUPS_SOURCES,
+        depends=SPEEDUPS_DEPENDS,
+        include_dirs=[nvtx_include_dir(), "c"],
+        extra_compile_args=C_FLAGS,
+        libraries=["pthread"],
+        define_macros=[("NVTXCFFI_VERSION", '"%s"' % package_version())],
+        optional=True,  # a compile failure leaves the pure-Python path, not a failed install
+    )
+] if build_speedups() else []
+
+options = {}
+if sys.implementation.name == "cpython" and not speedups:
+    options["bdist_wheel"] = {"py_limited_api": ABI3_FLOOR}  # nothing version-specific inside
+
 setup(
     cffi_modules=["build_ffi.py:ffi"],
-    ext_modules=tools,
+    ext_modules=tools + speedups,
     cmdclass={"build_ext": BuildExtWithNvtxTools},
+    options=options,
 )

@@ -1,14 +1,13 @@
-/* accel.c - CPython C-API fast paths for nvtx_cffi's hottest calls (compiled out on PyPy).
+/* accel.c - CPython C-API fast paths for nvtx_cffi's hottest calls (part of nvtx_cffi._speedups).
  *
  * Why: after the CFFI work (keep_gil.h, slot caches) what remains of a call's cost is CPython
  * running Python frames (an empty __enter__/__exit__ pair is ~80 ns, a 5-default function ~20 ns).
- * Only C callables avoid that. This file lives in the same shared object as nvtx_shim.c, so it calls
- * the shim's slot and domain tables directly.
+ * Only C callables avoid that. This file is compiled into the optional module nvtx_cffi._speedups
+ * (c/speedups.c), not into the CFFI shim: it reaches the shim's slot and domain tables through the
+ * shim's function table (nvtxcffi_shim, c/nvtx_api.h), bound by nvtx_cffi/_accel.py.
  *
- * How Python reaches it: accel.h declares nvtxcffi_accel_install(active), an ordinary cdef'd
- * function taking no Python object (cffi converts nothing). Called with the GIL held (keep_gil.h
- * keeps it through cffi's wrapper), it creates the module "nvtx_cffi._native._accel" and registers
- * it in sys.modules, where nvtx_cffi/_accel.py picks it up. No handles, no ctypes.
+ * How Python reaches it: nvtx_cffi/_accel.py imports nvtx_cffi._speedups, binds it to the shim and
+ * calls install(active) once; then the setup functions below receive the Python caches and twins.
  *
  * What it holds (all opt-in from Python, which passes in its own caches and Python twins):
  *   AnnotateBase  base class of nvtx_cffi.annotate: C __enter__/__exit__ (push a slot / pop a
@@ -20,36 +19,20 @@
  *                 (push_range, mark, ...) that answers from the Python caches and otherwise calls
  *                 its Python twin (__wrapped__) with the same arguments, so first use, payloads and
  *                 every error message stay exactly those of the Python code.
- * The Python implementation stays complete: PyPy and NVTX_CFFI_PURE_PYTHON=1 use it alone.
+ * The Python implementation stays complete: PyPy, NVTX_CFFI_PURE_PYTHON=1 and installs without
+ * this module use it alone.
  *
- * Thread safety: every entry point runs with the GIL held (they are Python callables; the install
- * function is called through cffi's GIL-keeping wrapper), and the C tables are lock-free to read.
- * State is process-wide (one interpreter; cffi modules are single-phase anyway).
+ * Thread safety: every entry point runs with the GIL held (they are Python callables; setup.py
+ * does not build this module for free-threaded CPython), and the C tables are lock-free to read.
+ * State is process-wide (one interpreter; the module is single-phase).
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-
-#include "accel.h"
-#include "nvtx_shim.h"
-
-#ifdef PYPY_VERSION
-
-int nvtxcffi_accel_install(int active)
-{
-    (void)active;
-    return -1; /* PyPy runs the Python implementation (its JIT inlines it) */
-}
-
-#else
+#include "speedups.h"
 
 #include <structmember.h>
 
-/* A METH_FASTCALL / METH_NOARGS function cast for PyMethodDef, without -Wcast-function-type. */
-#define FUNC_CAST(f) ((PyCFunction)(void (*)(void))(f))
-
 /* ---- process state, set once by the setup functions below ------------------------------------ */
 static int active; /* _state.ACTIVE: a tool is attached and NVTX_DISABLE is unset */
-static PyObject *accel_module;
+static int installed; /* install() ran: `active` is decided for the process */
 
 static PyTypeObject *annotate_cls;     /* nvtx_cffi.annotate (a Python subclass of AnnotateBase) */
 static PyObject *annotate_by_message;  /* _annotate._by_message: message -> annotate */
@@ -259,7 +242,7 @@ static PyObject *annotate_enter(PyObject *op, PyObject *unused)
     annotate_object *self = (annotate_object *)op;
     if (active) {
         if (self->slot >= 0)
-            nvtxcffi_push(self->slot);
+            nvtxcffi_shim.push(self->slot);
         else if (emit_push(self->attributes) < 0)
             return NULL;
     }
@@ -275,7 +258,7 @@ static PyObject *annotate_exit(PyObject *op, PyObject *const *args, Py_ssize_t n
         return NULL;
     }
     if (active)
-        nvtxcffi_pop(((annotate_object *)op)->domain_index);
+        nvtxcffi_shim.pop(((annotate_object *)op)->domain_index);
     Py_RETURN_NONE;
 }
 
@@ -296,7 +279,7 @@ static PyMemberDef annotate_base_members[] = {
 
 static PyTypeObject annotate_base_type = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "nvtx_cffi._native._accel.AnnotateBase",
+    .tp_name = "nvtx_cffi._speedups.AnnotateBase",
     .tp_basicsize = sizeof(annotate_object),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "C base of nvtx_cffi.annotate: __enter__/__exit__ and the instance fields.",
@@ -342,7 +325,7 @@ static PyObject *special_get(PyObject *op, PyObject *obj, PyObject *type)
 
 static PyTypeObject special_type = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "nvtx_cffi._native._accel.special_method",
+    .tp_name = "nvtx_cffi._speedups.special_method",
     .tp_basicsize = sizeof(special_object),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "__enter__/__exit__ of AnnotateBase: bound once per object.",
@@ -497,13 +480,13 @@ static PyObject *decorated_call(PyObject *op, PyObject *const *args, size_t narg
     if (Py_EnterRecursiveCall(" while calling an annotated function"))
         return NULL;
     if (self->slot >= 0) {
-        nvtxcffi_push(self->slot);
+        nvtxcffi_shim.push(self->slot);
     } else if (emit_push(self->attributes) < 0) {
         Py_LeaveRecursiveCall();
         return NULL;
     }
     PyObject *result = PyObject_Vectorcall(self->func, args, nargsf, kwnames);
-    nvtxcffi_pop(self->domain_index);
+    nvtxcffi_shim.pop(self->domain_index);
     Py_LeaveRecursiveCall();
     return result;
 }
@@ -540,16 +523,16 @@ static PyObject *range_call(PyObject *op, PyObject *const *args, size_t nargsf, 
         return twin(op, args, nargsf, kwnames); /* first use of these arguments: prepare, cache */
     switch (opcode) {
     case NVTXCFFI_OP_PUSH:
-        nvtxcffi_push(slot);
+        nvtxcffi_shim.push(slot);
         Py_RETURN_NONE;
     case NVTXCFFI_OP_MARK:
-        nvtxcffi_mark(slot);
+        nvtxcffi_shim.mark(slot);
         Py_RETURN_NONE;
     default: {
         int index = domain == Py_None ? 0 : domain_index_by_name(domain);
         if (index < 0)
             return twin(op, args, nargsf, kwnames);
-        return new_range_id(nvtxcffi_start(slot), index);
+        return new_range_id(nvtxcffi_shim.start(slot), index);
     }
     }
 }
@@ -575,13 +558,13 @@ static PyObject *pop_range_call(PyObject *op, PyObject *const *args, size_t narg
     if (!bind(args, PyVectorcall_NARGS(nargsf), kwnames, pop_params, 1, 0, a))
         return twin(op, args, nargsf, kwnames);
     if (a[0] == NULL || a[0] == Py_None) {
-        nvtxcffi_pop_default();
+        nvtxcffi_shim.pop_default();
         Py_RETURN_NONE;
     }
     int index = domain_index_by_name(a[0]);
     if (index < 0)
         return twin(op, args, nargsf, kwnames); /* a new domain, or a bad name: Python creates/raises */
-    nvtxcffi_pop(index);
+    nvtxcffi_shim.pop(index);
     Py_RETURN_NONE;
 }
 
@@ -612,14 +595,14 @@ static PyObject *end_range_call(PyObject *op, PyObject *const *args, size_t narg
         long domain = PyLong_CheckExact(index) ? PyLong_AsLongAndOverflow(index, &overflow) : -1;
         if (PyLong_CheckExact(index) && !overflow && domain >= INT32_MIN && domain <= INT32_MAX
             && as_range_id(PyTuple_GET_ITEM(range_id, 0), &id)) {
-            nvtxcffi_end((int)domain, id); /* an index the shim does not know is ignored there */
+            nvtxcffi_shim.end((int)domain, id); /* an index the shim does not know is ignored there */
             Py_RETURN_NONE;
         }
         PyErr_Clear();
     } else if (range_id == Py_None) {
         Py_RETURN_NONE;
     } else if (as_range_id(range_id, &id)) {
-        nvtxcffi_end_default(id);
+        nvtxcffi_shim.end_default(id);
         Py_RETURN_NONE;
     }
     return twin(op, args, nargsf, kwnames); /* anything else: Python's checks and messages */
@@ -673,7 +656,7 @@ static PyObject *domain_push_call(PyObject *op, PyObject *const *args, size_t na
 {
     int slot = domain_attrs_slot(args, nargsf, kwnames);
     if (slot >= 0) {
-        nvtxcffi_push(slot);
+        nvtxcffi_shim.push(slot);
         Py_RETURN_NONE;
     }
     if (slot == -1 && !active)
@@ -685,7 +668,7 @@ static PyObject *domain_mark_call(PyObject *op, PyObject *const *args, size_t na
 {
     int slot = domain_attrs_slot(args, nargsf, kwnames);
     if (slot >= 0) {
-        nvtxcffi_mark(slot);
+        nvtxcffi_shim.mark(slot);
         Py_RETURN_NONE;
     }
     if (slot == -1 && !active)
@@ -697,7 +680,7 @@ static PyObject *domain_start_call(PyObject *op, PyObject *const *args, size_t n
 {
     int slot = domain_attrs_slot(args, nargsf, kwnames);
     if (slot >= 0)
-        return PyLong_FromUnsignedLongLong(nvtxcffi_start(slot));
+        return PyLong_FromUnsignedLongLong(nvtxcffi_shim.start(slot));
     if (slot == -1 && !active)
         return PyLong_FromLong(0);
     return twin(op, args, nargsf, kwnames);
@@ -709,7 +692,7 @@ static PyObject *domain_end_call(PyObject *op, PyObject *const *args, size_t nar
     if (PyVectorcall_NARGS(nargsf) == 2 && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0)) {
         int index = domain_index_of(args[0]);
         if (index >= 0 && as_range_id(args[1], &id)) {
-            nvtxcffi_end(index, id);
+            nvtxcffi_shim.end(index, id);
             Py_RETURN_NONE;
         }
     }
@@ -789,7 +772,7 @@ static PyGetSetDef function_getset[] = {
 
 static PyTypeObject function_type = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "nvtx_cffi._native._accel.function",
+    .tp_name = "nvtx_cffi._speedups.function",
     .tp_basicsize = sizeof(function_object),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL
               | Py_TPFLAGS_METHOD_DESCRIPTOR,
@@ -943,7 +926,7 @@ static PyObject *domain_pop(PyObject *self, PyObject *unused)
         PyErr_SetString(PyExc_AttributeError, "this Domain has no index (not made by get_domain)");
         return NULL;
     }
-    nvtxcffi_pop(value);
+    nvtxcffi_shim.pop(value);
     Py_RETURN_NONE;
 }
 
@@ -1029,7 +1012,33 @@ static PyObject *accelerate(PyObject *module, PyObject *const *args, Py_ssize_t 
     return NULL;
 }
 
+PyDoc_STRVAR(install_doc,
+"install(active)\n--\n\n"
+"Decide, once per process, whether the fast paths call NVTX (``active``: a tool is attached and "
+"NVTX_DISABLE is unset) or are the do-nothing versions. Needs bind() first.");
+
+static PyObject *install(PyObject *module, PyObject *arg)
+{
+    int is_active = PyObject_IsTrue(arg);
+    if (is_active < 0)
+        return NULL;
+    if (!NVTXCFFI_SHIM_BOUND()) {
+        PyErr_SetString(PyExc_RuntimeError, "nvtx_cffi._speedups: bind() the shim first");
+        return NULL;
+    }
+    if (installed && (!is_active) != (!active)) {
+        PyErr_SetString(PyExc_RuntimeError, "nvtx_cffi._speedups: install() decided otherwise already");
+        return NULL;
+    }
+    active = is_active;
+    installed = 1;
+    if (PyModule_AddIntConstant(module, "active", is_active) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef accel_functions[] = {
+    {"install", install, METH_O, install_doc},
     {"setup_annotate", FUNC_CAST(setup_annotate), METH_FASTCALL, setup_annotate_doc},
     {"setup_ranges", FUNC_CAST(setup_ranges), METH_FASTCALL, setup_ranges_doc},
     {"setup_domain", FUNC_CAST(setup_domain), METH_FASTCALL, setup_domain_doc},
@@ -1037,14 +1046,6 @@ static PyMethodDef accel_functions[] = {
     {"domain_pop_method", domain_pop_method, METH_NOARGS, domain_pop_method_doc},
     {"accelerate", FUNC_CAST(accelerate), METH_FASTCALL, accelerate_doc},
     {NULL, NULL, 0, NULL},
-};
-
-static struct PyModuleDef accel_def = {
-    PyModuleDef_HEAD_INIT,
-    .m_name = "nvtx_cffi._native._accel",
-    .m_doc = "CPython fast paths of nvtx_cffi (c/accel.c); nvtx_cffi/_accel.py loads and wires them.",
-    .m_size = -1,
-    .m_methods = accel_functions,
 };
 
 static int intern_all(PyObject **out, const char *const *names, int n)
@@ -1055,7 +1056,7 @@ static int intern_all(PyObject **out, const char *const *names, int n)
     return 0;
 }
 
-static int install(int is_active)
+int nvtxcffi_accel_init(PyObject *module)
 {
     static const char *const range_names[5] = {"message", "color", "domain", "category", "payload"};
     static const char *const pop_names[1] = {"domain"};
@@ -1063,48 +1064,23 @@ static int install(int is_active)
     if (intern_all(range_params, range_names, 5) < 0 || intern_all(pop_params, pop_names, 1) < 0
         || intern_all(end_params, end_names, 1) < 0)
         return -1;
-    if ((str_emit = PyUnicode_InternFromString("_emit")) == NULL
-        || (op_push = PyLong_FromLong(NVTXCFFI_OP_PUSH)) == NULL)
+    if ((str_emit == NULL && (str_emit = PyUnicode_InternFromString("_emit")) == NULL)
+        || (op_push == NULL && (op_push = PyLong_FromLong(NVTXCFFI_OP_PUSH)) == NULL))
         return -1;
     if (PyType_Ready(&annotate_base_type) < 0 || PyType_Ready(&function_type) < 0
         || PyType_Ready(&special_type) < 0 || install_special_methods() < 0)
         return -1;
-    PyObject *module = PyModule_Create(&accel_def);
-    if (module == NULL)
+    if (PyModule_AddFunctions(module, accel_functions) < 0)
         return -1;
     Py_INCREF(&annotate_base_type);
     if (PyModule_AddObject(module, "AnnotateBase", (PyObject *)&annotate_base_type) < 0) {
         Py_DECREF(&annotate_base_type);
-        Py_DECREF(module);
         return -1;
     }
     Py_INCREF(&function_type);
     if (PyModule_AddObject(module, "function", (PyObject *)&function_type) < 0) {
         Py_DECREF(&function_type);
-        Py_DECREF(module);
-        return -1;
-    }
-    if (PyModule_AddIntConstant(module, "active", is_active) < 0
-        || PyDict_SetItemString(PyImport_GetModuleDict(), accel_def.m_name, module) < 0) {
-        Py_DECREF(module);
-        return -1;
-    }
-    active = is_active;
-    accel_module = module; /* kept for the life of the process */
-    return 0;
-}
-
-int nvtxcffi_accel_install(int is_active)
-{
-    if (!PyGILState_Check())
-        return -1;
-    if (accel_module != NULL)
-        return (!is_active) == (!active) ? 0 : -1; /* decided once per process */
-    if (install(is_active) < 0) {
-        PyErr_WriteUnraisable(NULL); /* shows the cause; Python raises ImportError */
         return -1;
     }
     return 0;
 }
-
-#endif /* PYPY_VERSION */

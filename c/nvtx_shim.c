@@ -1,6 +1,7 @@
 /* nvtx_shim.c - nvtx-cffi's tables and calls over NVTX v3 (see nvtx_shim.h for the model). */
 #define _GNU_SOURCE
 #include "nvtx_shim.h"
+#include "nvtx_api.h"
 
 #include <nvtx3/nvToolsExt.h>
 #include <pthread.h>
@@ -323,4 +324,26 @@ void nvtxcffi_name_cuda_event(uintptr_t event, const char *name)
 {
     if (name != NULL)
         nvtxNameCuEventA((CUevent)event, name);
+}
+
+/* ---- the function table of nvtx_api.h ---------------------------------------------------------- */
+
+static const nvtxcffi_api_t api_table = {
+    .magic = NVTXCFFI_API_MAGIC,
+    .version = NVTXCFFI_API_VERSION,
+    .size = sizeof(nvtxcffi_api_t),
+    .build_version = NVTXCFFI_VERSION,
+    .push = nvtxcffi_push,
+    .pop = nvtxcffi_pop,
+    .pop_default = nvtxcffi_pop_default,
+    .start = nvtxcffi_start,
+    .end = nvtxcffi_end,
+    .end_default = nvtxcffi_end_default,
+    .mark = nvtxcffi_mark,
+    .os_thread_id = nvtxcffi_os_thread_id,
+};
+
+const void *nvtxcffi_api(void)
+{
+    return &api_table;
 }

@@ -85,26 +85,8 @@ void nvtxcffi_name_cuda_context(uintptr_t context, const char *name);
 void nvtxcffi_name_cuda_stream(uintptr_t stream, const char *name);
 void nvtxcffi_name_cuda_event(uintptr_t event, const char *name);
 
-/* ---- Profile's C engine (c/profiler.c; CPython only, stubs on PyPy) -----------------------------
- * nvtx_cffi/_profile.py drives it. Objects cross as their address (CPython's id()); the engine takes
- * its own references. All run with the GIL held. Modes: */
-#define NVTXCFFI_PROF_SETPROFILE 0
-#define NVTXCFFI_PROF_MONITORING 1
-#define NVTXCFFI_PROF_EVAL_FRAME 2
-
-/* 0: no C engine (PyPy); 1: < 3.12: PyEval_SetProfile and PEP 523 (eval frame) modes;
- * 2: 3.12+: sys.monitoring and PyEval_SetProfile modes. */
-int nvtxcffi_prof_available(void);
-/* Start: hooks is the Python engine (c_classify, c_classify_cfunc, c_push_code, c_push_name,
- * c_callbacks, c_left); max_depth 0 = no limit. 0 on success, -1 on failure (error printed). */
-int nvtxcffi_prof_start(void *hooks, int mode, int domain, int cfuncs, int max_depth);
-/* Setprofile mode: install the C profile function on the calling thread. */
-int nvtxcffi_prof_install_thread(void);
-/* Stop: pops the calling thread's open ranges (returns how many), reports other threads' through
- * hooks.c_left(os_tid, count), drops the caches. */
-int nvtxcffi_prof_stop(void);
-/* Cached code objects + C function names; the bound of each cache (negative: the default). */
-int nvtxcffi_prof_cache_size(void);
-void nvtxcffi_prof_set_cache_limit(int limit);
+/* The function table of c/nvtx_api.h (a const nvtxcffi_api_t *), for the optional accelerator
+ * module nvtx_cffi._speedups; Python passes its address on (nvtx_cffi/_accel.py). */
+const void *nvtxcffi_api(void);
 
 #endif

@@ -1,4 +1,4 @@
-/* profiler.c - the C engine of nvtx_cffi.Profile (CPython only; nvtx_cffi/_profile.py drives it).
+/* profiler.c - the C engine of nvtx_cffi.Profile (part of nvtx_cffi._speedups; _profile.py drives it).
  *
  * Why C: a Python-level profile callback costs ~100-250 ns per event before it does anything; a C
  * callback costs a few ns plus one hash lookup and one NVTX call.
@@ -10,7 +10,7 @@
  *     profile function it leaves the interpreter's specialised fast path on (3.11's tracing mode
  *     de-optimises every instruction), and a frame knows on its own C stack whether it pushed.
  *   - PyEval_SetProfile (3.9-3.11 with annotate_cfuncs): profile_func() below, installed on the
- *     enabling thread by nvtxcffi_prof_install_thread() and on threads started later by the
+ *     enabling thread by _speedups.prof_install_thread() and on threads started later by the
  *     `trampoline` builtin that Python hands to threading.setprofile(): at a new thread's first
  *     event it installs profile_func for that thread and handles that event.
  *   - sys.monitoring (3.12+): builtin functions (METH_FASTCALL) registered as the callbacks of
@@ -21,7 +21,7 @@
  * (hooks.c_classify) and is cached in an open-addressing table keyed by the code's address, holding
  * a strong reference so the address cannot be reused while cached. C functions are cached by their
  * PyMethodDef's ml_name pointer (static for the life of the process in CPython extensions); their
- * message is that name, as nvtx's __name__. Both tables are bounded (nvtxcffi_prof_set_cache_limit)
+ * message is that name, as nvtx's __name__. Both tables are bounded (_speedups.prof_set_cache_limit)
  * and emptied at stop; past the bound a miss asks Python on every call.
  *
  * Balance: each thread counts its nested annotated calls since enable (depth) and the ranges it
@@ -29,29 +29,11 @@
  * already running at enable() (they pushed nothing) cannot pop ranges they did not open. stop()
  * pops the calling thread's open ranges and reports other threads' counts.
  *
- * Everything runs with the GIL held (interpreter callbacks; the cffi entry points keep the GIL,
- * see keep_gil.h, and take it anyway with PyGILState_Ensure). Calls into Python can let another
+ * Everything runs with the GIL held (interpreter callbacks and the module's functions). Calls into Python can let another
  * thread run stop(); every such call is followed by a generation check before the caches are
  * touched again.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-
-#include "nvtx_shim.h"
-
-#ifdef PYPY_VERSION
-/* PyPy keeps the pure-Python engine (its JIT traces Python hooks well; no C profiling API). */
-int nvtxcffi_prof_available(void) { return 0; }
-int nvtxcffi_prof_start(void *hooks, int mode, int domain, int cfuncs, int max_depth)
-{
-    (void)hooks; (void)mode; (void)domain; (void)cfuncs; (void)max_depth;
-    return -1;
-}
-int nvtxcffi_prof_install_thread(void) { return -1; }
-int nvtxcffi_prof_stop(void) { return 0; }
-int nvtxcffi_prof_cache_size(void) { return 0; }
-void nvtxcffi_prof_set_cache_limit(int limit) { (void)limit; }
-#else
+#include "speedups.h"
 
 #include <frameobject.h>
 #include <limits.h>
@@ -209,7 +191,7 @@ static thread_state_t *thread_register(void)
     if (t != NULL) {
         t->alive = 1;
         t->generation = 0; /* never a live generation: counters reset at first use */
-        t->os_tid = nvtxcffi_os_thread_id();
+        t->os_tid = nvtxcffi_shim.os_thread_id();
     }
     pthread_mutex_unlock(&threads_lock);
     if (t != NULL)
@@ -391,7 +373,7 @@ static void enter_code(thread_state_t *t, int slot, PyObject *code)
         return;
     t->open++;
     if (LIKELY(slot >= 0))
-        nvtxcffi_push(slot);
+        nvtxcffi_shim.push(slot);
     else
         push_through_python(E.push_code, code);
 }
@@ -426,7 +408,7 @@ static void enter_cfunc(thread_state_t *t, PyObject *func)
         return;
     t->open++;
     if (LIKELY(slot >= 0)) {
-        nvtxcffi_push(slot);
+        nvtxcffi_shim.push(slot);
     } else {
         PyObject *text = PyUnicode_FromString(name);
         if (text == NULL)
@@ -443,7 +425,7 @@ static inline void leave(thread_state_t *t)
         return; /* its call began before enable(): it opened nothing */
     if (t->depth-- <= E.limit) {
         t->open--;
-        nvtxcffi_pop(t->domain);
+        nvtxcffi_shim.pop(t->domain);
     }
 }
 
@@ -459,7 +441,7 @@ static void profile_stale(PyObject *token)
         PyErr_Clear();
     else if (t != NULL && t->generation == generation) {
         for (; t->open > 0; t->open--)
-            nvtxcffi_pop(t->domain);
+            nvtxcffi_shim.pop(t->domain);
         t->depth = 0;
     }
     PyEval_SetProfile(NULL, NULL);
@@ -697,12 +679,7 @@ static PyMethodDef monitoring_defs[] = {
 };
 #endif
 
-/* ---- entry points (cffi) ------------------------------------------------------------------------- */
-
-int nvtxcffi_prof_available(void)
-{
-    return HAVE_MONITORING ? 2 : 1;
-}
+/* ---- entry points (the module's prof_* functions) ------------------------------------------------------------------------- */
 
 static void release_references(void)
 {
@@ -799,26 +776,51 @@ fail:
     return -1;
 }
 
-int nvtxcffi_prof_start(void *hooks, int mode, int domain, int cfuncs, int max_depth)
+PyDoc_STRVAR(prof_start_doc,
+"prof_start(hooks, mode, domain, cfuncs, max_depth)\n--\n\n"
+"Start the engine in ``mode`` (PROF_*); ``hooks`` is the Python engine (c_classify, "
+"c_classify_cfunc, c_push_code, c_push_name, c_callbacks, c_left); max_depth 0 = no limit.");
+
+static PyObject *prof_start(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyGILState_STATE gil = PyGILState_Ensure();
-    int status = hooks == NULL ? -1 : start_engine((PyObject *)hooks, mode, domain, cfuncs, max_depth);
-    if (status < 0 && PyErr_Occurred())
-        PyErr_WriteUnraisable(NULL);
-    PyGILState_Release(gil);
-    return status;
+    (void)module;
+    int values[4];
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "prof_start(hooks, mode, domain, cfuncs, max_depth)");
+        return NULL;
+    }
+    for (int i = 0; i < 4; i++) {
+        long v = PyLong_AsLong(args[i + 1]);
+        if (v == -1 && PyErr_Occurred())
+            return NULL;
+        if (v < INT_MIN || v > INT_MAX) {
+            PyErr_SetString(PyExc_OverflowError, "prof_start: argument out of range");
+            return NULL;
+        }
+        values[i] = (int)v;
+    }
+    if (!NVTXCFFI_SHIM_BOUND()) {
+        PyErr_SetString(PyExc_RuntimeError, "nvtx_cffi._speedups: bind() the shim first");
+        return NULL;
+    }
+    if (start_engine(args[0], values[0], values[1], values[2], values[3]) < 0)
+        return NULL;
+    Py_RETURN_NONE;
 }
 
-int nvtxcffi_prof_install_thread(void)
+PyDoc_STRVAR(prof_install_thread_doc,
+"prof_install_thread()\n--\n\n"
+"Setprofile mode: install the C profile function on the calling thread; False when not running.");
+
+static PyObject *prof_install_thread(PyObject *module, PyObject *unused)
 {
-    PyGILState_STATE gil = PyGILState_Ensure();
-    int status = -1;
+    (void)module;
+    (void)unused;
     if (E.active && E.token != NULL && E.mode == NVTXCFFI_PROF_SETPROFILE) {
         PyEval_SetProfile(profile_func, E.token);
-        status = 0;
+        Py_RETURN_TRUE;
     }
-    PyGILState_Release(gil);
-    return status;
+    Py_RETURN_FALSE;
 }
 
 static void table_clear(table_t *t, int owns_keys)
@@ -840,14 +842,18 @@ typedef struct {
     int open;
 } left_t;
 
-int nvtxcffi_prof_stop(void)
+PyDoc_STRVAR(prof_stop_doc,
+"prof_stop()\n--\n\n"
+"Stop: pop the calling thread's open ranges (returns how many), report other threads' through "
+"hooks.c_left(os_tid, count), drop the caches.");
+
+static PyObject *prof_stop(PyObject *module, PyObject *unused)
 {
-    PyGILState_STATE gil = PyGILState_Ensure();
+    (void)module;
+    (void)unused;
     int closed = 0;
-    if (!E.active) {
-        PyGILState_Release(gil);
-        return 0;
-    }
+    if (!E.active)
+        return PyLong_FromLong(0);
     E.active = 0;
 #if HAVE_EVAL_FRAME
     if (E.mode == NVTXCFFI_PROF_EVAL_FRAME) {
@@ -862,7 +868,7 @@ int nvtxcffi_prof_stop(void)
     thread_state_t *me = my_thread;
     if (me != NULL && me->generation == E.generation) {
         for (; me->open > 0; me->open--, closed++)
-            nvtxcffi_pop(me->domain);
+            nvtxcffi_shim.pop(me->domain);
         me->depth = 0;
     }
     /* Other threads' open ranges: collected under the lock, reported to Python after it. */
@@ -897,18 +903,49 @@ int nvtxcffi_prof_stop(void)
     table_clear(&E.names, 0);
     E.overflow = 0;
     release_references();
-    PyGILState_Release(gil);
-    return closed;
+    return PyLong_FromLong(closed);
 }
 
-int nvtxcffi_prof_cache_size(void)
+PyDoc_STRVAR(prof_cache_size_doc,
+"prof_cache_size()\n--\n\nCached code objects + C function names.");
+
+static PyObject *prof_cache_size(PyObject *module, PyObject *unused)
 {
-    return (int)(E.codes.count + E.names.count);
+    (void)module;
+    (void)unused;
+    return PyLong_FromSize_t(E.codes.count + E.names.count);
 }
 
-void nvtxcffi_prof_set_cache_limit(int limit)
+PyDoc_STRVAR(prof_set_cache_limit_doc,
+"prof_set_cache_limit(limit)\n--\n\nThe bound of each cache (negative: the default).");
+
+static PyObject *prof_set_cache_limit(PyObject *module, PyObject *arg)
 {
+    (void)module;
+    Py_ssize_t limit = PyLong_AsSsize_t(arg);
+    if (limit == -1 && PyErr_Occurred())
+        return NULL;
     cache_limit = limit >= 0 ? (size_t)limit : DEFAULT_CACHE_LIMIT;
+    Py_RETURN_NONE;
 }
 
-#endif /* PYPY_VERSION */
+static PyMethodDef prof_functions[] = {
+    {"prof_start", FUNC_CAST(prof_start), METH_FASTCALL, prof_start_doc},
+    {"prof_install_thread", prof_install_thread, METH_NOARGS, prof_install_thread_doc},
+    {"prof_stop", prof_stop, METH_NOARGS, prof_stop_doc},
+    {"prof_cache_size", prof_cache_size, METH_NOARGS, prof_cache_size_doc},
+    {"prof_set_cache_limit", prof_set_cache_limit, METH_O, prof_set_cache_limit_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+int nvtxcffi_prof_init(PyObject *module)
+{
+    /* PROF_AVAILABLE: 1 < 3.12 (setprofile and eval-frame modes), 2 from 3.12 (monitoring too). */
+    if (PyModule_AddFunctions(module, prof_functions) < 0
+        || PyModule_AddIntConstant(module, "PROF_AVAILABLE", HAVE_MONITORING ? 2 : 1) < 0
+        || PyModule_AddIntConstant(module, "PROF_SETPROFILE", NVTXCFFI_PROF_SETPROFILE) < 0
+        || PyModule_AddIntConstant(module, "PROF_MONITORING", NVTXCFFI_PROF_MONITORING) < 0
+        || PyModule_AddIntConstant(module, "PROF_EVAL_FRAME", NVTXCFFI_PROF_EVAL_FRAME) < 0)
+        return -1;
+    return 0;
+}

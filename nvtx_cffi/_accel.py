@@ -1,16 +1,19 @@
-"""The C accelerator (``c/accel.c``): CPython C-API fast paths inside the CFFI module, or None.
+"""The optional C accelerator ``nvtx_cffi._speedups``, bound to the shim, or None.
 
 What is left of a call's cost after the CFFI work is CPython running Python frames; only C
-callables avoid them. ``c/accel.c`` is compiled into the same shared object as the shim (so it
-uses the same slot tables) and provides, on CPython: the C base class of :class:`annotate`
-(``__enter__``/``__exit__`` and a cache-answering class call), a C callable type for decorated
-functions, and the module-level and ``Domain`` hot calls. Each of these answers only what the Python
-caches already hold and otherwise calls its Python twin, so the Python code stays the one complete
-implementation: PyPy uses it alone, and ``NVTX_CFFI_PURE_PYTHON=1`` (strictly parsed) forces it on
-CPython, which is how the tests check that both paths record the same events and raise the same
-errors.
+callables avoid them. ``nvtx_cffi._speedups`` (``c/speedups.c``, ``c/accel.c``, ``c/profiler.c``) is
+an extension module of its own, built per CPython version and optional: the CFFI shim it calls is
+the limited-API ``_ffi.abi3.so``, and it reaches the shim through the shim's function table
+(``lib.nvtxcffi_api()``, ``c/nvtx_api.h``), never by linking to it. It provides: the C base class of
+:class:`annotate` (``__enter__``/``__exit__`` and a cache-answering class call), a C callable type
+for decorated functions, the module-level and ``Domain`` hot calls, and Profile's C engine. Each fast
+path answers only what the Python caches already hold and otherwise calls its Python twin, so the
+Python code stays the one complete implementation.
 
-The Python modules wire the accelerator in when :data:`accel` is not None.
+It is used when it imports, was built for these Python files (its version stamp) and this is
+CPython with a GIL; otherwise the pure-Python path runs: PyPy, free-threaded builds, installs
+where it failed to compile, and ``NVTX_CFFI_PURE_PYTHON=1`` (strictly parsed), which is how the
+tests check that both paths record the same events and raise the same errors.
 
 >>> import nvtx_cffi._accel as a
 >>> a.accel is None or hasattr(a.accel, "decorated")
@@ -19,25 +22,53 @@ True
 from __future__ import annotations
 
 import sys
+import sysconfig
 from types import ModuleType
 from typing import Optional
 
 from . import _state
 from ._env import env_flag
-from ._native import lib
+from ._native import ffi, lib
+from ._version import __version__
 
-__all__ = ["PURE_PYTHON", "accel"]
+__all__ = ["PURE_PYTHON", "speedups", "accel", "why_not"]
 
 #: ``NVTX_CFFI_PURE_PYTHON`` is set: use the Python implementation even on CPython.
 PURE_PYTHON: bool = env_flag("NVTX_CFFI_PURE_PYTHON")
 
-#: The module ``nvtx_cffi._native._accel`` (CPython, not PURE_PYTHON), else None.
-accel: Optional[ModuleType] = None
+#: ``nvtx_cffi._speedups``, bound to the shim, when usable here; else None.
+speedups: Optional[ModuleType] = None
 
-if sys.implementation.name == "cpython" and not PURE_PYTHON:
-    # A plain cdef'd function (no Python object crosses cffi): it creates the C types and
-    # functions, with the GIL held, and registers them in sys.modules under this name.
-    if lib.nvtxcffi_accel_install(int(_state.ACTIVE)) != 0:
-        msg = "nvtx_cffi's C accelerator failed to initialise (NVTX_CFFI_PURE_PYTHON=1 runs without it)"
-        raise ImportError(msg)
-    accel = sys.modules["nvtx_cffi._native._accel"]
+#: Why :data:`speedups` is None (empty when it is not).
+why_not: str = ""
+
+
+def _load() -> Optional[ModuleType]:
+    global why_not
+    if sys.implementation.name != "cpython":
+        why_not = f"{sys.implementation.name} runs the Python implementation"
+        return None
+    if sysconfig.get_config_var("Py_GIL_DISABLED"):
+        why_not = "free-threaded CPython: the accelerator relies on the GIL"
+        return None
+    if PURE_PYTHON:
+        why_not = "NVTX_CFFI_PURE_PYTHON is set"
+        return None
+    try:
+        from . import _speedups  # type: ignore[attr-defined]
+    except ImportError as exc:
+        why_not = f"not importable ({exc})"
+        return None
+    if getattr(_speedups, "build_version", None) != __version__:
+        why_not = f"built for version {getattr(_speedups, 'build_version', '?')}, not {__version__}"
+        return None
+    _speedups.bind(int(ffi.cast("uintptr_t", lib.nvtxcffi_api())))
+    return _speedups
+
+
+speedups = _load()
+
+#: The fast paths (the same module once :func:`install` decided), for _annotate/_ranges/_domain/_wrappers.
+accel: Optional[ModuleType] = speedups
+if accel is not None:
+    accel.install(_state.ACTIVE)

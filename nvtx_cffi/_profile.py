@@ -40,7 +40,8 @@ from typing import Dict, Iterable, List, Optional, Sequence, Set, Union
 
 from . import _state
 from ._domain import OP_PUSH, get_domain
-from ._native import ffi, lib
+from ._accel import speedups as _speedups
+from ._native import lib
 
 __all__ = ["Profile", "MONITORING", "C_ENGINE", "ENGINE"]
 
@@ -49,7 +50,7 @@ MONITORING: bool = hasattr(sys, "monitoring") and sys.implementation.name == "cp
 
 #: Callbacks in C (CPython; ``c/profiler.c``) rather than Python functions (PyPy). Tests may set it
 #: to False before ``enable()`` to run the Python engine.
-C_ENGINE: bool = lib.nvtxcffi_prof_available() > (1 if MONITORING else 0)
+C_ENGINE: bool = _speedups is not None
 
 #: What ``enable()`` uses by default (with ``annotate_cfuncs``): ``"c-monitoring"``, ``"c-setprofile"``,
 #: ``"monitoring"`` or ``"setprofile"``; 3.9-3.11 without it: ``"c-evalframe"``.
@@ -661,7 +662,7 @@ class _CEngine(_Engine):
     call past the cache bound), and must not raise for ordinary input.
     """
 
-    mode = lib.NVTXCFFI_PROF_SETPROFILE
+    mode = "PROF_SETPROFILE"  # the _speedups constant
 
     def c_classify(self, code) -> int:
         """The slot of ``code``'s range, -1 when the filters reject it, -2 when it has no C slot."""
@@ -688,15 +689,12 @@ class _CEngine(_Engine):
 
     def start(self) -> None:
         self.left_on: Dict[int, int] = {}
-        # CPython: id() is the address; the C engine keeps its own reference until stop().
-        if lib.nvtxcffi_prof_start(ffi.cast("void *", id(self)), self.mode, self.domain_index,
-                                   int(self.cfuncs), self.max_depth or 0) != 0:
-            msg = "nvtx_cffi.Profile: the C engine failed to start (see the error printed above)"
-            raise RuntimeError(msg)
+        # The C engine keeps its own reference to self until stop().
+        _speedups.prof_start(self, getattr(_speedups, self.mode), self.domain_index, int(self.cfuncs), self.max_depth or 0)
         try:
             self.install()
         except BaseException:
-            lib.nvtxcffi_prof_stop()
+            _speedups.prof_stop()
             raise
 
     def install(self) -> None:
@@ -707,7 +705,7 @@ class _CEngine(_Engine):
 
     def stop(self) -> Dict[str, int]:
         self.uninstall()
-        lib.nvtxcffi_prof_stop()  # closes this thread's ranges; others' arrive in c_left
+        _speedups.prof_stop()  # closes this thread's ranges; others' arrive in c_left
         names = {t.native_id: t.name for t in threading.enumerate()}
         return {names[tid]: count for tid, count in self.left_on.items() if tid in names}
 
@@ -721,7 +719,7 @@ class _CSetprofileEngine(_CEngine):
         self.previous = (sys.getprofile(), _threading_getprofile())
         (trampoline,) = self.functions
         threading.setprofile(trampoline)
-        lib.nvtxcffi_prof_install_thread()
+        _speedups.prof_install_thread()
 
     def uninstall(self) -> None:
         sys.setprofile(self.previous[0])  # replaces the C function on this thread
@@ -733,12 +731,12 @@ class _CSetprofileEngine(_CEngine):
 class _CEvalFrameEngine(_CEngine):
     """CPython 3.9-3.11 without C functions: the C engine wraps frame evaluation (PEP 523).
 
-    Installed by ``nvtxcffi_prof_start`` for the whole interpreter (every thread, running or new).
+    Installed by ``_speedups.prof_start`` for the whole interpreter (every thread, running or new).
     A thread that ``disable()`` cannot reach closes each of its ranges when that call returns.
     """
 
     name = "c-evalframe"
-    mode = lib.NVTXCFFI_PROF_EVAL_FRAME
+    mode = "PROF_EVAL_FRAME"
 
     def install(self) -> None:
         pass
@@ -752,7 +750,7 @@ class _CMonitoringEngine(_CEngine):
 
     name = "c-monitoring"
 
-    mode = lib.NVTXCFFI_PROF_MONITORING
+    mode = "PROF_MONITORING"
 
     def install(self) -> None:
         mon = sys.monitoring

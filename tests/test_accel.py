@@ -373,3 +373,68 @@ def test_a_million_calls_of_every_fast_path_do_not_grow_memory(opted_in_slow):
 
 def _null_tool() -> str:
     return os.path.join(os.path.dirname(nvtx.__file__), "libnvtx_null_tool.so")
+
+
+# ---- the split: abi3 core, optional accelerator bound through the shim's function table ----------
+
+cpython_with_gil = pytest.mark.skipif(
+    sys.implementation.name != "cpython" or bool(__import__("sysconfig").get_config_var("Py_GIL_DISABLED")),
+    reason="the accelerator is built for CPython with a GIL only")
+
+
+@pytest.mark.skipif(sys.implementation.name != "cpython", reason="PyPy builds no abi3 module")
+def test_core_is_abi3_and_the_accelerator_a_module_of_its_own():
+    from nvtx_cffi._native import _ffi
+
+    assert _ffi.__file__.endswith(".abi3.so")
+    if ACCELERATED:
+        assert _accel.speedups.__name__ == "nvtx_cffi._speedups"
+        assert not _accel.speedups.__file__.endswith(".abi3.so")  # per-version build
+        assert _accel.speedups.build_version == nvtx.__version__
+
+
+@cpython_with_gil
+def test_bind_refuses_a_table_that_is_not_the_shims():
+    if not ACCELERATED:
+        pytest.skip("no accelerator in this process")
+    from nvtx_cffi._native import ffi
+
+    zeros = ffi.new("char[256]")
+    with pytest.raises(ImportError, match="function table has version 0"):
+        _accel.speedups.bind(int(ffi.cast("uintptr_t", zeros)))
+    with pytest.raises(ValueError, match="address is NULL"):
+        _accel.speedups.bind(0)
+    with recorder.capture() as got:  # still bound to the real shim
+        nvtx.mark("after bad binds")
+    assert [e.message for e in ranges(got, "mark")] == ["after bad binds"]
+
+
+@pytest.mark.skipif(sys.implementation.name != "cpython", reason="PyPy never has the accelerator")
+@pytest.mark.parametrize("how", ["missing", "stale"])
+def test_package_works_without_a_usable_accelerator(tmp_path, how):
+    # "missing": the module cannot be imported (failed optional compile); "stale": it was built for
+    # another version of the Python files. Both fall back to the complete Python path.
+    block = {
+        "missing": "import sys; sys.modules['nvtx_cffi._speedups'] = None",
+        "stale": "import sys, types; stale = sys.modules['nvtx_cffi._speedups'] = types.ModuleType('s'); "
+                 "stale.build_version = '0.0.0-stale'",
+    }[how]
+    proc = run_python(f"""
+        {block}
+        import inspect, json, nvtx_cffi as nvtx
+        from nvtx_cffi import _accel, _profile, recorder
+        @nvtx.annotate("f")
+        def f():
+            return 1
+        with recorder.capture() as got:
+            f()
+            nvtx.mark("m")
+        print(json.dumps({{"accel": _accel.accel is not None, "why": _accel.why_not,
+                          "isfunction": inspect.isfunction(f), "engine": _profile.ENGINE,
+                          "events": [(e.kind, e.message) for e in got if e.kind in ("push", "mark")]}}))
+    """, remove=("NVTX_CFFI_PURE_PYTHON",))
+    out = json.loads(proc.stdout)
+    assert out["accel"] is False and out["isfunction"] is True
+    assert ("not importable" if how == "missing" else "built for version 0.0.0-stale") in out["why"]
+    assert not out["engine"].startswith("c-")
+    assert out["events"] == [["push", "f"], ["mark", "m"]]

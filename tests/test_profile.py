@@ -455,23 +455,23 @@ def test_c_and_python_engines_agree(tmp_path, cfuncs):
 def test_c_cache_is_bounded_and_released(tmp_path):
     out = run(tmp_path, """
         import json, sys, threading, types, nvtx_cffi
-        from nvtx_cffi._native import lib
+        from nvtx_cffi._accel import speedups
         def template():
             return 1
         codes = [template.__code__.replace(co_name=f"f{i}") for i in range(300)]
         functions = [types.FunctionType(code, {}) for code in codes]
         before = [sys.getrefcount(code) for code in codes]
-        lib.nvtxcffi_prof_set_cache_limit(50)
+        speedups.prof_set_cache_limit(50)
         with nvtx_cffi.Profile(linenos=False, annotate_cfuncs=False, include="<string>"):
             for f in functions:
                 f()
             for f in functions[:10] + functions[-10:]:  # cached and uncached codes, called again
                 f()
-            size = lib.nvtxcffi_prof_cache_size()
-        lib.nvtxcffi_prof_set_cache_limit(-1)
+            size = speedups.prof_cache_size()
+        speedups.prof_set_cache_limit(-1)
         after = [sys.getrefcount(code) for code in codes]
         print(json.dumps({"tid": threading.get_native_id(), "size": size,
-                          "after_size": lib.nvtxcffi_prof_cache_size(), "leaked": after != before}))
+                          "after_size": speedups.prof_cache_size(), "leaked": after != before}))
     """)
     assert out["size"] == 50 and out["after_size"] == 0 and out["leaked"] is False
     seq = ranges(tmp_path)[out["tid"]]

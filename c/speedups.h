@@ -1,0 +1,36 @@
+/* speedups.h - what the three files of the optional accelerator module nvtx_cffi._speedups share.
+ *
+ * c/speedups.c  the module: PyInit__speedups, bind() (the shim's function table), version stamp
+ * c/accel.c     C fast paths of annotate, decorated functions, module-level and Domain calls
+ * c/profiler.c  the C engine of nvtx_cffi.Profile
+ *
+ * CPython only (setup.py builds it for neither PyPy nor free-threaded builds). It reaches the CFFI
+ * shim only through nvtxcffi_shim, a copy of the shim's nvtxcffi_api_t (c/nvtx_api.h) made by
+ * _speedups.bind(); nvtx_shim.h is included for its constants, never to call the shim directly.
+ */
+#ifndef NVTX_CFFI_SPEEDUPS_H
+#define NVTX_CFFI_SPEEDUPS_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "nvtx_api.h"
+#include "nvtx_shim.h"
+
+/* The shim's table; all zero (magic 0) until bind() succeeded. */
+extern nvtxcffi_api_t nvtxcffi_shim;
+#define NVTXCFFI_SHIM_BOUND() (nvtxcffi_shim.magic == NVTXCFFI_API_MAGIC)
+
+/* Profile engine modes (c/profiler.c; exported as _speedups.PROF_*). */
+#define NVTXCFFI_PROF_SETPROFILE 0
+#define NVTXCFFI_PROF_MONITORING 1
+#define NVTXCFFI_PROF_EVAL_FRAME 2
+
+/* Each part adds its functions, types and constants to the module (0, or -1 with an exception). */
+int nvtxcffi_accel_init(PyObject *module);
+int nvtxcffi_prof_init(PyObject *module);
+
+/* A METH_FASTCALL / METH_NOARGS function cast for PyMethodDef, without -Wcast-function-type. */
+#define FUNC_CAST(f) ((PyCFunction)(void (*)(void))(f))
+
+#endif
