@@ -201,25 +201,33 @@ def _with_payload(cls, message, color, domain, category, payload) -> annotate:
 
     The arguments without the payload are prepared (and cached) once, as ``cls(message, color,
     domain, category)``; each call copies that template's fields and converts only the payload, so
-    a value that changes every call creates no cache entry, slot or registered string.
+    a value that changes every call creates no cache entry, slot or registered string. (With the C
+    accelerator such calls are answered in C the same way, the attributes made on demand by
+    :func:`_payload_attributes`.)
     """
     fields = payload_fields(payload)  # first, as EventAttributes does: bad payloads fail alike
     template = cls(message, color, domain, category)
-    base = template._attributes
-    attributes = object.__new__(EventAttributes)
-    attributes._domain, attributes._message, attributes._color, attributes._category = (
-        base._domain, base._message, base._color, base._category)
-    attributes._payload, attributes._fields = payload, fields
-    attributes._slot, attributes._inline, attributes._fast = base._slot, base._inline, -1
     self = _Base.__new__(cls)
     self._args = (message, color, domain, category, payload)
-    self._attributes = attributes
+    self._attributes = _payload_attributes(template, payload, fields)
     self._slot = -1  # the general push: the template's slot with this payload
     self._domain_index = template._domain_index
     self._close = template._close
     return self
 
 
+def _payload_attributes(template: annotate, payload, fields=None) -> EventAttributes:
+    """``template``'s attributes with ``payload``: a copy, nothing prepared again."""
+    base = template._attributes
+    attributes = object.__new__(EventAttributes)
+    attributes._domain, attributes._message, attributes._color, attributes._category = (
+        base._domain, base._message, base._color, base._category)
+    attributes._payload = payload
+    attributes._fields = payload_fields(payload) if fields is None else fields
+    attributes._slot, attributes._inline, attributes._fast = base._slot, base._inline, -1
+    return attributes
+
+
 if _accel is not None:
     # Repeated annotate(...) calls answered in C from the two caches above (a miss runs __new__).
-    _accel.setup_annotate(annotate, _by_message, _cache)
+    _accel.setup_annotate(annotate, _by_message, _cache, _payload_attributes)

@@ -135,6 +135,41 @@ def payloads(tag):
         with nvtx.annotate(LONG, payload=i):
             pass
         d.mark(message=LONG, payload=i)
+    # An annotate object keeps its payload whatever is made after it (with the accelerator, an
+    # object nobody else holds is handed out again: none of this may notice).
+    nvtx.mark("objects")
+    a1 = nvtx.annotate("q", payload=1)
+    a2 = nvtx.annotate("q", payload=2)
+    assert a1 is not a2 and (a1.payload, a2.payload) == (1, 2)
+    with a1:
+        pass
+    with a2:
+        pass
+    with nvtx.annotate("q", payload=3) as a3:
+        with nvtx.annotate("q", payload=4):
+            pass
+        assert a3.payload == 3 and a3._args == ("q", None, None, None, 3)
+    enter = nvtx.annotate("q", payload=5).__enter__
+    assert nvtx.annotate("q", payload=6).payload == 6
+    enter()
+    nvtx.pop_range()
+    decorated = nvtx.annotate("q", payload=7)(lambda: None)
+    with nvtx.annotate("q", payload=8):
+        pass
+    decorated()
+    import asyncio
+
+    async def task(value):
+        async with nvtx.annotate("q", payload=value):
+            await asyncio.sleep(0)
+
+    async def both():
+        await asyncio.gather(task(9), task(10))
+
+    asyncio.run(both())
+    for value in (11, 12):
+        with nvtx.annotate("q", payload=value):
+            pass
 
 
 scenario(0)  # first use: general paths, caches filled
@@ -249,7 +284,8 @@ def test_per_call_payloads_reach_the_tool_with_their_slot(recorded):
     long = "L" * (MAX_REGISTERED_BYTES + 1)
     for tag, run in runs.items():
         start = next(n for n, e in enumerate(run) if e.kind == "mark" and e.message == "payloads")
-        events = [e for e in run[start + 1:] if e.kind in ("push", "start", "mark")]
+        stop = next(n for n, e in enumerate(run) if e.kind == "mark" and e.message == "objects")
+        events = [e for e in run[start + 1:stop] if e.kind in ("push", "start", "mark")]
         values = [10, 2 ** 40, -3, 2 ** 63, 0.25]
         per_value = len(events) // len(values)
         assert per_value * len(values) == len(events) and per_value == 15
@@ -275,6 +311,16 @@ def test_per_call_payloads_reach_the_tool_with_their_slot(recorded):
                 ("push", long, None, blue, 0),
                 ("mark", long, "fastdom", blue, 0),
             ], (tag, n)
+
+
+def test_annotate_objects_keep_their_payload(recorded):
+    runs, _ = recorded
+    for tag, run in runs.items():
+        start = next(n for n, e in enumerate(run) if e.kind == "mark" and e.message == "objects")
+        events = [(e.kind, e.message, e.payload) for e in run[start + 1:] if e.kind in ("push", "start")]
+        assert events[:8] == [("push", "q", 1), ("push", "q", 2), ("push", "q", 3), ("push", "q", 4),
+                              ("push", "q", 5), ("push", "q", 8), ("push", "q", 7), ("start", "q", 9)], tag
+        assert events[8:] == [("start", "q", 10), ("push", "q", 11), ("push", "q", 12)], tag
 
 
 def test_bad_payloads_fail_alike_in_every_spelling(recorded):
@@ -334,9 +380,10 @@ def test_every_end_closes_the_id_its_start_returned(recorded):
     for run in runs.values():
         starts = [e for e in run if e.kind == "start"]
         ends = [e for e in run if e.kind == "end"]
-        assert len(starts) == len(ends) == 5 + 2 * 5  # + two per payload value
-        assert [(s.range_id, s.domain) for s in starts] == [(e.range_id, e.domain) for e in ends]
-        assert len({(s.range_id, s.domain) for s in starts}) == 15
+        assert len(starts) == len(ends) == 5 + 2 * 5 + 2  # + two per payload value, two async tasks
+        # (the two asyncio tasks end in either order)
+        assert sorted((s.range_id, s.domain or "") for s in starts) == sorted((e.range_id, e.domain or "") for e in ends)
+        assert len({(s.range_id, s.domain) for s in starts}) == 17
 
 
 def test_end_range_rejects_what_start_range_never_returns(recorded):
@@ -374,3 +421,52 @@ def test_domain_pop_range_takes_no_argument():
     assert nvtx_cffi.get_domain("fast_paths_pop").pop_range() is None
     with pytest.raises(TypeError):
         nvtx_cffi.get_domain("fast_paths_pop").pop_range(1)
+
+
+NO_TOOL = r"""
+import json
+import nvtx_cffi as nvtx
+from nvtx_cffi import _accel, _annotate, _ranges
+assert not nvtx.enabled()
+d = nvtx.get_domain("notool")
+out = {"accelerated": _accel.accel is not None}
+for i in (1, 2 ** 63, 0.5, -7):
+    a = nvtx.annotate("x", "red", "notool", "c", payload=i)
+    b = nvtx.annotate(message="x", payload=i)
+    with a, b:
+        pass
+    assert (a.payload, b.payload, a.attributes.payload, a.message, a.color) == (i, i, i, "x", "red")
+    nvtx.mark("x", payload=i); nvtx.push_range("x", color="red", payload=i); nvtx.pop_range()
+    assert d.start_range(message="x", payload=i) == 0
+    d.push_range(message="x", color="red", payload=i); d.pop_range()
+a1, a2 = nvtx.annotate("x", payload=1), nvtx.annotate("x", payload=2)
+assert a1 is not a2 and (a1.payload, a2.payload) == (1, 2)
+errors = {}
+for name, call in [("annotate", lambda: nvtx.annotate("x", payload="s")),
+                   ("Domain.mark", lambda: d.mark(message="x", payload=[1])),
+                   ("Domain.mark colour", lambda: d.mark(message="x", colour="red")),
+                   ("annotate huge", lambda: nvtx.annotate("x", payload=2 ** 64))]:
+    try:
+        call()
+    except Exception as exc:
+        errors[name] = [type(exc).__name__, str(exc)]
+out["errors"] = errors
+out["annotate cache"] = len(_annotate._cache)
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_without_a_tool_payload_calls_check_and_keep_their_values(mode):
+    from conftest import run_python
+
+    proc = run_python(NO_TOOL, env=MODES[mode], remove=("NVTX_INJECTION64_PATH", "NVTX_CFFI_PURE_PYTHON"))
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["accelerated"] is (mode == "accelerated" and sys.implementation.name == "cpython")
+    assert out["errors"] == {
+        "annotate": ["TypeError", "payload must be an int, a float or None, not str"],
+        "Domain.mark": ["TypeError", "payload must be an int, a float or None, not list"],
+        "Domain.mark colour": ["TypeError", "Domain.mark() got an unexpected keyword argument 'colour'"],
+        "annotate huge": ["OverflowError", f"payload {2 ** 64} is out of range: it must fit in int64 or uint64"],
+    }
+    assert out["annotate cache"] == 2  # ("x", "red", "notool", "c") and ("x",): no payload in any key
