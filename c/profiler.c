@@ -3,13 +3,8 @@
  * Why C: a Python-level profile callback costs ~100-250 ns per event before it does anything; a C
  * callback costs a few ns plus one hash lookup and one NVTX call.
  *
- * Three ways in, one state:
- *   - PEP 523 frame evaluation (3.9-3.11, used without annotate_cfuncs): eval_frame() wraps the
- *     interpreter's frame evaluation for every thread, pushing before a code object's frame runs
- *     (a call, or a generator/coroutine resumption) and popping when it returns or yields. Unlike a
- *     profile function it leaves the interpreter's specialised fast path on (3.11's tracing mode
- *     de-optimises every instruction), and a frame knows on its own C stack whether it pushed.
- *   - PyEval_SetProfile (3.9-3.11 with annotate_cfuncs): profile_func() below, installed on the
+ * Two ways in, one state (public C API only: no frame-evaluation hook, no internal headers):
+ *   - PyEval_SetProfile (3.11, and 3.12+ when asked for): profile_func() below, installed on the
  *     enabling thread by _speedups.prof_install_thread() and on threads started later by the
  *     `trampoline` builtin that Python hands to threading.setprofile(): at a new thread's first
  *     event it installs profile_func for that thread and handles that event.
@@ -29,8 +24,8 @@
  * already running at enable() (they pushed nothing) cannot pop ranges they did not open. stop()
  * pops the calling thread's open ranges and reports other threads' counts.
  *
- * Everything runs with the GIL held (interpreter callbacks and the module's functions). Calls into Python can let another
- * thread run stop(); every such call is followed by a generation check before the caches are
+ * Everything runs with the GIL held (interpreter callbacks and the module's functions). Calls into
+ * Python can let another thread run stop(); every such call is followed by a generation check before the caches are
  * touched again.
  */
 #include "speedups.h"
@@ -50,15 +45,7 @@
 #endif
 
 #define HAVE_MONITORING (PY_VERSION_HEX >= 0x030C0000)
-#define HAVE_EVAL_FRAME (PY_VERSION_HEX < 0x030C0000)
 
-#if HAVE_EVAL_FRAME && PY_VERSION_HEX >= 0x030B0000
-/* 3.11 passes the evaluation hook a _PyInterpreterFrame: its code and position live in the
- * internal header (the layout is fixed within 3.11.x). */
-#define Py_BUILD_CORE
-#include <internal/pycore_frame.h>
-#undef Py_BUILD_CORE
-#endif
 
 static inline PyObject *new_ref(PyObject *obj) /* Py_NewRef is 3.10+ */
 {
@@ -161,9 +148,6 @@ static thread_state_t *threads;
 static pthread_key_t thread_key;
 static pthread_once_t thread_key_once = PTHREAD_ONCE_INIT;
 static _Thread_local thread_state_t *my_thread;
-/* This thread runs the engine's Python side: the frame evaluation hook must let those frames
- * through (profile functions and sys.monitoring callbacks are never re-entered by CPython). */
-static _Thread_local int in_python;
 
 static void thread_exit(void *entry)
 {
@@ -233,8 +217,8 @@ static inline thread_state_t *current_thread(void)
     return t;
 }
 
-/* The engine's Python side can run while an exception is pending: a generator resumed by throw()
- * enters eval_frame() with it set. It is set aside around the call and put back afterwards. */
+/* The engine's Python side can run while an exception is pending (a generator resumed by throw()
+ * starts with it set). It is set aside around the call and put back afterwards. */
 typedef struct {
 #if PY_VERSION_HEX >= 0x030C0000
     PyObject *exc;
@@ -272,7 +256,6 @@ static int ask_python(PyObject *function, PyObject *obj)
     long slot = SLOT_UNKNOWN;
     pending_t pending;
     pending_save(&pending);
-    in_python++;
     PyObject *result = PyObject_CallOneArg(function, obj);
     if (result != NULL) {
         slot = PyLong_AsLong(result);
@@ -282,7 +265,6 @@ static int ask_python(PyObject *function, PyObject *obj)
         PyErr_WriteUnraisable(function);
         slot = SLOT_UNKNOWN;
     }
-    in_python--;
     pending_restore(&pending);
     if (!E.active || E.generation != generation || slot < SLOT_INLINE || slot > INT_MAX)
         return SLOT_UNKNOWN;
@@ -357,12 +339,10 @@ static void push_through_python(PyObject *function, PyObject *obj)
         return; /* stopped */
     pending_t pending;
     pending_save(&pending);
-    in_python++;
     PyObject *result = PyObject_CallOneArg(function, obj);
     if (result == NULL)
         PyErr_WriteUnraisable(function);
     Py_XDECREF(result);
-    in_python--;
     pending_restore(&pending);
 }
 
@@ -518,54 +498,6 @@ static PyObject *trampoline(PyObject *self, PyObject *const *args, Py_ssize_t na
 static PyMethodDef trampoline_def = {"_nvtx_cffi_profile_trampoline", (PyCFunction)(void (*)(void))trampoline,
                                      METH_FASTCALL, "Installs nvtx_cffi's C profile function in a new thread."};
 
-/* ---- PEP 523 frame evaluation engine (3.9-3.11) ------------------------------------------------- */
-
-#if HAVE_EVAL_FRAME
-#if PY_VERSION_HEX >= 0x030B0000
-typedef struct _PyInterpreterFrame eval_frame_t;
-
-/* 3.11 runs a generator function's frame once to build the generator (RETURN_GENERATOR): that is
- * no call of its body (3.9/3.10 build it without evaluating the frame). */
-static inline int frame_builds_generator(eval_frame_t *frame)
-{
-    return (frame->f_code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR))
-           && _PyInterpreterFrame_LASTI(frame) < 0;
-}
-#else
-typedef PyFrameObject eval_frame_t;
-
-static inline int frame_builds_generator(eval_frame_t *frame)
-{
-    (void)frame;
-    return 0;
-}
-#endif
-
-static _PyFrameEvalFunction previous_eval; /* the evaluator we wrap (never cleared: frames in flight use it) */
-static int eval_installed;                 /* eval_frame is in the interpreter's chain */
-
-static PyObject *eval_frame(PyThreadState *tstate, eval_frame_t *frame, int throwflag)
-{
-    thread_state_t *t;
-    if (!E.active || E.mode != NVTXCFFI_PROF_EVAL_FRAME || in_python || frame_builds_generator(frame)
-        || (t = current_thread()) == NULL)
-        return previous_eval(tstate, frame, throwflag);
-    int started;
-    PyObject *code = (PyObject *)frame->f_code;
-    int slot = code_slot(code, 1, &started);
-    if (slot < 0 && slot != SLOT_INLINE)
-        return previous_eval(tstate, frame, throwflag);
-    uint64_t generation = E.generation;
-    enter_code(t, slot, code);
-    PyObject *result = previous_eval(tstate, frame, throwflag);
-    /* Still this enable()'s range (stop() on this thread already closed it and zeroed depth);
-     * a thread that stop() could not reach closes its own here, after disable(). */
-    if (t->generation == generation)
-        leave(t);
-    return result;
-}
-#endif
-
 /* ---- sys.monitoring engine ---------------------------------------------------------------------- */
 
 #if HAVE_MONITORING
@@ -699,8 +631,7 @@ static int start_engine(PyObject *hooks, int mode, int domain, int cfuncs, int m
         PyErr_SetString(PyExc_RuntimeError, "the nvtx_cffi C profiler is already running");
         return -1;
     }
-    if (mode != NVTXCFFI_PROF_SETPROFILE && !(HAVE_MONITORING && mode == NVTXCFFI_PROF_MONITORING)
-        && !(HAVE_EVAL_FRAME && mode == NVTXCFFI_PROF_EVAL_FRAME)) {
+    if (mode != NVTXCFFI_PROF_SETPROFILE && !(HAVE_MONITORING && mode == NVTXCFFI_PROF_MONITORING)) {
         PyErr_SetString(PyExc_ValueError, "unsupported nvtx_cffi profiler mode");
         return -1;
     }
@@ -713,9 +644,7 @@ static int start_engine(PyObject *hooks, int mode, int domain, int cfuncs, int m
     E.generation++;
     if ((E.token = PyLong_FromUnsignedLongLong(E.generation)) == NULL)
         goto fail;
-    if (mode == NVTXCFFI_PROF_EVAL_FRAME) {
-        callbacks = PyTuple_New(0);
-    } else if (mode == NVTXCFFI_PROF_SETPROFILE) {
+    if (mode == NVTXCFFI_PROF_SETPROFILE) {
         PyObject *function = PyCFunction_New(&trampoline_def, NULL);
         if (function == NULL)
             goto fail;
@@ -759,16 +688,6 @@ static int start_engine(PyObject *hooks, int mode, int domain, int cfuncs, int m
     if (result == NULL)
         goto fail;
     Py_DECREF(result);
-#if HAVE_EVAL_FRAME
-    if (mode == NVTXCFFI_PROF_EVAL_FRAME) {
-        PyInterpreterState *interp = PyInterpreterState_Get();
-        if (!eval_installed) { /* else still in the chain, under another tool that wrapped it */
-            previous_eval = _PyInterpreterState_GetEvalFrameFunc(interp);
-            _PyInterpreterState_SetEvalFrameFunc(interp, eval_frame);
-            eval_installed = 1;
-        }
-    }
-#endif
     E.active = 1;
     return 0;
 fail:
@@ -855,16 +774,6 @@ static PyObject *prof_stop(PyObject *module, PyObject *unused)
     if (!E.active)
         return PyLong_FromLong(0);
     E.active = 0;
-#if HAVE_EVAL_FRAME
-    if (E.mode == NVTXCFFI_PROF_EVAL_FRAME) {
-        PyInterpreterState *interp = PyInterpreterState_Get();
-        /* Only when still on top: another tool that wrapped ours keeps calling it (it passes through). */
-        if (_PyInterpreterState_GetEvalFrameFunc(interp) == eval_frame) {
-            _PyInterpreterState_SetEvalFrameFunc(interp, previous_eval);
-            eval_installed = 0;
-        }
-    }
-#endif
     thread_state_t *me = my_thread;
     if (me != NULL && me->generation == E.generation) {
         for (; me->open > 0; me->open--, closed++)
@@ -940,12 +849,11 @@ static PyMethodDef prof_functions[] = {
 
 int nvtxcffi_prof_init(PyObject *module)
 {
-    /* PROF_AVAILABLE: 1 < 3.12 (setprofile and eval-frame modes), 2 from 3.12 (monitoring too). */
+    /* PROF_AVAILABLE: 1 < 3.12 (setprofile mode), 2 from 3.12 (monitoring too). */
     if (PyModule_AddFunctions(module, prof_functions) < 0
         || PyModule_AddIntConstant(module, "PROF_AVAILABLE", HAVE_MONITORING ? 2 : 1) < 0
         || PyModule_AddIntConstant(module, "PROF_SETPROFILE", NVTXCFFI_PROF_SETPROFILE) < 0
-        || PyModule_AddIntConstant(module, "PROF_MONITORING", NVTXCFFI_PROF_MONITORING) < 0
-        || PyModule_AddIntConstant(module, "PROF_EVAL_FRAME", NVTXCFFI_PROF_EVAL_FRAME) < 0)
+        || PyModule_AddIntConstant(module, "PROF_MONITORING", NVTXCFFI_PROF_MONITORING) < 0)
         return -1;
     return 0;
 }

@@ -24,7 +24,6 @@ extern nvtxcffi_api_t nvtxcffi_shim;
 /* Profile engine modes (c/profiler.c; exported as _speedups.PROF_*). */
 #define NVTXCFFI_PROF_SETPROFILE 0
 #define NVTXCFFI_PROF_MONITORING 1
-#define NVTXCFFI_PROF_EVAL_FRAME 2
 
 /* Each part adds its functions, types and constants to the module (0, or -1 with an exception). */
 int nvtxcffi_accel_init(PyObject *module);

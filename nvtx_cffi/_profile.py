@@ -10,16 +10,16 @@ How calls are seen, picked once per interpreter:
   thread, including threads that were already running at :meth:`Profile.enable`. Code that the
   filters reject is switched off for good at its first call (``sys.monitoring.DISABLE``), so
   excluded code runs at full speed afterwards.
-* Python 3.9-3.11 and PyPy: ``sys.setprofile`` for the calling thread and ``threading.setprofile``
+* Python 3.11 and PyPy: ``sys.setprofile`` for the calling thread and ``threading.setprofile``
   for threads started afterwards. Threads already running at ``enable()`` are not profiled (Python
   offers no way to install a profile function on another running thread).
 
 On CPython the callbacks are C functions (``c/profiler.c``: builtin functions registered with
 sys.monitoring, or a ``PyEval_SetProfile`` function), with the per-code cache in C; Python only
-decides once per code object (filters, message, slot). On 3.9-3.11 without ``annotate_cfuncs``
-the C engine wraps frame evaluation instead (PEP 523): a profile function would switch 3.11's
-interpreter to its slow tracing mode, which alone costs more than the ranges; this also covers
-threads already running at ``enable()``. PyPy runs the same logic in Python. :data:`ENGINE` and
+decides once per code object (filters, message, slot). On 3.11 that is a profile function, which
+switches the interpreter to its slower tracing mode (the PEP 523 frame-evaluation hook that avoided
+it needed CPython's internal headers and is gone). PyPy, and CPython without the optional
+accelerator ``nvtx_cffi._speedups``, run the same logic in Python. :data:`ENGINE` and
 :attr:`Profile.engine` say which is in use.
 
 Per code object the message is built and registered once and its prepared C attribute slot kept,
@@ -53,7 +53,7 @@ MONITORING: bool = hasattr(sys, "monitoring") and sys.implementation.name == "cp
 C_ENGINE: bool = _speedups is not None
 
 #: What ``enable()`` uses by default (with ``annotate_cfuncs``): ``"c-monitoring"``, ``"c-setprofile"``,
-#: ``"monitoring"`` or ``"setprofile"``; 3.9-3.11 without it: ``"c-evalframe"``.
+#: ``"monitoring"`` or ``"setprofile"``.
 ENGINE: str = ("c-" if C_ENGINE else "") + ("monitoring" if MONITORING else "setprofile")
 
 #: nvtx's domain and colour for automatic annotations (kept for drop-in compatibility).
@@ -203,7 +203,7 @@ class Profile:
 
     @property
     def engine(self) -> Optional[str]:
-        """How calls are seen while enabled (``"c-monitoring"``, ``"c-evalframe"``, ...), else None."""
+        """How calls are seen while enabled (``"c-monitoring"``, ``"c-setprofile"``, ...), else None."""
         return None if self._engine is None else self._engine.name
 
     def enable(self) -> None:
@@ -228,8 +228,7 @@ class Profile:
 
         Returns the number of ranges left open on other threads (their function calls are still
         running and this thread cannot close another thread's ranges), and warns when it is not 0.
-        With the ``sys.setprofile`` engines, other threads close theirs at their next call event;
-        with ``"c-evalframe"``, as each of those calls returns.
+        With the ``sys.setprofile`` engines, other threads close theirs at their next call event.
         """
         global _enabled_profile
         engine = self._engine
@@ -567,7 +566,7 @@ class _MonitoringEngine(_Engine):
 
 
 class _SetprofileEngine(_Engine):
-    """CPython 3.9-3.11 and PyPy: ``sys.setprofile`` here, ``threading.setprofile`` for new threads."""
+    """CPython 3.11 and PyPy: ``sys.setprofile`` here, ``threading.setprofile`` for new threads."""
 
     name = "setprofile"
 
@@ -711,7 +710,7 @@ class _CEngine(_Engine):
 
 
 class _CSetprofileEngine(_CEngine):
-    """CPython 3.9-3.11: ``PyEval_SetProfile`` here; a C trampoline via ``threading.setprofile``."""
+    """CPython 3.11: ``PyEval_SetProfile`` here; a C trampoline via ``threading.setprofile``."""
 
     name = "c-setprofile"
 
@@ -726,23 +725,6 @@ class _CSetprofileEngine(_CEngine):
         threading.setprofile(self.previous[1])
         # Other threads find their C function stale at their next event: they close their
         # ranges and remove it.
-
-
-class _CEvalFrameEngine(_CEngine):
-    """CPython 3.9-3.11 without C functions: the C engine wraps frame evaluation (PEP 523).
-
-    Installed by ``_speedups.prof_start`` for the whole interpreter (every thread, running or new).
-    A thread that ``disable()`` cannot reach closes each of its ranges when that call returns.
-    """
-
-    name = "c-evalframe"
-    mode = "PROF_EVAL_FRAME"
-
-    def install(self) -> None:
-        pass
-
-    def uninstall(self) -> None:
-        pass
 
 
 class _CMonitoringEngine(_CEngine):
@@ -796,7 +778,7 @@ def _engine_class(cfuncs: bool):
     if C_ENGINE:
         if MONITORING:
             return _CMonitoringEngine
-        return _CSetprofileEngine if cfuncs else _CEvalFrameEngine
+        return _CSetprofileEngine
     return _MonitoringEngine if MONITORING else _SetprofileEngine
 
 
