@@ -913,10 +913,32 @@ static PyObject *end_range_call(PyObject *op, PyObject *const *args, size_t narg
 }
 
 /* -- module-level calls (no tool, or NVTX_DISABLE): check the arguments' shape, do nothing -- */
+/* Call shapes (keyword names tuple, positional count) that bind() accepted for the 5 range
+ * parameters. A call site passes the same keyword-names tuple (a constant of its code) every time,
+ * so a no-op call checks its shape with one pointer comparison. Bounded; a collision replaces. */
+#define KNOWN_SHAPES 64
+static PyObject *known_kwnames[KNOWN_SHAPES];
+static Py_ssize_t known_nargs[KNOWN_SHAPES];
+
+static int range_shape_ok(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    if (kwnames == NULL)
+        return nargs <= 5;
+    size_t at = ((uintptr_t)kwnames >> 4) & (KNOWN_SHAPES - 1);
+    if (known_kwnames[at] == kwnames && known_nargs[at] == nargs)
+        return 1;
+    PyObject *a[5];
+    if (!bind(args, nargs, kwnames, range_params, 5, 0, a))
+        return 0;
+    Py_INCREF(kwnames);
+    Py_XSETREF(known_kwnames[at], kwnames); /* a tuple of str: no code runs */
+    known_nargs[at] = nargs;
+    return 1;
+}
+
 static PyObject *noop5_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
-    PyObject *a[5];
-    if (!bind(args, PyVectorcall_NARGS(nargsf), kwnames, range_params, 5, 0, a))
+    if (!range_shape_ok(args, PyVectorcall_NARGS(nargsf), kwnames))
         return twin(op, args, nargsf, kwnames);
     Py_RETURN_NONE;
 }
