@@ -445,7 +445,11 @@ errors = {}
 for name, call in [("annotate", lambda: nvtx.annotate("x", payload="s")),
                    ("Domain.mark", lambda: d.mark(message="x", payload=[1])),
                    ("Domain.mark colour", lambda: d.mark(message="x", colour="red")),
-                   ("annotate huge", lambda: nvtx.annotate("x", payload=2 ** 64))]:
+                   ("annotate huge", lambda: nvtx.annotate("x", payload=2 ** 64)),
+                   ("mark colour", lambda: nvtx.mark("x", colour="red")),
+                   ("mark colour again", lambda: nvtx.mark("x", colour="red")),
+                   ("push_range twice", lambda: nvtx.push_range("x", message="y"))]:
+    nvtx.mark("x", color="red", domain="d", category="c")  # a valid shape, before and after
     try:
         call()
     except Exception as exc:
@@ -468,5 +472,8 @@ def test_without_a_tool_payload_calls_check_and_keep_their_values(mode):
         "Domain.mark": ["TypeError", "payload must be an int, a float or None, not list"],
         "Domain.mark colour": ["TypeError", "Domain.mark() got an unexpected keyword argument 'colour'"],
         "annotate huge": ["OverflowError", f"payload {2 ** 64} is out of range: it must fit in int64 or uint64"],
+        "mark colour": ["TypeError", "mark() got an unexpected keyword argument 'colour'"],
+        "mark colour again": ["TypeError", "mark() got an unexpected keyword argument 'colour'"],
+        "push_range twice": ["TypeError", "push_range() got multiple values for argument 'message'"],
     }
     assert out["annotate cache"] == 2  # ("x", "red", "notool", "c") and ("x",): no payload in any key
