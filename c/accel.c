@@ -1197,8 +1197,114 @@ static PyMethodDef function_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+#if PY_VERSION_HEX >= 0x030E0000
+/* 3.14+ (PEP 649/749): functools.wraps copies __annotate__, not __annotations__, and a function's
+ * __annotations__ is computed from __annotate__ on first access. Both live in the instance dict
+ * and behave as a Python function's do, so typing.get_type_hints, inspect.signature(eval_str=True)
+ * and annotationlib see the decorated function's annotations. (Before 3.14 functools.wraps copies
+ * __annotations__ into the dict, which plain attribute lookup finds.) */
+
+static PyObject *key_annotations, *key_annotate; /* interned "__annotations__", "__annotate__" */
+
+/* The instance dict (made on first use) as a borrowed reference; NULL with an exception. */
+static PyObject *function_dict(PyObject *op)
+{
+    function_object *self = (function_object *)op;
+    if ((key_annotations == NULL && (key_annotations = PyUnicode_InternFromString("__annotations__")) == NULL)
+        || (key_annotate == NULL && (key_annotate = PyUnicode_InternFromString("__annotate__")) == NULL))
+        return NULL;
+    if (self->dict == NULL)
+        self->dict = PyDict_New();
+    return self->dict;
+}
+
+static PyObject *function_get_annotations(PyObject *op, void *closure)
+{
+    (void)closure;
+    PyObject *dict = function_dict(op), *found = NULL, *annotate = NULL;
+    if (dict == NULL)
+        return NULL;
+    int present = PyDict_GetItemRef(dict, key_annotations, &found);
+    if (present != 0)
+        return present < 0 ? NULL : found;
+    if (PyDict_GetItemRef(dict, key_annotate, &annotate) < 0)
+        return NULL;
+    if (annotate != NULL && annotate != Py_None) {
+        PyObject *format = PyLong_FromLong(1); /* annotationlib.Format.VALUE */
+        found = format == NULL ? NULL : PyObject_CallOneArg(annotate, format);
+        Py_XDECREF(format);
+        if (found != NULL && !PyDict_Check(found)) {
+            PyErr_Format(PyExc_TypeError, "__annotate__ returned non-dict of type '%.100s'",
+                         Py_TYPE(found)->tp_name);
+            Py_CLEAR(found);
+        }
+    } else {
+        found = PyDict_New();
+    }
+    Py_XDECREF(annotate);
+    if (found == NULL)
+        return NULL;
+    if (PyDict_SetItem(dict, key_annotations, found) < 0) { /* computed once, as for functions */
+        Py_DECREF(found);
+        return NULL;
+    }
+    return found;
+}
+
+static int function_set_annotations(PyObject *op, PyObject *value, void *closure)
+{
+    (void)closure;
+    PyObject *dict = function_dict(op);
+    if (dict == NULL)
+        return -1;
+    if (value != NULL && !PyDict_Check(value)) {
+        PyErr_SetString(PyExc_TypeError, "__annotations__ must be set to a dict object");
+        return -1;
+    }
+    if (value == NULL ? PyDict_Pop(dict, key_annotations, NULL) < 0 : PyDict_SetItem(dict, key_annotations, value) < 0)
+        return -1;
+    return PyDict_SetItem(dict, key_annotate, Py_None); /* set directly: no __annotate__ any more */
+}
+
+static PyObject *function_get_annotate(PyObject *op, void *closure)
+{
+    (void)closure;
+    PyObject *dict = function_dict(op), *found = NULL;
+    if (dict == NULL)
+        return NULL;
+    int present = PyDict_GetItemRef(dict, key_annotate, &found);
+    if (present < 0)
+        return NULL;
+    return present ? found : Py_NewRef(Py_None);
+}
+
+static int function_set_annotate(PyObject *op, PyObject *value, void *closure)
+{
+    (void)closure;
+    PyObject *dict = function_dict(op);
+    if (dict == NULL)
+        return -1;
+    if (value == NULL) {
+        PyErr_SetString(PyExc_TypeError, "__annotate__ cannot be deleted");
+        return -1;
+    }
+    if (value != Py_None && !PyCallable_Check(value)) {
+        PyErr_SetString(PyExc_TypeError, "__annotate__ must be callable or None");
+        return -1;
+    }
+    if (PyDict_SetItem(dict, key_annotate, value) < 0)
+        return -1;
+    /* a new __annotate__ drops the annotations computed from the old one, as for functions */
+    return value == Py_None ? 0 : PyDict_Pop(dict, key_annotations, NULL) < 0 ? -1 : 0;
+}
+#endif
+
 static PyGetSetDef function_getset[] = {
     {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+#if PY_VERSION_HEX >= 0x030E0000
+    {"__annotations__", function_get_annotations, function_set_annotations, NULL, NULL},
+    {"__annotate__", function_get_annotate, function_set_annotate, NULL, NULL},
+#endif
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -1432,11 +1538,26 @@ static const struct {
     {"Domain.end_range", domain_end_call, domain_end_call},
 };
 
+/* Fast paths made before install() decided: they call their twin (which decides NVTX's state on
+ * its first call, nvtx_cffi/_state.py) until install() gives each its with/without-tool body.
+ * Filled at import (one per KINDS entry and import of the Python modules): bounded. */
+#define MAX_PENDING 64
+static struct {
+    function_object *function; /* strong reference: module-level functions live for the process */
+    size_t kind;
+} pending[MAX_PENDING];
+static int pending_count;
+
+static PyObject *undecided_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    return twin(op, args, nargsf, kwnames);
+}
+
 PyDoc_STRVAR(accelerate_doc,
 "accelerate(kind, twin)\n--\n\n"
 "The C fast path of the Python function ``twin`` (``kind``: its qualified name, e.g. "
-"'push_range' or 'Domain.mark'); calls it for everything the fast path does not answer. "
-"Copy the metadata with functools.update_wrapper.");
+"'push_range' or 'Domain.mark'); calls it for everything the fast path does not answer, and for "
+"every call until install() decided. Copy the metadata with functools.update_wrapper.");
 
 static PyObject *accelerate(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -1445,9 +1566,24 @@ static PyObject *accelerate(PyObject *module, PyObject *const *args, Py_ssize_t 
         PyErr_SetString(PyExc_TypeError, "accelerate(kind: str, twin: callable)");
         return NULL;
     }
-    for (size_t i = 0; i < sizeof KINDS / sizeof KINDS[0]; i++)
-        if (PyUnicode_CompareWithASCIIString(args[0], KINDS[i].name) == 0)
+    for (size_t i = 0; i < sizeof KINDS / sizeof KINDS[0]; i++) {
+        if (PyUnicode_CompareWithASCIIString(args[0], KINDS[i].name) != 0)
+            continue;
+        if (installed)
             return function_new(active ? KINDS[i].with_tool : KINDS[i].without_tool, args[1]);
+        if (pending_count >= MAX_PENDING) {
+            PyErr_SetString(PyExc_RuntimeError, "accelerate(): too many fast paths before install()");
+            return NULL;
+        }
+        PyObject *function = function_new(undecided_call, args[1]);
+        if (function == NULL)
+            return NULL;
+        Py_INCREF(function);
+        pending[pending_count].function = (function_object *)function;
+        pending[pending_count].kind = i;
+        pending_count++;
+        return function;
+    }
     PyErr_Format(PyExc_ValueError, "no fast path for %R", args[0]);
     return NULL;
 }
@@ -1455,7 +1591,8 @@ static PyObject *accelerate(PyObject *module, PyObject *const *args, Py_ssize_t 
 PyDoc_STRVAR(install_doc,
 "install(active)\n--\n\n"
 "Decide, once per process, whether the fast paths call NVTX (``active``: a tool is attached and "
-"NVTX_DISABLE is unset) or are the do-nothing versions. Needs bind() first.");
+"NVTX_DISABLE is unset) or are the do-nothing versions; fast paths made before it (which called "
+"their twins) get their bodies now. Needs bind() first.");
 
 static PyObject *install(PyObject *module, PyObject *arg)
 {
@@ -1472,6 +1609,12 @@ static PyObject *install(PyObject *module, PyObject *arg)
     }
     active = is_active;
     installed = 1;
+    for (int i = 0; i < pending_count; i++) {
+        size_t kind = pending[i].kind;
+        pending[i].function->vectorcall = active ? KINDS[kind].with_tool : KINDS[kind].without_tool;
+        Py_CLEAR(pending[i].function);
+    }
+    pending_count = 0;
     if (PyModule_AddIntConstant(module, "active", is_active) < 0)
         return NULL;
     Py_RETURN_NONE;

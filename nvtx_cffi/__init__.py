@@ -43,8 +43,9 @@ __all__ = [
     "name_cuda_context",
 ]
 
-# Name Python threads in NVTX (existing ones now, new ones at start, renames); only with a tool.
-_threads.install()
+# Name Python threads in NVTX (existing ones then, new ones at start, renames); only with a tool,
+# once NVTX's first call found one (importing makes no NVTX call: a tool named later still counts).
+_state.on_decide(lambda active: _threads.install() if active else None)
 
 
 
@@ -53,9 +54,9 @@ def enabled() -> bool:
 
     (nvtx's ``enabled()`` only reflects ``NVTX_DISABLE``; this also tells whether anyone listens.)
     """
-    return _state.ACTIVE
+    return _state.active()
 
 
 def tool_attached() -> bool:
     """True when an NVTX tool (Nsight Systems, the recorder, ...) was loaded in this process."""
-    return _state.TOOL_ATTACHED
+    return _state.tool_attached()

@@ -68,7 +68,9 @@ def _load() -> Optional[ModuleType]:
 
 speedups = _load()
 
-#: The fast paths (the same module once :func:`install` decided), for _annotate/_ranges/_domain/_wrappers.
+#: The fast paths, for _annotate/_ranges/_domain/_wrappers. Until NVTX's first call decides whether
+#: a tool listens (nvtx_cffi/_state.py), the module-level fast paths call their Python twins, which
+#: decide; install() then gives them their with- or without-tool bodies.
 accel: Optional[ModuleType] = speedups
 if accel is not None:
-    accel.install(_state.ACTIVE)
+    _state.on_decide(accel.install)

@@ -45,30 +45,31 @@ else:
 
     class _Base:
         """annotate's fields and ``with`` protocol in Python (PyPy, ``NVTX_CFFI_PURE_PYTHON=1``),
-        what ``AnnotateBase`` in ``c/accel.c`` does in C on CPython."""
+        what ``AnnotateBase`` in ``c/accel.c`` does in C on CPython. ``__enter__``/``__exit__`` are
+        bound when NVTX's first call decides (every instance is made after that)."""
 
         __slots__ = ("_args", "_attributes", "_slot", "_domain_index", "_close")
 
-        if _state.ACTIVE:
 
-            def __enter__(self) -> "annotate":
-                slot = self._slot
-                if slot >= 0:
-                    _push(slot)
-                else:
-                    self._attributes._emit(OP_PUSH)
-                return self
+def _enter_active(self) -> "annotate":
+    slot = self._slot
+    if slot >= 0:
+        _push(slot)
+    else:
+        self._attributes._emit(OP_PUSH)
+    return self
 
-            def __exit__(self, exc_type, exc_value, traceback) -> None:
-                self._close()
 
-        else:
+def _exit_active(self, exc_type, exc_value, traceback) -> None:
+    self._close()
 
-            def __enter__(self) -> "annotate":
-                return self
 
-            def __exit__(self, exc_type, exc_value, traceback) -> None:
-                pass
+def _enter_noop(self) -> "annotate":
+    return self
+
+
+def _exit_noop(self, exc_type, exc_value, traceback) -> None:
+    pass
 
 
 class annotate(_Base):  # noqa: N801 - the name nvtx users know
@@ -143,54 +144,86 @@ class annotate(_Base):  # noqa: N801 - the name nvtx users know
         return (f"annotate(message={message!r}, color={color!r}, domain={domain!r}, "
                 f"category={category!r}, payload={payload!r})")
 
-    if _state.ACTIVE:
+    # __aenter__, __aexit__, __call__ and _start: bound by _bind when NVTX's first call decides
+    # (creating an annotate object is such a call, so every instance sees them bound).
 
-        async def __aenter__(self) -> "annotate":
-            _async_ranges.set(_async_ranges.get() + (self._start(),))
-            return self
 
-        async def __aexit__(self, exc_type, exc_value, traceback) -> None:
-            open_ranges = _async_ranges.get()
-            if open_ranges:
-                _async_ranges.set(open_ranges[:-1])
-                _end(self._domain_index, open_ranges[-1])
+async def _aenter_active(self) -> "annotate":
+    _async_ranges.set(_async_ranges.get() + (self._start(),))
+    return self
 
-        def __call__(self, func: F) -> F:
-            if isinstance(func, (staticmethod, classmethod)):
-                return type(func)(self(func.__func__))
-            if not callable(func):
-                msg = f"annotate() decorates callables, not {type(func).__name__}"
-                raise TypeError(msg)
-            annotation = self
-            if self._args[0] is None:
-                name = getattr(func, "__name__", None) or type(func).__name__
-                annotation = type(self)(name, *self._args[1:])
-            domain_index = annotation._domain_index
-            if annotation._slot >= 0:
-                begin, begin_arg = _push, annotation._slot
-            else:
-                begin, begin_arg = annotation._attributes._emit, OP_PUSH
-            return wrap(func, begin, begin_arg, annotation._close,
-                        annotation._start, lambda range_id: _end(domain_index, range_id),
-                        (annotation._slot, domain_index, annotation._attributes))
 
-        def _start(self) -> int:
-            slot = self._slot
-            return _start(slot) if slot >= 0 else self._attributes._emit(OP_START)
+async def _aexit_active(self, exc_type, exc_value, traceback) -> None:
+    open_ranges = _async_ranges.get()
+    if open_ranges:
+        _async_ranges.set(open_ranges[:-1])
+        _end(self._domain_index, open_ranges[-1])
 
+
+def _call_active(self, func: F) -> F:
+    """Decorate ``func``: each call is one range (see the class docstring)."""
+    if isinstance(func, (staticmethod, classmethod)):
+        return type(func)(self(func.__func__))
+    if not callable(func):
+        msg = f"annotate() decorates callables, not {type(func).__name__}"
+        raise TypeError(msg)
+    annotation = self
+    if self._args[0] is None:
+        name = getattr(func, "__name__", None) or type(func).__name__
+        annotation = type(self)(name, *self._args[1:])
+    domain_index = annotation._domain_index
+    if annotation._slot >= 0:
+        begin, begin_arg = _push, annotation._slot
     else:
+        begin, begin_arg = annotation._attributes._emit, OP_PUSH
+    return wrap(func, begin, begin_arg, annotation._close,
+                annotation._start, lambda range_id: _end(domain_index, range_id),
+                (annotation._slot, domain_index, annotation._attributes))
 
-        async def __aenter__(self) -> "annotate":
-            return self
 
-        async def __aexit__(self, exc_type, exc_value, traceback) -> None:
-            pass
+def _start_active(self) -> int:
+    slot = self._slot
+    return _start(slot) if slot >= 0 else self._attributes._emit(OP_START)
 
-        def __call__(self, func: F) -> F:
-            if not callable(func) and not isinstance(func, (staticmethod, classmethod)):
-                msg = f"annotate() decorates callables, not {type(func).__name__}"
-                raise TypeError(msg)
-            return func
+
+async def _aenter_noop(self) -> "annotate":
+    return self
+
+
+async def _aexit_noop(self, exc_type, exc_value, traceback) -> None:
+    pass
+
+
+def _call_noop(self, func: F) -> F:
+    """Without a tool the decorator returns ``func`` itself."""
+    if not callable(func) and not isinstance(func, (staticmethod, classmethod)):
+        msg = f"annotate() decorates callables, not {type(func).__name__}"
+        raise TypeError(msg)
+    return func
+
+
+def _start_noop(self) -> int:
+    return 0
+
+
+def _bind(active: bool) -> None:
+    methods = {
+        "__aenter__": _aenter_active if active else _aenter_noop,
+        "__aexit__": _aexit_active if active else _aexit_noop,
+        "__call__": _call_active if active else _call_noop,
+        "_start": _start_active if active else _start_noop,
+    }
+    if _accel is None:
+        methods.update(__enter__=_enter_active if active else _enter_noop,
+                       __exit__=_exit_active if active else _exit_noop)
+    for name, function in methods.items():
+        function.__name__ = name
+        function.__qualname__ = f"annotate.{name}"
+        setattr(_Base if name in ("__enter__", "__exit__") else annotate, name, function)
+
+
+_bind(True)  # a complete class for introspection until decided (no instance exists before)
+_state.on_decide(_bind)
 
 
 _NONE_TYPE = type(None)

@@ -52,7 +52,7 @@ def name_cuda_device(device: Any, name: str) -> None:
     """Name CUDA device ``device``: an ordinal (int), ``cupy.cuda.Device`` or ``torch.device``."""
     ordinal = _as_int(device, "device", _DEVICE_MAX, ("id", "index"))
     data = to_utf8(name, "name")
-    if _state.ACTIVE:
+    if _state.active():
         lib.nvtxcffi_name_cuda_device(ordinal, data)
 
 
@@ -60,7 +60,7 @@ def name_cuda_context(context: Any, name: str) -> None:
     """Name a CUDA driver context (``CUcontext``): an int handle or an object with ``.ptr``/``.handle``."""
     handle = _as_int(context, "context", _HANDLE_MAX, ("ptr", "handle"))
     data = to_utf8(name, "name")
-    if _state.ACTIVE:
+    if _state.active():
         lib.nvtxcffi_name_cuda_context(handle, data)
 
 
@@ -71,7 +71,7 @@ def name_cuda_stream(stream: Any, name: str) -> None:
     """
     handle = _as_int(stream, "stream", _HANDLE_MAX, ("ptr", "cuda_stream", "handle"))
     data = to_utf8(name, "name")
-    if _state.ACTIVE:
+    if _state.active():
         lib.nvtxcffi_name_cuda_stream(handle, data)
 
 
@@ -79,5 +79,5 @@ def name_cuda_event(event: Any, name: str) -> None:
     """Name a CUDA event: ``cupy.cuda.Event``, ``torch.cuda.Event`` or an int ``CUevent`` handle."""
     handle = _as_int(event, "event", _HANDLE_MAX, ("ptr", "cuda_event", "handle"))
     data = to_utf8(name, "name")
-    if _state.ACTIVE:
+    if _state.active():
         lib.nvtxcffi_name_cuda_event(handle, data)

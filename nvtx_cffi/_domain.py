@@ -47,7 +47,15 @@ _domains: Dict[Optional[str], "Domain"] = {}
 _category_names = 0
 _registered_bytes = 0
 
-_ACTIVE = _state.ACTIVE
+_ACTIVE = False  # _state.ACTIVE, set when NVTX's first call decides (every Domain exists after it)
+
+
+def _bind(active: bool) -> None:
+    global _ACTIVE
+    _ACTIVE = active
+
+
+_state.on_decide(_bind)
 _KEEP = object()  # "argument not given" for the Domain methods' keyword arguments
 
 
@@ -172,7 +180,7 @@ class Domain:
             if found is not None:
                 return found
             handle = -1
-            if (_state.ACTIVE and len(data) <= MAX_REGISTERED_BYTES
+            if (_state.active() and len(data) <= MAX_REGISTERED_BYTES
                     and _registered_bytes + len(data) <= MAX_REGISTERED_TOTAL_BYTES):
                 handle = lib.nvtxcffi_string_register(self._index, data)
                 if handle >= 0:
@@ -194,7 +202,7 @@ class Domain:
                 msg = f"category {name!r}: too many category names (limit {MAX_CATEGORY_NAMES})"
                 raise ValueError(msg)
             category_id = len(self._categories) + 1
-            if _state.ACTIVE:
+            if _state.active():
                 lib.nvtxcffi_category_name(self._index, category_id, data)
             self._categories[name] = category_id
             _category_names += 1
@@ -243,7 +251,7 @@ class Domain:
         else:
             msg = f"message must be a str, a RegisteredString or None, not {type(message).__name__}"
             raise TypeError(msg)
-        if not _state.ACTIVE:
+        if not _state.active():
             return -1, None
         key = (None if registered is None else registered.string, argb, category_id)
         with _lock:
@@ -419,13 +427,14 @@ def get_domain(name: Optional[str] = None) -> Domain:
         return found
     if name is not None:
         data = to_utf8(name, "domain")
+    active = _state.decide()  # creating a domain is an NVTX call: NVTX initialises at the first
     with _lock:
         found = _domains.get(name)
         if found is not None:
             return found
         if name is None:
             index = 0
-        elif _state.ACTIVE:
+        elif active:
             index = lib.nvtxcffi_domain_create(data)
             if index < 0:
                 msg = f"domain {name!r}: too many domains (limit {lib.NVTXCFFI_MAX_DOMAINS - 1})"

@@ -212,7 +212,7 @@ class Profile:
         Only one Profile can be enabled at a time; enabling an enabled one does nothing.
         """
         global _enabled_profile
-        if not _state.ACTIVE or self._engine is not None:
+        if not _state.active() or self._engine is not None:
             return
         with _enabled_lock:
             if _enabled_profile is not None:

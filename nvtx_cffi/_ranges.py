@@ -7,8 +7,9 @@ inline messages, errors) goes through :mod:`._domain`.
 On CPython the five names are C functions (``c/accel.c``) that answer from the same caches and
 call the Python functions below (their ``__wrapped__``) for everything else.
 
-Without a tool (or with ``NVTX_DISABLE``) the same names are bound to functions with the same
-signatures that do nothing: NVTX cannot record anything in this process, so no work is done and no
+NVTX is initialised at the first call (nvtx_cffi/_state.py), which binds the real or do-nothing
+bodies. Without a tool (or with ``NVTX_DISABLE``) the same names then do nothing, with the same
+signatures: NVTX cannot record anything in this process, so no work is done and no
 argument is checked. :class:`~nvtx_cffi.annotate` and :class:`~nvtx_cffi.Domain` still check theirs.
 """
 from __future__ import annotations
@@ -99,84 +100,131 @@ def _with_payload(op: int, slot: int, payload) -> int:
     return lib.nvtxcffi_emit_slot(op, slot, kind, ivalue, fvalue)
 
 
-if _state.ACTIVE:
+# The real implementations (bodies only: _bind gives them to the public functions below).
 
-    def push_range(message: Optional[str] = None, color: ColorLike = _BLUE, domain: Optional[str] = None,
-                   category: Union[str, int, None] = None, payload: Payload = None) -> None:
-        """Open a range on this thread (close it with :func:`pop_range` on the same thread).
+def _push_range_active(message=None, color=_BLUE, domain=None, category=None, payload=None):
+    _dispatch(OP_PUSH, _push, message, color, domain, category, payload)
 
-        >>> push_range("load", color="green")
-        >>> pop_range()
-        """
-        _dispatch(OP_PUSH, _push, message, color, domain, category, payload)
 
-    def pop_range(domain: Optional[str] = None) -> None:
-        """Close this thread's innermost range of ``domain``; with nothing open, tools ignore it."""
-        if domain is None:
-            _pop_default()
-        else:
-            _pop(get_domain(domain)._index)
+def _pop_range_active(domain=None):
+    if domain is None:
+        _pop_default()
+    else:
+        _pop(get_domain(domain)._index)
 
-    def start_range(message: Optional[str] = None, color: ColorLike = None, domain: Optional[str] = None,
-                    category: Union[str, int, None] = None, payload: Payload = None) -> Optional[RangeId]:
-        """Start a range that may end on any thread; pass the result to :func:`end_range`.
 
-        >>> rng = start_range("request")
-        >>> end_range(rng)
-        """
-        range_id = _dispatch(OP_START, _start, message, color, domain, category, payload)
-        return range_id, (0 if domain is None else _domain_index(domain))
+def _start_range_active(message=None, color=None, domain=None, category=None, payload=None):
+    range_id = _dispatch(OP_START, _start, message, color, domain, category, payload)
+    return range_id, (0 if domain is None else _domain_index(domain))
 
-    def end_range(range_id: Union[RangeId, int, None]) -> None:
-        """End a range from :func:`start_range`. ``None`` is ignored; a plain int is an id in the
-        default domain; an id NVTX never issued is passed on and tools ignore it."""
-        if range_id.__class__ is tuple and len(range_id) == 2:
-            identifier, domain_index = range_id
-            try:
-                if domain_index is _DEFAULT_DOMAIN:  # the 0 start_range returned (not 0.0, not False)
-                    _end_default(identifier)
-                else:
-                    _end(domain_index, identifier)
-                return
-            except (TypeError, OverflowError):
-                raise _bad_range_id(range_id) from None
-        if range_id is None:
+
+def _end_range_active(range_id):
+    if range_id.__class__ is tuple and len(range_id) == 2:
+        identifier, domain_index = range_id
+        try:
+            if domain_index is _DEFAULT_DOMAIN:  # the 0 start_range returned (not 0.0, not False)
+                _end_default(identifier)
+            else:
+                _end(domain_index, identifier)
             return
-        if isinstance(range_id, int) and not isinstance(range_id, bool):
-            try:
-                _end_default(range_id)
-                return
-            except OverflowError:
-                raise _bad_range_id(range_id) from None
-        raise _bad_range_id(range_id)
+        except (TypeError, OverflowError):
+            raise _bad_range_id(range_id) from None
+    if range_id is None:
+        return
+    if isinstance(range_id, int) and not isinstance(range_id, bool):
+        try:
+            _end_default(range_id)
+            return
+        except OverflowError:
+            raise _bad_range_id(range_id) from None
+    raise _bad_range_id(range_id)
 
-    def mark(message: Optional[str] = None, color: ColorLike = _BLUE, domain: Optional[str] = None,
-             category: Union[str, int, None] = None, payload: Payload = None) -> None:
-        """An instantaneous event.
 
-        >>> mark("checkpoint", payload=3)
-        """
-        _dispatch(OP_MARK, _mark, message, color, domain, category, payload)
+def _mark_active(message=None, color=_BLUE, domain=None, category=None, payload=None):
+    _dispatch(OP_MARK, _mark, message, color, domain, category, payload)
 
-else:
 
-    def push_range(message: Optional[str] = None, color: ColorLike = "blue", domain: Optional[str] = None,
-                   category: Union[str, int, None] = None, payload: Payload = None) -> None:
-        """Open a range on this thread (no tool is attached: does nothing)."""
+# Without a tool (or with NVTX_DISABLE): do nothing, look at nothing. (Same parameter names as the
+# public functions: a body brings its parameters along.)
 
-    def pop_range(domain: Optional[str] = None) -> None:
-        """Close this thread's innermost range (no tool is attached: does nothing)."""
+def _noop5(message=None, color=None, domain=None, category=None, payload=None):
+    pass
 
-    def start_range(message: Optional[str] = None, color: ColorLike = None, domain: Optional[str] = None,
-                    category: Union[str, int, None] = None, payload: Payload = None) -> Optional[RangeId]:
-        """Start a range (no tool is attached: does nothing and returns ``None``)."""
 
-    def end_range(range_id: Union[RangeId, int, None]) -> None:
-        """End a range (no tool is attached: does nothing)."""
+def _pop_range_noop(domain=None):
+    pass
 
-    def mark(message: Optional[str] = None, color: ColorLike = "blue", domain: Optional[str] = None,
-             category: Union[str, int, None] = None, payload: Payload = None) -> None:
-        """An instantaneous event (no tool is attached: does nothing)."""
+
+def _end_range_noop(range_id):
+    pass
+
+
+# The public functions. Until NVTX's first call they decide (nvtx_cffi/_state.py), which gives each
+# the body of its real or do-nothing implementation (its __code__), then run it. The function
+# objects stay the same, so names bound with ``from nvtx_cffi import push_range`` follow.
+
+def push_range(message: Optional[str] = None, color: ColorLike = _BLUE, domain: Optional[str] = None,
+               category: Union[str, int, None] = None, payload: Payload = None) -> None:
+    """Open a range on this thread (close it with :func:`pop_range` on the same thread).
+
+    Without a tool (or with ``NVTX_DISABLE``) does nothing.
+
+    >>> push_range("load", color="green")
+    >>> pop_range()
+    """
+    _state.decide()
+    return push_range(message, color, domain, category, payload)
+
+
+def pop_range(domain: Optional[str] = None) -> None:
+    """Close this thread's innermost range of ``domain``; with nothing open, tools ignore it."""
+    _state.decide()
+    return pop_range(domain)
+
+
+def start_range(message: Optional[str] = None, color: ColorLike = None, domain: Optional[str] = None,
+                category: Union[str, int, None] = None, payload: Payload = None) -> Optional[RangeId]:
+    """Start a range that may end on any thread; pass the result to :func:`end_range`.
+
+    Without a tool (or with ``NVTX_DISABLE``) does nothing and returns ``None``.
+
+    >>> rng = start_range("request")
+    >>> end_range(rng)
+    """
+    _state.decide()
+    return start_range(message, color, domain, category, payload)
+
+
+def end_range(range_id: Union[RangeId, int, None]) -> None:
+    """End a range from :func:`start_range`. ``None`` is ignored; a plain int is an id in the
+    default domain; an id NVTX never issued is passed on and tools ignore it."""
+    _state.decide()
+    return end_range(range_id)
+
+
+def mark(message: Optional[str] = None, color: ColorLike = _BLUE, domain: Optional[str] = None,
+         category: Union[str, int, None] = None, payload: Payload = None) -> None:
+    """An instantaneous event.
+
+    >>> mark("checkpoint", payload=3)
+    """
+    _state.decide()
+    return mark(message, color, domain, category, payload)
+
+
+_PUBLIC = (push_range, pop_range, start_range, end_range, mark)
+
+
+def _bind(active: bool) -> None:
+    if active:
+        bodies = (_push_range_active, _pop_range_active, _start_range_active, _end_range_active, _mark_active)
+    else:
+        bodies = (_noop5, _pop_range_noop, _noop5, _end_range_noop, _noop5)
+    for function, body in zip(_PUBLIC, bodies):
+        _state.rebind(function, body)
+
+
+_state.on_decide(_bind)
 
 
 def _domain_index(name: str) -> int:

@@ -1,6 +1,6 @@
 """Thread names: NVTX tools show threads by OS id; give them their Python names.
 
-Installed once at import when a tool is attached (:func:`install`), and never on a hot path:
+Installed once when NVTX's first call finds a tool attached (:func:`install`), and never on a hot path:
 
 * threads that already exist (the main thread included) are named at once, by ``native_id``;
 * every ``threading.Thread`` started later names itself first thing on its own OS thread
@@ -42,7 +42,7 @@ def name_current_thread(name: str) -> None:
     >>> name_current_thread("io-loop")
     """
     data = _encode(name)
-    if _state.ACTIVE and data is not None:
+    if _state.active() and data is not None:
         lib.nvtxcffi_name_os_thread(lib.nvtxcffi_os_thread_id(), data)
 
 
@@ -50,7 +50,7 @@ def name_thread(thread: threading.Thread) -> bool:
     """Name ``thread`` in NVTX by its OS id; False when it has none yet (not started)."""
     native_id = getattr(thread, "native_id", None)
     data = _encode(thread.name)
-    if not _state.ACTIVE or native_id is None or data is None:
+    if not _state.active() or native_id is None or data is None:
         return False
     lib.nvtxcffi_name_os_thread(native_id, data)
     return True
@@ -59,7 +59,7 @@ def name_thread(thread: threading.Thread) -> bool:
 def install() -> bool:
     """Hook ``threading`` once (only when a tool is attached). Returns whether hooks are in place."""
     global _installed
-    if not _state.ACTIVE:
+    if not _state.active():
         return False
     with _install_lock:
         if _installed:

@@ -18,6 +18,15 @@ from ._accel import accel as _accel
 __all__ = ["wrap"]
 
 _P = inspect.Parameter
+
+# Only parameter names, kinds and defaults are read: on 3.14+ (lazily evaluated annotations) ask for
+# forward references, so decorating a function whose annotations name a later class works.
+try:
+    from annotationlib import Format as _Format  # type: ignore[import-not-found]
+
+    _SIGNATURE_OPTIONS: dict = {"annotation_format": _Format.FORWARDREF}
+except ImportError:  # before 3.14: annotations were evaluated at `def`
+    _SIGNATURE_OPTIONS = {}
 _INTERNAL = ("_nvtx_func", "_nvtx_begin", "_nvtx_close", "_nvtx_arg")
 
 
@@ -61,7 +70,7 @@ def _fixed_signature_wrapper(func, begin, begin_arg, close):
     if not inspect.isfunction(func):
         return None
     try:
-        signature = inspect.signature(func, follow_wrapped=False)
+        signature = inspect.signature(func, follow_wrapped=False, **_SIGNATURE_OPTIONS)
     except (TypeError, ValueError):
         return None
     params, args, defaults = [], [], {}

@@ -84,6 +84,59 @@ def test_decorated_function_keeps_functools_wraps_metadata():
     assert not inspect.iscoroutinefunction(wrapped) and not inspect.isgeneratorfunction(wrapped)
 
 
+CHILD_ANNOTATIONS = """
+import inspect, json, sys, typing
+import nvtx_cffi as nvtx
+
+@nvtx.annotate("typed")
+def typed(a: "int", b: LATER = None) -> RETURN:
+    return [b]
+
+class Later:
+    pass
+
+out = {"type": type(typed).__module__,
+       "annotations": {k: str(v) for k, v in typed.__annotations__.items()},
+       "hints": {k: v.__name__ if isinstance(v, type) else str(v) for k, v in typing.get_type_hints(typed).items()},
+       "signature": str(inspect.signature(typed, eval_str=True)),
+       "has_annotate": hasattr(typed, "__annotate__")}
+if sys.version_info >= (3, 14):
+    import annotationlib
+    out["annotate_same"] = typed.__annotate__ is typed.__wrapped__.__annotate__
+    fwd = annotationlib.get_annotations(typed, format=annotationlib.Format.FORWARDREF)
+    out["forwardref_keys"] = sorted(fwd)
+    typed.__annotations__ = {"x": int}
+    out["set"] = [str(typed.__annotations__), repr(typed.__annotate__)]
+    try:
+        typed.__annotate__ = 3
+    except TypeError as exc:
+        out["bad_annotate"] = str(exc)
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("pure", [False, True])
+def test_decorated_function_annotations_resolve_like_the_functions(pure):
+    # No `from __future__ import annotations` in the child: on 3.14+ annotations are evaluated
+    # lazily through __annotate__ (PEP 649/749), and `Later` exists only after the decoration
+    # (before 3.14 it must be a string there, annotations being evaluated at `def`).
+    lazy = sys.version_info >= (3, 14)
+    code = CHILD_ANNOTATIONS.replace("LATER", "Later" if lazy else '"Later"')
+    code = code.replace("RETURN", "list[Later]" if lazy else '"list[Later]"')
+    proc = run_python(code, {"NVTX_CFFI_PURE_PYTHON": "1" if pure else "0"})
+    out = json.loads(proc.stdout)
+    accelerated = sys.implementation.name == "cpython" and not pure and _accel.speedups is not None
+    assert out["type"] == ("nvtx_cffi._speedups" if accelerated else "builtins")
+    assert out["annotations"]["a"] == "int" and "Later" in out["annotations"]["b"]
+    assert out["hints"] == {"a": "int", "b": "Later", "return": "list[__main__.Later]"}
+    assert out["signature"] == "(a: int, b: __main__.Later = None) -> list[__main__.Later]"
+    assert out["has_annotate"] is (sys.version_info >= (3, 14))
+    if sys.version_info >= (3, 14):
+        assert out["annotate_same"] is True and out["forwardref_keys"] == ["a", "b", "return"]
+        assert out["set"] == ["{'x': <class 'int'>}", "None"]
+        assert out["bad_annotate"] == "__annotate__ must be callable or None"
+
+
 def test_coroutines_and_generators_keep_their_nature():
     async def coroutine():
         return 1

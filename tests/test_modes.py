@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 
 import pytest
 
@@ -89,3 +90,87 @@ def test_no_tool_annotate_still_checks_its_arguments():
 
 def test_active_functions_are_the_real_ones():
     assert _ranges.push_range.__doc__.startswith("Open a range on this thread (close it")
+
+
+# ---- lazy initialisation: NVTX starts at nvtx-cffi's first NVTX call, not at import -------------
+
+def test_import_alone_makes_no_nvtx_call():
+    # The recorder is named in the environment, so NVTX would load it at any NVTX call.
+    proc = run_python("""
+        import json, nvtx_cffi as nvtx
+        from nvtx_cffi import _state, recorder
+        after_import = (recorder.loaded(), _state.decided())
+        enabled = nvtx.enabled()
+        print(json.dumps({"after_import": after_import, "after_enabled": [recorder.loaded(), _state.decided()],
+                          "enabled": enabled}))
+    """)
+    out = json.loads(proc.stdout)
+    assert out == {"after_import": [False, False], "after_enabled": [True, True], "enabled": True}
+
+
+@pytest.mark.parametrize("first", ["push_range", "decorate", "annotate_with", "get_domain", "mark", "enabled"])
+def test_tool_named_after_import_is_used(first):
+    # As with nvtx: a notebook or test suite sets NVTX_INJECTION64_PATH after `import nvtx_cffi`;
+    # the first NVTX call (whatever it is) loads the tool. Names imported before it follow.
+    first_call = {
+        "push_range": "push_range('first'); pop_range()",
+        "decorate": "f = nvtx.annotate('first')(lambda: 3); assert f is not None and f() == 3",
+        "annotate_with": "with nvtx.annotate('first'): pass",
+        "get_domain": "nvtx.get_domain('lazy-domain')",
+        "mark": "mark('first')",
+        "enabled": "assert nvtx.enabled() and nvtx.tool_attached()",
+    }[first]
+    proc = run_python(f"""
+        import json, os
+        path = os.environ["RECORDER"]
+        import nvtx_cffi as nvtx
+        from nvtx_cffi import push_range, pop_range, mark, recorder
+        assert not recorder.loaded()
+        os.environ["NVTX_INJECTION64_PATH"] = path
+        {first_call}
+        @nvtx.annotate("decorated")
+        def g(x):
+            return x + 1
+        with recorder.capture() as got:
+            push_range("bound before"); pop_range()
+            mark("marked", payload=5)
+            g(1)
+            with nvtx.annotate("with", domain="lazy-domain"):
+                pass
+        print(json.dumps({{"enabled": nvtx.enabled(), "g_is_plain": g.__class__.__name__ == "function"
+                          and not hasattr(g, "__wrapped__"),
+                          "events": [(e.kind, e.message, e.domain) for e in got if e.kind in ("push", "mark")]}}))
+    """, {"RECORDER": os.environ["NVTX_INJECTION64_PATH"]}, remove=NO_TOOL)
+    out = json.loads(proc.stdout)
+    assert out["enabled"] is True and out["g_is_plain"] is False
+    assert out["events"] == [["push", "bound before", None], ["mark", "marked", None], ["push", "decorated", None],
+                             ["push", "with", "lazy-domain"]]
+
+
+def test_no_tool_at_the_first_call_is_final():
+    # NVTX initialised without a tool cannot load one later; nvtx-cffi acts on that once.
+    proc = run_python("""
+        import json, os, nvtx_cffi as nvtx
+        from nvtx_cffi import push_range, recorder
+        def f():
+            return 1
+        first = nvtx.enabled()
+        os.environ["NVTX_INJECTION64_PATH"] = os.environ["RECORDER"]
+        push_range("x")
+        print(json.dumps({"first": first, "later": nvtx.enabled(), "attached": nvtx.tool_attached(),
+                          "decorator_returns_f": nvtx.annotate("f")(f) is f, "loaded": recorder.loaded(),
+                          "start": nvtx.start_range("x")}))
+    """, {"RECORDER": os.environ["NVTX_INJECTION64_PATH"]}, remove=NO_TOOL)
+    assert json.loads(proc.stdout) == {"first": False, "later": False, "attached": False,
+                                       "decorator_returns_f": True, "loaded": False, "start": None}
+
+
+def test_nvtx_disable_is_read_at_the_first_call():
+    proc = run_python("""
+        import os, nvtx_cffi as nvtx
+        from nvtx_cffi import recorder
+        os.environ["NVTX_DISABLE"] = "1"
+        f = lambda: 1
+        print(nvtx.annotate("f")(f) is f, nvtx.enabled(), recorder.loaded())
+    """, remove=("NVTX_DISABLE",))
+    assert proc.stdout.split() == ["True", "False", "False"]

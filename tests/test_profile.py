@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from nvtx_cffi import recorder
+from nvtx_cffi import _accel, recorder
 
 ENGINE = "monitoring" if sys.version_info >= (3, 12) and sys.implementation.name == "cpython" else "setprofile"
 BLUE = 0x0000FF
@@ -380,7 +380,9 @@ def test_cli_errors(tmp_path):
 
 # --------------------------------------------------------------------------- the C engine (CPython)
 
-cpython_only = pytest.mark.skipif(sys.implementation.name != "cpython", reason="the C engine is CPython's")
+# The C engine lives in the optional accelerator (CPython with a GIL, not NVTX_CFFI_PURE_PYTHON=1).
+cpython_only = pytest.mark.skipif(_accel.speedups is None,
+                                  reason="the C engine is the accelerator's (CPython, nvtx_cffi._speedups)")
 
 
 @cpython_only

@@ -89,6 +89,8 @@ def test_threads_each_on_their_own_row_with_names(tmp_path):
         import nvtx_cffi as nvtx
         from nvtx_cffi._native import lib
 
+        nvtx.enabled()  # NVTX's first call: Python names go on existing threads now, before the raw names below
+
         def work(k):
             lib.nvtxcffi_name_os_thread(threading.get_native_id(), f"worker-{k}".encode())
             for _ in range(k + 1):
