@@ -114,13 +114,13 @@ CALL_SHAPES = [
           "d.push_range(message='x', color='red')\nd.pop_range()", "pass", plainest="domain_attrs"),
     Shape("domain_mark", "Domain mark(attrs)",
           "d = L.get_domain('bench')\nattrs = d.get_event_attributes(message='x')\n",
-          "d.mark(attrs)", "pass", plainest="mark"),
+          "d.mark(attrs)", "pass"),
     Shape("domain_start_end", "Domain end_range(start_range(attrs))",
           "d = L.get_domain('bench')\nattrs = d.get_event_attributes(message='x')\n",
-          "d.end_range(d.start_range(attrs))", "pass", plainest="start_end"),
+          "d.end_range(d.start_range(attrs))", "pass"),
     Shape("domain_payload", "Domain mark(message='x', payload=i)",
           "d = L.get_domain('bench')\n" + _I,
-          "i += 1\nd.mark(message='x', payload=i)", "i += 1", plain_setup=_I, plainest="mark"),
+          "i += 1\nd.mark(message='x', payload=i)", "i += 1", plain_setup=_I, plainest="domain_mark"),
 ]
 
 SHAPES: Dict[str, Shape] = {s.name: s for s in [
