@@ -182,7 +182,7 @@ def table(results: Dict) -> str:
             base = overhead(results.get(("nvtx_cffi", tool)), shape.plainest) if shape.plainest else None
             if ours is not None and base is not None:
                 value = max(ours, FLOOR_NS) / max(base, FLOOR_NS)
-                versus = f"{value:.1f} " + ("ok" if value <= MAX_VS_PLAINEST or ours <= 2 * FLOOR_NS else "NOT")
+                versus = f"{value:.2f} " + ("ok" if value <= MAX_VS_PLAINEST or ours <= 2 * FLOOR_NS else "NOT")
             row += (f" | {cell(plain):>14} {cell(ours):>9} {cell(theirs):>6} {ratio:>6}"
                     f" {(target_text + ' ' + verdict).strip():>9} {versus:>9}")
         if shown:
