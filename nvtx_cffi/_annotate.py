@@ -239,7 +239,13 @@ def _with_payload(cls, message, color, domain, category, payload) -> annotate:
     :func:`_payload_attributes`.)
     """
     fields = payload_fields(payload)  # first, as EventAttributes does: bad payloads fail alike
-    template = cls(message, color, domain, category)
+    try:  # the cached template, without another class call
+        if color is None and domain is None and category is None and cls is annotate:
+            template = _by_message[message]
+        else:
+            template = _cache[cls, message, color, domain, category, None, _NONE_TYPE]
+    except (KeyError, TypeError):
+        template = cls(message, color, domain, category)
     self = _Base.__new__(cls)
     self._args = (message, color, domain, category, payload)
     self._attributes = _payload_attributes(template, payload, fields)
