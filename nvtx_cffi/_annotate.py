@@ -33,6 +33,7 @@ _pop = lib.nvtxcffi_pop
 _pop_default = lib.nvtxcffi_pop_default
 _start = lib.nvtxcffi_start
 _end = lib.nvtxcffi_end
+_emit_slot = lib.nvtxcffi_emit_slot
 
 # Ranges opened by ``async with``: a stack per task (each asyncio task runs in its own context).
 _async_ranges: contextvars.ContextVar = contextvars.ContextVar("nvtx_cffi_async_ranges", default=())
@@ -48,15 +49,30 @@ else:
         what ``AnnotateBase`` in ``c/accel.c`` does in C on CPython. ``__enter__``/``__exit__`` are
         bound when NVTX's first call decides (every instance is made after that)."""
 
-        __slots__ = ("_args", "_attributes", "_slot", "_domain_index", "_close")
+        # _attrs: the prepared EventAttributes, or None for an object carrying a per-call payload
+        # (_template, _fields): its attributes are made when first asked for, as in C.
+        __slots__ = ("_args", "_attrs", "_slot", "_domain_index", "_close", "_template", "_fields")
+
+        def _get_attributes(self):
+            attributes = self._attrs
+            if attributes is None:
+                attributes = self._attrs = _payload_attributes(self._template, self._args[4], self._fields)
+            return attributes
+
+        def _set_attributes(self, attributes):
+            self._attrs = attributes
+
+        _attributes = property(_get_attributes, _set_attributes)
 
 
 def _enter_active(self) -> "annotate":
     slot = self._slot
     if slot >= 0:
         _push(slot)
+    elif self._attrs is None:  # a per-call payload (Python path): the template's slot and the value
+        _emit_slot(OP_PUSH, self._template._slot, *self._fields)
     else:
-        self._attributes._emit(OP_PUSH)
+        self._attrs._emit(OP_PUSH)
     return self
 
 
@@ -248,7 +264,11 @@ def _with_payload(cls, message, color, domain, category, payload) -> annotate:
         template = cls(message, color, domain, category)
     self = _Base.__new__(cls)
     self._args = (message, color, domain, category, payload)
-    self._attributes = _payload_attributes(template, payload, fields)
+    if _accel is None and (template._slot >= 0 or not _state.ACTIVE):
+        # the Python base: attributes made on first use; __enter__ sends the template's slot + value
+        self._attrs, self._template, self._fields = None, template, fields
+    else:
+        self._attributes = _payload_attributes(template, payload, fields)
     self._slot = -1  # the general push: the template's slot with this payload
     self._domain_index = template._domain_index
     self._close = template._close
