@@ -254,7 +254,7 @@ def test_stats_table_counts_and_order(tmp_path):
             with nvtx.annotate("short"):
                 time.sleep(0.001)
         with nvtx.annotate("long", domain="d"):
-            time.sleep(0.05)
+            time.sleep(0.2)  # > 80 % even when a loaded machine stretches each 1 ms sleep to 8 ms
         r = nvtx.start_range("async")
         nvtx.end_range(r)
     """)
@@ -346,7 +346,7 @@ def test_progress_is_reported_when_forced(tmp_path):
     script = write(tmp_path, "p.py", "import nvtx_cffi as nvtx\nnvtx.mark('m')\n")
     traced = run_tracer(str(tmp_path), [script], "--progress")
     assert traced.returncode == 0
-    assert re.search(r"nvtx_cffi trace: reading: \d+/\d+ \(\d+%\)", traced.stderr)
+    assert re.search(r"nvtx_cffi trace: converting: \d+/\d+ \(\d+%\)", traced.stderr)
 
 
 def test_keeps_raw_recordings_in_record_dir(tmp_path):

@@ -169,4 +169,4 @@ nvtx.push_range("outer"); nvtx.mark("end")
     assert sum(1 for e in doc["traceEvents"] if e["ph"] == "X") == RANGES + 1
     kinds = [e.kind for e in recorder.iter_events(str(raw))]
     assert (kinds.count("push"), kinds.count("pop"), kinds.count("mark")) == (RANGES + 1, RANGES, 1)
-    assert doc["otherData"]["events_recorded"] == len(kinds)
+    assert doc["otherData"]["events_recorded"] == len([k for k in kinds if k in ("push", "pop", "mark")])

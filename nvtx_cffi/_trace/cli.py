@@ -25,8 +25,7 @@ import tempfile
 from typing import List, Optional, Tuple
 
 from .._profile_cli import add_profile_options
-from .chrome import ChromeTraceWriter
-from .model import Mark, Range, pair_events
+from .convert import FORMATS, convert, format_for
 from .progress import Progress
 from .runner import command_for, exit_status, run
 from .stats import StatsCollector, format_summary
@@ -73,7 +72,8 @@ def _parser() -> argparse.ArgumentParser:
                     f"for {PERFETTO_URL} or chrome://tracing.",
         epilog="Exit status: the program's (128+N if signal N killed it); 2 for usage errors.")
     p.add_argument("-o", "--output", metavar="TRACE.json",
-                   help="trace file to write (default: <script or module name>.trace.json)")
+                   help="trace file to write (default: <script or module name>.trace.json); its ending picks "
+                        f"the format: {', '.join(FORMATS)} (JSON, Perfetto protobuf, SQLite in Nsight's schema)")
     p.add_argument("--stats", action="store_true",
                    help="print a summary table per range name (count, total, avg, median, min, max, stddev)")
     p.add_argument("--png", metavar="TIMELINE.png", help="also draw a timeline picture (needs matplotlib)")
@@ -185,43 +185,17 @@ def _prepare_record_dir(record_dir: Optional[str]) -> Tuple[str, bool]:
 
 def _convert(opts: argparse.Namespace, record_dir: str, root_pid: int, root_name: str, output: str,
              png: Optional[str]) -> None:
-    """Stream the recording into the trace file: memory for what is open, not for what was recorded."""
-    from .. import recorder
-
+    """Convert the recording in batches into the trace file: memory for a batch and what is open."""
     progress = Progress(force=opts.progress)
-    events = recorder.stream(record_dir, progress=lambda done, total: progress.update("reading", done, total))
     stats = StatsCollector() if opts.stats else None
     picture = None
     if png is not None:
         from .png import PngCollector
 
         picture = PngCollector()
-    with open(output, "w", encoding="utf-8") as out:
-        writer = ChromeTraceWriter(out, events.start_ns or 0)
-        if stats is None and picture is None:
-            on_range = writer.range
-            on_mark = writer.mark
-        else:
-            range_sinks = [writer.range]
-            mark_sinks = [writer.mark]
-            if stats is not None:
-                range_sinks.append(stats.add)
-            if picture is not None:
-                range_sinks.append(picture.range)
-                mark_sinks.append(picture.mark)
-
-            def on_range(r: Range) -> None:
-                for sink in range_sinks:
-                    sink(r)
-
-            def on_mark(m: Mark) -> None:
-                for sink in mark_sinks:
-                    sink(m)
-
-        timeline = pair_events(events, events.processes, events.dropped, on_range=on_range, on_mark=on_mark)
-        if root_pid in timeline.process_names or any(pid == root_pid for pid, _ in timeline.threads):
-            timeline.process_names[root_pid] = root_name
-        writer.finish(timeline)
+    timeline = convert(record_dir, output, format_for(output), stats=stats, picture=picture,
+                       progress=lambda done, total: progress.update("converting", done, total),
+                       root_pid=root_pid, root_name=root_name)
     progress.done()
     if stats is not None:
         sys.stdout.write("\n" + format_summary(timeline, stats.rows()))
@@ -263,6 +237,10 @@ def main(argv: Optional[List[str]] = None) -> int:
             raise TraceError(msg)
         name = module if module is not None else os.path.splitext(os.path.basename(script or ""))[0]
         output = _check_writable(opts.output or f"{name}.trace.json", "trace")
+        try:
+            format_for(output)
+        except ValueError as exc:
+            raise TraceError(str(exc)) from None
         png = _check_writable(opts.png, "PNG") if opts.png else None
         if png is not None:
             from .png import _load_pyplot

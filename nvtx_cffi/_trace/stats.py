@@ -23,6 +23,11 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from .model import Range, Timeline
 
+try:
+    import numpy as _np
+except ImportError:  # pragma: no cover - PyPy: the histogram narrowing below
+    _np = None
+
 __all__ = ["RangeStats", "StatsCollector", "summarize", "format_summary", "format_duration"]
 
 
@@ -40,6 +45,12 @@ def _kth_smallest(values: Sequence[int], k: int) -> int:
     >>> _kth_smallest(array("q", [5, 1, 4, 2, 3] * 30000), 75000)
     3
     """
+    if _np is not None and isinstance(values, array) and len(values) > _SORT_AT_MOST:
+        # NumPy's introselect in place (~100x faster than the narrowing below, no copy): it only
+        # reorders the durations, which no statistic depends on
+        view = _np.frombuffer(values, dtype=_np.int64)
+        view.partition(k)
+        return int(view[k])
     lo, hi = min(values), max(values)
     candidates: Sequence[int] = values
     n = len(values)
@@ -66,8 +77,8 @@ class RangeStats:
     """Statistics of the durations (ns) of the ranges that share a name, domain and style.
 
     ``durations`` may be any sequence of ints (the collector keeps an ``array('q')``: 8 bytes a
-    range); it is neither copied nor sorted. Sums are exact integers, so the standard deviation is
-    as exact as a float can hold.
+    range); it is not copied (NumPy may reorder it in place for the median). Sums are exact
+    integers, so the standard deviation is as exact as a float can hold.
     """
 
     __slots__ = ("name", "domain", "style", "count", "total_ns", "avg_ns", "median_ns", "min_ns", "max_ns",
@@ -123,6 +134,14 @@ class StatsCollector:
         if durations is None:
             durations = self._groups[key] = array("q")
         durations.append(r.end_ns - r.start_ns)
+
+    def add_many(self, domain: Optional[str], name: str, style: str, durations: Sequence[int]) -> None:
+        """Count complete ranges of one (domain, name, style) at once: ``durations`` in ns."""
+        key = (domain, name, style)
+        group = self._groups.get(key)
+        if group is None:
+            group = self._groups[key] = array("q")
+        group.extend(durations)
 
     def rows(self) -> List[RangeStats]:
         """One row per group, sorted by total time (largest first), then label."""

@@ -1,0 +1,42 @@
+/* recorder_internal.h - in-library C API of libnvtx_recorder.so for other C files linked into it
+ * (the NVTX payload-extension tool side). Not exported from the shared library.
+ *
+ * nvtxrec_emit_blob records one variable-length "blob" record on the calling thread: a kind
+ * (NVTXREC_BLOB_*), the NVTX domain (the recorder's domain id: (uint32_t)(uintptr_t) of the
+ * nvtxDomainHandle_t the recorder returned; 0 for the default domain), a 64-bit argument of the
+ * caller's choosing (schema id, counter id, ...), a CLOCK_MONOTONIC timestamp taken now, the
+ * thread id, and len raw bytes. At most NVTXREC_BLOB_MAX_BYTES bytes are kept; longer data is
+ * cut and the record flagged truncated. Thread-safe, lock-free on the hot path like every other
+ * record; a call while the recorder is off is a no-op, one that cannot be recorded (bound reached,
+ * disk full, re-entered from a signal handler) is counted in the file's dropped counter.
+ *
+ * The reader yields each blob as an Event of kind "blob" (name: the kind's name below, target: arg,
+ * data: the bytes, truncated) and, in the columnar API, as recorder.Blob entries of EventBlock.blobs.
+ */
+#ifndef NVTX_CFFI_RECORDER_INTERNAL_H
+#define NVTX_CFFI_RECORDER_INTERNAL_H
+
+#include <stdint.h>
+
+#define NVTXREC_BLOB_SCHEMA 1         /* a payload schema registration (nvtxPayloadSchemaRegister) */
+#define NVTXREC_BLOB_COUNTER_GROUP 2  /* a counter (group) registration */
+#define NVTXREC_BLOB_COUNTER_SAMPLE 3 /* one sample of a counter (group) */
+#define NVTXREC_BLOB_PAYLOAD 4        /* a binary payload attached to an event */
+/* 5..63 reserved for nvtx-cffi; 64..255 free for experiments */
+
+#define NVTXREC_BLOB_MAX_BYTES 65536u
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+__attribute__((visibility("hidden"))) void nvtxrec_emit_blob(uint8_t kind, uint32_t domain, uint64_t arg,
+                                                              const void *data, uint32_t len);
+/* 1 when this process records (NVTX_CFFI_RECORD_DIR set and the file usable), else 0. */
+__attribute__((visibility("hidden"))) int nvtxrec_recording(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
