@@ -87,10 +87,19 @@ def to_category_id(category: object) -> int:
     return value
 
 
+_INT64 = lib.NVTXCFFI_PAYLOAD_INT64
+_DOUBLE = lib.NVTXCFFI_PAYLOAD_DOUBLE
+
+
 def payload_fields(payload: object) -> Tuple[int, int, float]:
     """(kind, int64 bits, double) for the C calls; ints become int64, or uint64 where only that fits."""
-    if isinstance(payload, float):
-        return lib.NVTXCFFI_PAYLOAD_DOUBLE, 0, float(payload)
+    # Exact int and float first: a per-call payload is nearly always one, and the integer-like
+    # checks below cost far more than the rest of the call.
+    cls = payload.__class__
+    if cls is int and _INT64_MIN <= payload <= _INT64_MAX:
+        return _INT64, payload, 0.0
+    if cls is float or isinstance(payload, float):
+        return _DOUBLE, 0, float(payload)
     value = int(payload) if isinstance(payload, bool) else as_index(payload)  # bool: an int, as before
     if value is not None:
         if _INT64_MIN <= value <= _INT64_MAX:
