@@ -278,7 +278,9 @@ class SqliteWriter:
         db.executemany("INSERT INTO NVTX_CFFI_META (key, value) VALUES (?,?)", sorted(meta.items()))
         # one index, on what every NVTX query filters by (each index costs ~0.3 s per 1e6 rows)
         db.execute("CREATE INDEX NVTX_EVENTS_eventType ON NVTX_EVENTS (eventType)")
-        db.execute("COMMIT")
+        # commit() resets the statements still open first (PyPy keeps executemany cursors alive
+        # until collected, and a bare COMMIT then fails with "SQL statements in progress").
+        db.commit()
         return self.count
 
     def close(self) -> None:
