@@ -103,6 +103,8 @@ def test_arguments_whose_hash_raises_propagate_the_users_exception(tmp_path, err
         nvtx.mark("after")
         print(json.dumps(results))
     """)
-    assert out == [[error.__name__, "no hash for you"]] * 4
+    # 3.14+ wraps the message of a failed dict-key hash ("cannot use 'BadStr' as a dict key (...)").
+    assert [name for name, _ in out] == [error.__name__] * 4
+    assert all("no hash for you" in message for _, message in out)
     events = recorder.read(tmp_path / "rec").events
     assert [(e.kind, e.message) for e in events if e.kind in ("push", "mark", "start")] == [("mark", "after")]

@@ -121,10 +121,13 @@ class SqliteWriter:
         if os.path.exists(path):
             os.remove(path)
         self._db = sqlite3.connect(path, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=OFF")
-        self._db.execute("PRAGMA synchronous=OFF")
-        self._db.executescript(SCHEMA)
-        self._db.execute("BEGIN")
+        # One cursor for every statement: each execute resets the one before, so nothing is still
+        # "in progress" at COMMIT (PyPy keeps a cursor per db.execute() alive until collected).
+        self._cur = self._db.cursor()
+        self._cur.execute("PRAGMA journal_mode=OFF")
+        self._cur.execute("PRAGMA synchronous=OFF")
+        self._cur.executescript(SCHEMA)
+        self._cur.execute("BEGIN")
         self._t0 = start_ns
         self.count = 0
         self._domains: Dict[Tuple[int, int], Optional[str]] = {}
@@ -185,11 +188,11 @@ class SqliteWriter:
                 if payloads:
                     raw = cols.lists("payload")[0]
                     rows = [row + _payload_columns(pt, v) for row, pt, v in zip(rows, ptype, raw)]
-                    self._db.executemany(_WITH_PAYLOAD, rows)
+                    self._cur.executemany(_WITH_PAYLOAD, rows)
                 else:
-                    self._db.executemany(_ALL, rows)
+                    self._cur.executemany(_ALL, rows)
             else:  # the common case, fewest bound values (binding is most of the cost)
-                self._db.executemany(_PLAIN % event_type, zip(start, end, category, color, texts, gtid, dom))
+                self._cur.executemany(_PLAIN % event_type, zip(start, end, category, color, texts, gtid, dom))
             self.count += n
 
     def _blocks(self, pb: Any, cols: Any, event_type: int) -> bool:
@@ -240,24 +243,24 @@ class SqliteWriter:
             insert = "INSERT INTO NVTX_EVENTS (start, end, eventType, category, color, text, globalTid, domainId) VALUES "
             if full:
                 chunk = per * _ROWS
-                self._db.executemany(insert + ",".join([row] * _ROWS),
+                self._cur.executemany(insert + ",".join([row] * _ROWS),
                                      [values[k:k + chunk] for k in range(0, full, chunk)])
             rest = values[full:]
             if rest:
-                self._db.execute(insert + ",".join([row] * (len(rest) // per)), rest)
+                self._cur.execute(insert + ",".join([row] * (len(rest) // per)), rest)
         return True
 
     def counter(self, pid: int, name: str, unit: Optional[str], time_ns: int, value: float) -> None:
         """Counter samples have no table in Nsight's NVTX export: kept in ``NVTX_CFFI_COUNTERS``."""
-        self._db.execute("CREATE TABLE IF NOT EXISTS NVTX_CFFI_COUNTERS (timestamp INTEGER, globalPid INTEGER,"
+        self._cur.execute("CREATE TABLE IF NOT EXISTS NVTX_CFFI_COUNTERS (timestamp INTEGER, globalPid INTEGER,"
                          " name TEXT, unit TEXT, value REAL)")
-        self._db.execute("INSERT INTO NVTX_CFFI_COUNTERS VALUES (?,?,?,?,?)",
+        self._cur.execute("INSERT INTO NVTX_CFFI_COUNTERS VALUES (?,?,?,?,?)",
                          (time_ns - self._t0, pid << 24, name, unit, value))
         self.count += 1
 
     def finish(self, timeline: Timeline, extra_metadata: Optional[Dict[str, Any]] = None) -> int:
         """Names (domains, categories, threads), metadata, indexes; commit. Returns the rows of events."""
-        db = self._db
+        db = self._cur
         db.executemany("INSERT INTO NVTX_EVENTS (start, eventType, text, globalTid, domainId) VALUES (0,?,?,?,?)",
                        [(DOMAIN_CREATE, name or "", pid << 24 | pid, d)
                         for (pid, d), name in sorted(self._domains.items())])
@@ -278,9 +281,8 @@ class SqliteWriter:
         db.executemany("INSERT INTO NVTX_CFFI_META (key, value) VALUES (?,?)", sorted(meta.items()))
         # one index, on what every NVTX query filters by (each index costs ~0.3 s per 1e6 rows)
         db.execute("CREATE INDEX NVTX_EVENTS_eventType ON NVTX_EVENTS (eventType)")
-        # commit() resets the statements still open first (PyPy keeps executemany cursors alive
-        # until collected, and a bare COMMIT then fails with "SQL statements in progress").
-        db.commit()
+        db.close()
+        self._db.execute("COMMIT").close()
         return self.count
 
     def close(self) -> None:
