@@ -48,6 +48,9 @@ static PyTypeObject *attributes_cls;  /* nvtx_cffi.EventAttributes */
 static PyObject *domains;             /* _domain._domains: name -> Domain */
 static Py_ssize_t domain_index_offset = -1;   /* where a Domain keeps _index (a __slots__ member) */
 static Py_ssize_t attributes_fast_offset = -1; /* where EventAttributes keeps _fast */
+static Py_ssize_t attributes_domain_offset = -1; /* where EventAttributes keeps _domain */
+static Py_ssize_t domain_keywords_offset = -1; /* where a Domain keeps _by_keywords */
+static PyObject *payload_attributes; /* _annotate._payload_attributes(template, payload) */
 
 static PyObject *str_emit;  /* "_emit" */
 static PyObject *op_push;   /* NVTXCFFI_OP_PUSH as an int object */
@@ -56,6 +59,7 @@ static PyObject *op_push;   /* NVTXCFFI_OP_PUSH as an int object */
 static PyObject *range_params[5];   /* message, color, domain, category, payload */
 static PyObject *pop_params[1];     /* domain */
 static PyObject *end_params[1];     /* range_id */
+static PyObject *domain_params[4];  /* message, color, category, payload (Domain keyword calls) */
 
 /* ---- helpers ---------------------------------------------------------------------------------- */
 
@@ -182,6 +186,125 @@ static PyObject *new_range_id(uint64_t id, int domain_index)
     return pair;
 }
 
+/* A per-call payload as the shim wants it (kind NVTXCFFI_PAYLOAD_*, int64 bits, double): 1 when
+ * converted; 0 when it is not an exact int or float that fits (nothing raised): the Python twin then
+ * converts it or raises, with its own messages. The payload is a value: nothing is kept. */
+static int payload_c(PyObject *payload, int *kind, int64_t *ivalue, double *fvalue)
+{
+    if (PyLong_CheckExact(payload)) {
+        int overflow = 0;
+        long long value = PyLong_AsLongLongAndOverflow(payload, &overflow);
+        if (overflow == 0 && !(value == -1 && PyErr_Occurred())) {
+            *kind = NVTXCFFI_PAYLOAD_INT64;
+            *ivalue = (int64_t)value;
+            *fvalue = 0.0;
+            return 1;
+        }
+        if (overflow > 0) {
+            unsigned long long u = PyLong_AsUnsignedLongLong(payload);
+            if (!(u == (unsigned long long)-1 && PyErr_Occurred())) {
+                *kind = NVTXCFFI_PAYLOAD_UINT64;
+                *ivalue = (int64_t)u; /* the same bits, as _validate.payload_fields sends them */
+                *fvalue = 0.0;
+                return 1;
+            }
+        }
+        PyErr_Clear();
+        return 0;
+    }
+    if (PyFloat_CheckExact(payload)) {
+        *kind = NVTXCFFI_PAYLOAD_DOUBLE;
+        *ivalue = 0;
+        *fvalue = PyFloat_AS_DOUBLE(payload);
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- styles: what a call site passes besides the message and the payload, by identity ---------
+ * A call site passes the same colour, domain and category objects on every call (constants of its
+ * code), so these are matched by identity in a small direct-mapped table instead of building and
+ * hashing an argument tuple. Each entry (a "style") maps messages to what the Python caches answer
+ * for them (a slot number, or a cached annotate object), so f-string messages cost one dict
+ * lookup. Identity stands for equality only for immutable objects: exact str, int, float and None
+ * (and Domain objects, which live as long as the process). Only answers found in the Python caches
+ * enter, and the payload never does. Bounded: STYLE_COUNT entries of at most STYLE_MESSAGES
+ * messages; a colliding style replaces the older one. */
+enum { STYLE_SLOT = 1, STYLE_ANNOTATE = 2, STYLE_DOMAIN = 3 };
+#define STYLE_COUNT 256 /* a power of two */
+#define STYLE_MESSAGES 4096
+
+typedef struct {
+    int kind;          /* STYLE_*, 0 when unused */
+    int domain_index;  /* STYLE_SLOT: the index of the domain named key[1], -1 unknown */
+    PyObject *key[3];  /* STYLE_SLOT/ANNOTATE: colour, domain, category; STYLE_DOMAIN: Domain, colour, category */
+    PyObject *by_message;  /* dict: message -> answer */
+} style_t;
+
+static style_t styles[STYLE_COUNT];
+
+static inline int immutable_key(PyObject *o)
+{
+    return o == Py_None || PyUnicode_CheckExact(o) || PyLong_CheckExact(o) || PyFloat_CheckExact(o);
+}
+
+static inline style_t *style_at(int kind, PyObject *a, PyObject *b, PyObject *c)
+{
+    uint64_t h = (uint64_t)kind * 0x9E3779B97F4A7C15ull;
+    h = (h ^ ((uintptr_t)a >> 4)) * 0xff51afd7ed558ccdull;
+    h = (h ^ ((uintptr_t)b >> 4)) * 0xc4ceb9fe1a85ec53ull;
+    h = (h ^ ((uintptr_t)c >> 4)) * 0xff51afd7ed558ccdull;
+    return &styles[(h >> 40) & (STYLE_COUNT - 1)];
+}
+
+/* The answer (borrowed) for `message` in style (kind, a, b, c), or NULL (nothing raised); *style
+ * is the matching entry or NULL. */
+static PyObject *style_get(int kind, PyObject *a, PyObject *b, PyObject *c, PyObject *message, style_t **style)
+{
+    style_t *s = style_at(kind, a, b, c);
+    *style = NULL;
+    if (s->kind != kind || s->key[0] != a || s->key[1] != b || s->key[2] != c)
+        return NULL;
+    *style = s;
+    if (message != Py_None && !PyUnicode_CheckExact(message))
+        return NULL;
+    PyObject *found = PyDict_GetItemWithError(s->by_message, message);
+    if (found == NULL)
+        PyErr_Clear(); /* exact str or None: only a memory error could be raised */
+    return found;
+}
+
+/* Remember `answer` for `message` in style (kind, a, b, c); failures only skip the remembering. */
+static void style_put(int kind, PyObject *a, PyObject *b, PyObject *c, int domain_index, PyObject *message,
+                      PyObject *answer)
+{
+    if ((kind != STYLE_DOMAIN && !immutable_key(a)) || !immutable_key(b) || !immutable_key(c)
+        || (message != Py_None && !PyUnicode_CheckExact(message)))
+        return;
+    style_t *s = style_at(kind, a, b, c);
+    if (s->kind != kind || s->key[0] != a || s->key[1] != b || s->key[2] != c) {
+        PyObject *by_message = PyDict_New();
+        if (by_message == NULL) {
+            PyErr_Clear();
+            return;
+        }
+        PyObject *old[4] = {s->key[0], s->key[1], s->key[2], s->by_message};
+        Py_INCREF(a);
+        Py_INCREF(b);
+        Py_INCREF(c);
+        s->kind = kind;
+        s->domain_index = domain_index;
+        s->key[0] = a;
+        s->key[1] = b;
+        s->key[2] = c;
+        s->by_message = by_message;
+        for (int i = 0; i < 4; i++) /* strs, ints, Domains and a dict of cached objects: no code runs */
+            Py_XDECREF(old[i]);
+    }
+    if (PyDict_GET_SIZE(s->by_message) < STYLE_MESSAGES && PyDict_SetItem(s->by_message, message, answer) < 0)
+        PyErr_Clear();
+}
+
 /* ==== AnnotateBase ============================================================================= */
 
 typedef struct {
@@ -193,6 +316,19 @@ typedef struct {
     int domain_index;      /* _domain_index */
     int shared;            /* held by annotate's cache (so alive until exit): may keep `bound` */
     PyObject *bound[2];    /* __enter__ and __exit__ bound to this object, made on first use */
+    /* annotate(..., payload=value) made here: the cached object of the same arguments without the
+     * payload (its slot, domain and close), and the value, converted once. args and attributes
+     * are made from these when Python first asks for them. */
+    PyObject *template_;
+    PyObject *payload;
+    /* templates: the object last made for a per-call payload, handed out again (with the new value)
+     * while nothing but this template holds it (see annotate_with_payload) */
+    PyObject *carrier;
+    int is_carrier;
+    int payload_kind;      /* NVTXCFFI_PAYLOAD_*, NONE when not made here */
+    int payload_slot;
+    int64_t payload_int;
+    double payload_float;
 } annotate_object;
 
 static PyObject *annotate_base_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
@@ -215,6 +351,9 @@ static int annotate_base_traverse(PyObject *op, visitproc visit, void *arg)
     Py_VISIT(self->close);
     Py_VISIT(self->bound[0]);
     Py_VISIT(self->bound[1]);
+    Py_VISIT(self->template_);
+    Py_VISIT(self->payload);
+    Py_VISIT(self->carrier);
     return 0;
 }
 
@@ -226,6 +365,9 @@ static int annotate_base_clear(PyObject *op)
     Py_CLEAR(self->close);
     Py_CLEAR(self->bound[0]);
     Py_CLEAR(self->bound[1]);
+    Py_CLEAR(self->template_);
+    Py_CLEAR(self->payload);
+    Py_CLEAR(self->carrier);
     return 0;
 }
 
@@ -241,7 +383,10 @@ static PyObject *annotate_enter(PyObject *op, PyObject *unused)
     (void)unused;
     annotate_object *self = (annotate_object *)op;
     if (active) {
-        if (self->slot >= 0)
+        if (self->payload_kind != NVTXCFFI_PAYLOAD_NONE)
+            nvtxcffi_shim.emit_slot(NVTXCFFI_OP_PUSH, self->payload_slot, self->payload_kind,
+                                    self->payload_int, self->payload_float);
+        else if (self->slot >= 0)
             nvtxcffi_shim.push(self->slot);
         else if (emit_push(self->attributes) < 0)
             return NULL;
@@ -249,6 +394,68 @@ static PyObject *annotate_enter(PyObject *op, PyObject *unused)
     Py_INCREF(op);
     return op;
 }
+
+/* _args and _attributes: stored by annotate.__new__; made on first access for objects made by
+ * annotate_with_payload (from the template's arguments, and by _annotate._payload_attributes). */
+static PyObject *annotate_get_args(PyObject *op, void *closure)
+{
+    (void)closure;
+    annotate_object *self = (annotate_object *)op;
+    if (self->args == NULL && self->template_ != NULL) {
+        PyObject *given = ((annotate_object *)self->template_)->args;
+        if (given != NULL && PyTuple_CheckExact(given) && PyTuple_GET_SIZE(given) == 5) {
+            PyObject *args = PyTuple_New(5);
+            if (args == NULL)
+                return NULL;
+            for (int i = 0; i < 4; i++) {
+                Py_INCREF(PyTuple_GET_ITEM(given, i));
+                PyTuple_SET_ITEM(args, i, PyTuple_GET_ITEM(given, i));
+            }
+            Py_INCREF(self->payload);
+            PyTuple_SET_ITEM(args, 4, self->payload);
+            self->args = args;
+        }
+    }
+    if (self->args == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "_args");
+        return NULL;
+    }
+    Py_INCREF(self->args);
+    return self->args;
+}
+
+static PyObject *annotate_get_attributes(PyObject *op, void *closure)
+{
+    (void)closure;
+    annotate_object *self = (annotate_object *)op;
+    if (self->attributes == NULL && self->template_ != NULL && payload_attributes != NULL) {
+        PyObject *made = PyObject_CallFunctionObjArgs(payload_attributes, self->template_, self->payload, NULL);
+        if (made == NULL)
+            return NULL;
+        self->attributes = made;
+    }
+    if (self->attributes == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "_attributes");
+        return NULL;
+    }
+    Py_INCREF(self->attributes);
+    return self->attributes;
+}
+
+static int annotate_set_field(PyObject *op, PyObject *value, void *closure)
+{
+    annotate_object *self = (annotate_object *)op;
+    PyObject **field = closure == NULL ? &self->args : &self->attributes;
+    Py_XINCREF(value);
+    Py_XSETREF(*field, value);
+    return 0;
+}
+
+static PyGetSetDef annotate_base_getset[] = {
+    {"_args", annotate_get_args, annotate_set_field, NULL, NULL},
+    {"_attributes", annotate_get_attributes, annotate_set_field, NULL, (void *)1},
+    {NULL, NULL, NULL, NULL, NULL},
+};
 
 static PyObject *annotate_exit(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -262,6 +469,59 @@ static PyObject *annotate_exit(PyObject *op, PyObject *const *args, Py_ssize_t n
     Py_RETURN_NONE;
 }
 
+/* annotate(..., payload=value) when annotate(...) without it is the cached `template` with a slot
+ * (or no tool is attached): an object carrying the template's slot, domain and close, and the
+ * value; Python sees _slot -1 (the general path, through _attributes, made on demand), so its own
+ * paths send the payload too.
+ *
+ * The object is usually not new: each template keeps the last one it made (its carrier) and hands
+ * it out again, with the new value, whenever nothing but the template holds it (its reference
+ * count says so: the template's reference and the one of its cached bound __enter__, itself held by
+ * nothing else). Then no code can tell it from a new object, and `with annotate("x", payload=i):`
+ * allocates nothing per call. Held anywhere else (a variable, `with ... as a`, a pending
+ * __aenter__, a bound method), a new object is made, as Python does. */
+static int carrier_free(annotate_object *carrier)
+{
+    PyObject *enter = carrier->bound[0];
+    return carrier->bound[1] == NULL && Py_REFCNT(carrier) == 1 + (enter != NULL)
+           && (enter == NULL || Py_REFCNT(enter) == 1);
+}
+
+static PyObject *annotate_with_payload(annotate_object *template_, PyObject *payload, int kind, int64_t ivalue,
+                                       double fvalue)
+{
+    annotate_object *self = (annotate_object *)template_->carrier;
+    if (self != NULL && carrier_free(self)) {
+        Py_CLEAR(self->args); /* made from the old value, if ever asked for */
+        Py_CLEAR(self->attributes);
+        Py_INCREF(payload);
+        Py_SETREF(self->payload, payload);
+        Py_INCREF(self); /* the caller's reference; the template keeps its own */
+    } else {
+        self = (annotate_object *)annotate_cls->tp_alloc(annotate_cls, 0);
+        if (self == NULL)
+            return NULL;
+        self->slot = -1;
+        self->domain_index = template_->domain_index;
+        Py_XINCREF(template_->close);
+        self->close = template_->close;
+        Py_INCREF(template_);
+        self->template_ = (PyObject *)template_;
+        Py_INCREF(payload);
+        self->payload = payload;
+        self->payload_slot = template_->slot;
+        if (template_->carrier == NULL && template_->shared) {
+            self->is_carrier = 1;
+            Py_INCREF(self);
+            template_->carrier = (PyObject *)self;
+        }
+    }
+    self->payload_kind = kind;
+    self->payload_int = ivalue;
+    self->payload_float = fvalue;
+    return (PyObject *)self;
+}
+
 static PyMethodDef annotate_base_methods[] = {
     {"__enter__", annotate_enter, METH_NOARGS, "Open the range (push); returns self."},
     {"__exit__", FUNC_CAST(annotate_exit), METH_FASTCALL, "Close the range (pop its domain)."},
@@ -269,8 +529,6 @@ static PyMethodDef annotate_base_methods[] = {
 };
 
 static PyMemberDef annotate_base_members[] = {
-    {"_args", T_OBJECT_EX, offsetof(annotate_object, args), 0, NULL},
-    {"_attributes", T_OBJECT_EX, offsetof(annotate_object, attributes), 0, NULL},
     {"_close", T_OBJECT_EX, offsetof(annotate_object, close), 0, NULL},
     {"_slot", T_INT, offsetof(annotate_object, slot), 0, NULL},
     {"_domain_index", T_INT, offsetof(annotate_object, domain_index), 0, NULL},
@@ -289,6 +547,7 @@ static PyTypeObject annotate_base_type = {
     .tp_dealloc = annotate_base_dealloc,
     .tp_methods = annotate_base_methods,
     .tp_members = annotate_base_members,
+    .tp_getset = annotate_base_getset,
 };
 
 /* `with obj:` looks __enter__ and __exit__ up on the type and binds them to obj, which for C
@@ -312,8 +571,14 @@ static void special_dealloc(PyObject *op)
 static PyObject *special_get(PyObject *op, PyObject *obj, PyObject *type)
 {
     special_object *self = (special_object *)op;
+    if (self->which == 1 && obj != NULL && Py_TYPE(obj) == annotate_cls
+        && ((annotate_object *)obj)->template_ != NULL
+        && ((annotate_object *)((annotate_object *)obj)->template_)->shared)
+        /* a per-call payload object: its __exit__ pops the template's domain, and the template's
+         * bound __exit__ does exactly that (one allocation less per `with`) */
+        obj = ((annotate_object *)obj)->template_;
     if (obj != NULL && (Py_TYPE(obj) == annotate_cls || PyObject_TypeCheck(obj, &annotate_base_type))
-        && ((annotate_object *)obj)->shared) {
+        && (((annotate_object *)obj)->shared || ((annotate_object *)obj)->is_carrier)) {
         PyObject **bound = &((annotate_object *)obj)->bound[self->which];
         if (*bound == NULL && (*bound = Py_TYPE(self->method)->tp_descr_get(self->method, obj, type)) == NULL)
             return NULL;
@@ -394,6 +659,27 @@ static PyObject *call_type_normally(PyObject *callable, PyObject *const *args, P
     return result;
 }
 
+/* The cached annotate object for annotate(message, color, domain, category) with no payload: 1
+ * found (*found borrowed), 0 not cached, -1 error. Plain calls use the message-only cache, others
+ * a style (then the argument-tuple cache, whose answer the style remembers). */
+static int annotate_template(PyObject *callable, PyObject **a, PyObject **found)
+{
+    if (a[1] == Py_None && a[2] == Py_None && a[3] == Py_None)
+        return lookup(annotate_by_message, a[0], found);
+    style_t *style;
+    *found = style_get(STYLE_ANNOTATE, a[1], a[2], a[3], a[0], &style);
+    if (*found != NULL)
+        return 1;
+    PyObject *key = PyTuple_Pack(7, callable, a[0], a[1], a[2], a[3], Py_None, (PyObject *)Py_TYPE(Py_None));
+    if (key == NULL)
+        return -1;
+    int hit = lookup(annotate_cache, key, found);
+    Py_DECREF(key);
+    if (hit > 0 && Py_TYPE(*found) == annotate_cls)
+        style_put(STYLE_ANNOTATE, a[1], a[2], a[3], 0, a[0], *found);
+    return hit;
+}
+
 static PyObject *annotate_class_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf,
                                            PyObject *kwnames)
 {
@@ -414,34 +700,29 @@ static PyObject *annotate_class_vectorcall(PyObject *callable, PyObject *const *
         for (int i = 0; i < 5; i++)
             if (a[i] == NULL)
                 a[i] = Py_None;
-        int hit = 0;
-        if (a[1] == Py_None && a[2] == Py_None && a[3] == Py_None && a[4] == Py_None)
-            hit = lookup(annotate_by_message, a[0], &found);
-        if (hit == 0) {
-            PyObject *key = PyTuple_Pack(7, callable, a[0], a[1], a[2], a[3], a[4], (PyObject *)Py_TYPE(a[4]));
-            if (key == NULL)
-                return NULL;
-            hit = lookup(annotate_cache, key, &found);
-            Py_DECREF(key);
-        }
+        int kind = NVTXCFFI_PAYLOAD_NONE;
+        int64_t ivalue = 0;
+        double fvalue = 0.0;
+        if (a[4] != Py_None && !payload_c(a[4], &kind, &ivalue, &fvalue))
+            return call_type_normally(callable, args, nargs, kwnames); /* Python converts or raises */
+        int hit = annotate_template(callable, a, &found);
         if (hit < 0)
             return NULL;
-        if (hit > 0) {
-            if (PyObject_TypeCheck(found, &annotate_base_type))
-                ((annotate_object *)found)->shared = 1;
-            Py_INCREF(found);
-            return found;
+        if (hit > 0 && Py_TYPE(found) == annotate_cls) {
+            annotate_object *template_ = (annotate_object *)found;
+            template_->shared = 1;
+            if (a[4] == Py_None) {
+                Py_INCREF(found);
+                return found;
+            }
+            if (template_->slot >= 0 || !active)
+                return annotate_with_payload(template_, a[4], kind, ivalue, fvalue);
+            /* an inline message with a payload: the Python path */
         }
         PyObject *made = call_type_normally(callable, args, nargs, kwnames);
-        if (made != NULL && Py_IS_TYPE(made, annotate_cls)) {
-            /* __new__ cached it under the full key unless the cache was full (or unhashable) */
-            PyObject *key = PyTuple_Pack(7, callable, a[0], a[1], a[2], a[3], a[4], (PyObject *)Py_TYPE(a[4]));
-            if (key == NULL) {
-                Py_DECREF(made);
-                return NULL;
-            }
-            hit = lookup(annotate_cache, key, &found);
-            Py_DECREF(key);
+        if (made != NULL && a[4] == Py_None && Py_IS_TYPE(made, annotate_cls)) {
+            /* __new__ cached it unless the cache was full (or an argument unhashable) */
+            hit = annotate_template(callable, a, &found);
             if (hit < 0) {
                 Py_DECREF(made);
                 return NULL;
@@ -493,7 +774,9 @@ static PyObject *decorated_call(PyObject *op, PyObject *const *args, size_t narg
 
 /* -- module-level calls (a tool is attached) -- */
 
-/* push_range / mark / start_range: the Python hot path of _ranges.py, in C. */
+/* push_range / mark / start_range: the Python hot path of _ranges.py, in C. The slot comes from
+ * the message-only caches (default colour, no domain or category), a style, or the argument-tuple
+ * cache; a payload is converted here and sent with the slot (it is never part of a key). */
 static PyObject *range_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames, int opcode)
 {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
@@ -503,18 +786,34 @@ static PyObject *range_call(PyObject *op, PyObject *const *args, size_t nargsf, 
     PyObject *default_ = opcode == NVTXCFFI_OP_START ? Py_None : default_color;
     PyObject *message = a[0] ? a[0] : Py_None, *color = a[1] ? a[1] : default_;
     PyObject *domain = a[2] ? a[2] : Py_None, *category = a[3] ? a[3] : Py_None;
-    if (a[4] != NULL && a[4] != Py_None)
-        return twin(op, args, nargsf, kwnames); /* payload: per-call conversion, in Python */
-    PyObject *found;
-    int hit = 0;
-    if (color == default_ && domain == Py_None && category == Py_None)
+    int kind = NVTXCFFI_PAYLOAD_NONE;
+    int64_t ivalue = 0;
+    double fvalue = 0.0;
+    if (a[4] != NULL && a[4] != Py_None && !payload_c(a[4], &kind, &ivalue, &fvalue))
+        return twin(op, args, nargsf, kwnames); /* other payload types, out of range: Python */
+    PyObject *found = NULL;
+    int hit = 0, index = -1;
+    if (color == default_ && domain == Py_None && category == Py_None) {
         hit = lookup(opcode == NVTXCFFI_OP_START ? uncoloured_slots : blue_slots, message, &found);
+        index = 0;
+    } else {
+        style_t *style;
+        found = style_get(STYLE_SLOT, color, domain, category, message, &style);
+        if (found != NULL) {
+            hit = 1;
+            index = style->domain_index;
+        }
+    }
     if (hit == 0) {
         PyObject *key = PyTuple_Pack(4, message, color, domain, category);
         if (key == NULL)
             return NULL;
         hit = lookup(slot_cache, key, &found);
         Py_DECREF(key);
+        if (hit > 0 && as_slot(found) >= 0) {
+            index = domain == Py_None ? 0 : domain_index_by_name(domain);
+            style_put(STYLE_SLOT, color, domain, category, index, message, found);
+        }
     }
     if (hit < 0)
         return NULL;
@@ -523,16 +822,22 @@ static PyObject *range_call(PyObject *op, PyObject *const *args, size_t nargsf, 
         return twin(op, args, nargsf, kwnames); /* first use of these arguments: prepare, cache */
     switch (opcode) {
     case NVTXCFFI_OP_PUSH:
-        nvtxcffi_shim.push(slot);
-        Py_RETURN_NONE;
     case NVTXCFFI_OP_MARK:
-        nvtxcffi_shim.mark(slot);
+        if (kind != NVTXCFFI_PAYLOAD_NONE)
+            nvtxcffi_shim.emit_slot(opcode, slot, kind, ivalue, fvalue);
+        else if (opcode == NVTXCFFI_OP_PUSH)
+            nvtxcffi_shim.push(slot);
+        else
+            nvtxcffi_shim.mark(slot);
         Py_RETURN_NONE;
     default: {
-        int index = domain == Py_None ? 0 : domain_index_by_name(domain);
+        if (index < 0)
+            index = domain == Py_None ? 0 : domain_index_by_name(domain);
         if (index < 0)
             return twin(op, args, nargsf, kwnames);
-        return new_range_id(nvtxcffi_shim.start(slot), index);
+        uint64_t id = kind != NVTXCFFI_PAYLOAD_NONE ? nvtxcffi_shim.emit_slot(opcode, slot, kind, ivalue, fvalue)
+                                                    : nvtxcffi_shim.start(slot);
+        return new_range_id(id, index);
     }
     }
 }
@@ -609,10 +914,32 @@ static PyObject *end_range_call(PyObject *op, PyObject *const *args, size_t narg
 }
 
 /* -- module-level calls (no tool, or NVTX_DISABLE): check the arguments' shape, do nothing -- */
+/* Call shapes (keyword names tuple, positional count) that bind() accepted for the 5 range
+ * parameters. A call site passes the same keyword-names tuple (a constant of its code) every time,
+ * so a no-op call checks its shape with one pointer comparison. Bounded; a collision replaces. */
+#define KNOWN_SHAPES 64
+static PyObject *known_kwnames[KNOWN_SHAPES];
+static Py_ssize_t known_nargs[KNOWN_SHAPES];
+
+static int range_shape_ok(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    if (kwnames == NULL)
+        return nargs <= 5;
+    size_t at = ((uintptr_t)kwnames >> 4) & (KNOWN_SHAPES - 1);
+    if (known_kwnames[at] == kwnames && known_nargs[at] == nargs)
+        return 1;
+    PyObject *a[5];
+    if (!bind(args, nargs, kwnames, range_params, 5, 0, a))
+        return 0;
+    Py_INCREF(kwnames);
+    Py_XSETREF(known_kwnames[at], kwnames); /* a tuple of str: no code runs */
+    known_nargs[at] = nargs;
+    return 1;
+}
+
 static PyObject *noop5_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
-    PyObject *a[5];
-    if (!bind(args, PyVectorcall_NARGS(nargsf), kwnames, range_params, 5, 0, a))
+    if (!range_shape_ok(args, PyVectorcall_NARGS(nargsf), kwnames))
         return twin(op, args, nargsf, kwnames);
     Py_RETURN_NONE;
 }
@@ -636,12 +963,14 @@ static PyObject *noop_end_call(PyObject *op, PyObject *const *args, size_t nargs
 /* -- Domain methods with pre-built EventAttributes: d.push_range(attrs) etc. -- */
 
 /* The slot of d.METHOD(attrs) called with exactly (Domain, EventAttributes): >= 0 a slot, -1 "no
- * slot: the general call", -2 not this shape (keywords, other types): the Python twin decides. */
+ * slot: the general call", -2 not this shape (keywords, other types, attributes of another
+ * domain): the Python twin decides (and raises for another domain's attributes). */
 static int domain_attrs_slot(PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     if (attributes_fast_offset < 0 || PyVectorcall_NARGS(nargsf) != 2
         || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0)
-        || !Py_IS_TYPE(args[0], domain_cls) || !Py_IS_TYPE(args[1], attributes_cls))
+        || !Py_IS_TYPE(args[0], domain_cls) || !Py_IS_TYPE(args[1], attributes_cls)
+        || member_at(args[1], attributes_domain_offset) != args[0])
         return -2;
     if (!active)
         return -1; /* no tool: attributes never hold a slot, and nothing is emitted */
@@ -652,8 +981,104 @@ static int domain_attrs_slot(PyObject *const *args, size_t nargsf, PyObject *kwn
     return slot >= 0 ? slot : -1;
 }
 
+/* d.push_range(message=..., color=..., category=..., payload=...) with no attributes: the slot of
+ * the attributes Domain._by_keywords_event prepared for (message, color, category), through a
+ * style; the payload is sent with it. NULL with nothing raised: not this shape or not prepared yet
+ * (the Python twin decides). */
+static PyObject *domain_keywords(PyObject *const *args, size_t nargsf, PyObject *kwnames, int opcode)
+{
+    if (domain_keywords_offset < 0 || PyVectorcall_NARGS(nargsf) != 1 || kwnames == NULL
+        || !Py_IS_TYPE(args[0], domain_cls))
+        return NULL;
+    PyObject *k[4] = {NULL, NULL, NULL, NULL};
+    Py_ssize_t nkw = PyTuple_GET_SIZE(kwnames);
+    for (Py_ssize_t j = 0; j < nkw; j++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, j);
+        int found = -1;
+        for (int i = 0; i < 4 && found < 0; i++)
+            if (name == domain_params[i])
+                found = i;
+        for (int i = 0; i < 4 && found < 0; i++)
+            if (PyUnicode_Compare(name, domain_params[i]) == 0)
+                found = i;
+        if (found < 0 || k[found] != NULL) {
+            PyErr_Clear();
+            return NULL;
+        }
+        k[found] = args[1 + j];
+    }
+    for (int i = 0; i < 4; i++)
+        if (k[i] == NULL)
+            k[i] = Py_None;
+    int kind = NVTXCFFI_PAYLOAD_NONE;
+    int64_t ivalue = 0;
+    double fvalue = 0.0;
+    if (k[3] != Py_None && !payload_c(k[3], &kind, &ivalue, &fvalue))
+        return NULL;
+    style_t *style;
+    PyObject *answer = style_get(STYLE_DOMAIN, args[0], k[1], k[2], k[0], &style);
+    int slot;
+    if (answer != NULL) {
+        slot = as_slot(answer);
+    } else {
+        PyObject *cache = member_at(args[0], domain_keywords_offset), *attributes;
+        if (cache == NULL || !PyDict_CheckExact(cache))
+            return NULL;
+        PyObject *key = PyTuple_Pack(3, k[0], k[1], k[2]);
+        if (key == NULL) {
+            PyErr_Clear();
+            return NULL;
+        }
+        int hit = lookup(cache, key, &attributes);
+        Py_DECREF(key);
+        if (hit <= 0 || !Py_IS_TYPE(attributes, attributes_cls)) {
+            PyErr_Clear();
+            return NULL;
+        }
+        PyObject *fast = member_at(attributes, attributes_fast_offset);
+        slot = fast == NULL ? -1 : as_slot(fast);
+        if (active && slot < 0)
+            return NULL; /* an inline message: the general call */
+        PyObject *remembered = PyLong_FromLong(active ? slot : -1);
+        if (remembered == NULL) {
+            PyErr_Clear();
+            return NULL;
+        }
+        style_put(STYLE_DOMAIN, args[0], k[1], k[2], 0, k[0], remembered);
+        Py_DECREF(remembered);
+    }
+    if (!active) /* checked and prepared; nothing reaches NVTX */
+    {
+        if (opcode == NVTXCFFI_OP_START)
+            return PyLong_FromLong(0);
+        Py_RETURN_NONE;
+    }
+    if (slot < 0)
+        return NULL;
+    uint64_t id;
+    if (kind != NVTXCFFI_PAYLOAD_NONE)
+        id = nvtxcffi_shim.emit_slot(opcode, slot, kind, ivalue, fvalue);
+    else if (opcode == NVTXCFFI_OP_START)
+        id = nvtxcffi_shim.start(slot);
+    else {
+        if (opcode == NVTXCFFI_OP_PUSH)
+            nvtxcffi_shim.push(slot);
+        else
+            nvtxcffi_shim.mark(slot);
+        Py_RETURN_NONE;
+    }
+    if (opcode == NVTXCFFI_OP_START)
+        return PyLong_FromUnsignedLongLong(id);
+    Py_RETURN_NONE;
+}
+
 static PyObject *domain_push_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
+    if (kwnames != NULL) {
+        PyObject *done = domain_keywords(args, nargsf, kwnames, NVTXCFFI_OP_PUSH);
+        if (done != NULL || PyErr_Occurred())
+            return done;
+    }
     int slot = domain_attrs_slot(args, nargsf, kwnames);
     if (slot >= 0) {
         nvtxcffi_shim.push(slot);
@@ -666,6 +1091,11 @@ static PyObject *domain_push_call(PyObject *op, PyObject *const *args, size_t na
 
 static PyObject *domain_mark_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
+    if (kwnames != NULL) {
+        PyObject *done = domain_keywords(args, nargsf, kwnames, NVTXCFFI_OP_MARK);
+        if (done != NULL || PyErr_Occurred())
+            return done;
+    }
     int slot = domain_attrs_slot(args, nargsf, kwnames);
     if (slot >= 0) {
         nvtxcffi_shim.mark(slot);
@@ -678,6 +1108,11 @@ static PyObject *domain_mark_call(PyObject *op, PyObject *const *args, size_t na
 
 static PyObject *domain_start_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
+    if (kwnames != NULL) {
+        PyObject *done = domain_keywords(args, nargsf, kwnames, NVTXCFFI_OP_START);
+        if (done != NULL || PyErr_Occurred())
+            return done;
+    }
     int slot = domain_attrs_slot(args, nargsf, kwnames);
     if (slot >= 0)
         return PyLong_FromUnsignedLongLong(nvtxcffi_shim.start(slot));
@@ -931,14 +1366,15 @@ static void store(PyObject **slot, PyObject *value)
 }
 
 PyDoc_STRVAR(setup_annotate_doc,
-"setup_annotate(cls, by_message, cache)\n--\n\n"
-"Answer calls of annotate class ``cls`` (a subclass of AnnotateBase) from its two caches.");
+"setup_annotate(cls, by_message, cache[, payload_attributes])\n--\n\n"
+"Answer calls of annotate class ``cls`` (a subclass of AnnotateBase) from its two caches; "
+"``payload_attributes(template, payload)`` makes the attributes of objects carrying a per-call payload.");
 
 static PyObject *setup_annotate(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "setup_annotate(cls, by_message, cache)");
+    if (nargs != 3 && nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "setup_annotate(cls, by_message, cache[, payload_attributes])");
         return NULL;
     }
     if (!PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &annotate_base_type)) {
@@ -949,6 +1385,8 @@ static PyObject *setup_annotate(PyObject *module, PyObject *const *args, Py_ssiz
         return NULL;
     store(&annotate_by_message, args[1]);
     store(&annotate_cache, args[2]);
+    if (nargs == 4)
+        store(&payload_attributes, args[3]);
     store((PyObject **)&annotate_cls, args[0]);
     annotate_cls->tp_vectorcall = annotate_class_vectorcall;
     Py_RETURN_NONE;
@@ -993,7 +1431,7 @@ static Py_ssize_t slot_offset(PyTypeObject *cls, const char *name)
 
 PyDoc_STRVAR(setup_domain_doc,
 "setup_domain(Domain, EventAttributes, domains)\n--\n\n"
-"Read Domain._index and EventAttributes._fast from their slots; ``domains`` maps names to Domains.");
+"Read Domain._index, EventAttributes._fast and ._domain from their slots; ``domains`` maps names to Domains.");
 
 static PyObject *setup_domain(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -1006,13 +1444,20 @@ static PyObject *setup_domain(PyObject *module, PyObject *const *args, Py_ssize_
         return NULL;
     Py_ssize_t index_offset = slot_offset((PyTypeObject *)args[0], "_index");
     Py_ssize_t fast_offset = index_offset < 0 ? -1 : slot_offset((PyTypeObject *)args[1], "_fast");
-    if (fast_offset < 0)
+    Py_ssize_t attr_domain_offset = fast_offset < 0 ? -1 : slot_offset((PyTypeObject *)args[1], "_domain");
+    if (attr_domain_offset < 0)
         return NULL;
     store((PyObject **)&domain_cls, args[0]);
     store((PyObject **)&attributes_cls, args[1]);
     store(&domains, args[2]);
+    /* optional: without it, Domain keyword calls always go to Python */
+    PyObject *keywords = PyDict_GetItemString(((PyTypeObject *)args[0])->tp_dict, "_by_keywords");
+    domain_keywords_offset = keywords == NULL ? -1 : slot_offset((PyTypeObject *)args[0], "_by_keywords");
+    if (domain_keywords_offset < 0)
+        PyErr_Clear();
     domain_index_offset = index_offset;
     attributes_fast_offset = fast_offset;
+    attributes_domain_offset = attr_domain_offset;
     Py_RETURN_NONE;
 }
 
@@ -1204,8 +1649,9 @@ int nvtxcffi_accel_init(PyObject *module)
     static const char *const range_names[5] = {"message", "color", "domain", "category", "payload"};
     static const char *const pop_names[1] = {"domain"};
     static const char *const end_names[1] = {"range_id"};
+    static const char *const domain_names[4] = {"message", "color", "category", "payload"};
     if (intern_all(range_params, range_names, 5) < 0 || intern_all(pop_params, pop_names, 1) < 0
-        || intern_all(end_params, end_names, 1) < 0)
+        || intern_all(end_params, end_names, 1) < 0 || intern_all(domain_params, domain_names, 4) < 0)
         return -1;
     if ((str_emit == NULL && (str_emit = PyUnicode_InternFromString("_emit")) == NULL)
         || (op_push == NULL && (op_push = PyLong_FromLong(NVTXCFFI_OP_PUSH)) == NULL))

@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #define NVTXCFFI_API_MAGIC 0x4e565458u /* "NVTX" */
-#define NVTXCFFI_API_VERSION 1u
+#define NVTXCFFI_API_VERSION 2u
 
 typedef struct {
     uint32_t magic;            /* NVTXCFFI_API_MAGIC */
@@ -31,6 +31,8 @@ typedef struct {
     void (*end_default)(uint64_t range_id);
     void (*mark)(int slot);
     uint32_t (*os_thread_id)(void);
+    /* version 2: a prepared slot with a per-call payload (nvtxcffi_emit_slot) */
+    uint64_t (*emit_slot)(int op, int slot, int payload_kind, int64_t ivalue, double fvalue);
 } nvtxcffi_api_t;
 
 #endif

@@ -368,6 +368,7 @@ static const nvtxcffi_api_t api_table = {
     .end_default = nvtxcffi_end_default,
     .mark = nvtxcffi_mark,
     .os_thread_id = nvtxcffi_os_thread_id,
+    .emit_slot = nvtxcffi_emit_slot,
 };
 
 const void *nvtxcffi_api(void)

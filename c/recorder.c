@@ -1,27 +1,33 @@
 /* recorder.c - nvtx-cffi's NVTX v3 injection library that records every NVTX event to a file.
  *
- * See recorder.h for the environment variables and the file format.
+ * See recorder.h for the environment variables and the file format (version 2).
  *
  * Design:
  *  - All state is process-global: InitializeInjectionNvtx2 runs once per NVTX client copy (each
  *    library that includes the NVTX headers has its own dispatch table) and every call installs
  *    the same handlers. Domains are interned by name and string handles by (domain, text), so
- *    all clients share handles.
- *  - Record path: per-thread chunk of the output file, mapped MAP_SHARED. A thread appends records
- *    to its chunk with no lock and no syscall; a full chunk is unmapped and a new one is claimed
- *    with an atomic bump of the file offset, posix_fallocate (disk space is reserved up front, so
- *    a full disk is an error we count, never a SIGBUS) and mmap. Resident memory: one chunk per
- *    live thread. Records are in the page cache as soon as they are written, so they survive
- *    os._exit(), crashes and SIGKILL with no flush.
- *  - Each record's size word is stored last (release); readers stop at a zero/torn size.
+ *    all clients share handles. Messages are interned too: an event carries a 32-bit string id,
+ *    its text is written once per process (a STRING record). A per-thread cache keyed by the
+ *    message pointer (checked with strcmp, so reused buffers are safe) finds the id without a lock.
+ *  - Record path: a push is two 8-byte words (time, message), a pop one: one TSC read (rdtsc
+ *    where the kernel's clocksource is the TSC; CLOCK_MONOTONIC otherwise), a few stores into the
+ *    thread's chunk of the file, mapped MAP_SHARED; no lock, no syscall, no atomic RMW. A full chunk
+ *    is unmapped and a new one claimed with a CAS on the file offset, posix_fallocate (disk space
+ *    reserved up front: a full disk is counted, never a SIGBUS), mmap and MADV_POPULATE_WRITE
+ *    (fresh file pages cost microseconds each here: better at claim time than on the hot path).
+ *    Chunks start at one page per thread and double up to the chunk bound. Records are in the page
+ *    cache as soon as they are written, so they survive os._exit(), crashes and SIGKILL with no flush.
+ *  - A record's first word is stored last (release); readers stop at a zero word.
  *  - Events that cannot be recorded (file bound, allocation failures, an NVTX call re-entered from
  *    a signal handler while the thread is recording) are counted, in memory and in the file.
  *  - fork: the prepare handler takes the registry lock so the child never inherits it held; the
  *    child handler drops the parent's mappings (nothing of the parent is unwritten: it all lives
  *    in the parent's file already), and the child opens its own file at its first event,
- *    re-recording the inherited domain and category definitions (flagged, not events).
+ *    re-recording the inherited domain, category and string definitions (flagged, not events).
+ *  - exec: a new image of the same process writes a new file with the next exec generation.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -32,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -47,17 +54,30 @@
 #include "recorder_ext.h" /* payload/counters extensions (recorder_ext.c) */
 
 #define EXPORT __attribute__((visibility("default")))
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
 
-_Static_assert(sizeof(struct nvtxrec_record) == 56, "record layout");
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
 _Static_assert(sizeof(struct nvtxrec_file_header) <= NVTXREC_HEADER_SIZE, "header layout");
+_Static_assert(sizeof(struct nvtxrec_chunk_header) == 32, "chunk header layout");
 
 #define DEFAULT_MAX_BYTES (4ull << 30)
-#define DEFAULT_CHUNK_BYTES (256u << 10)
+#define DEFAULT_CHUNK_BYTES (1u << 20)
 #define MAX_TEXT 65536u
-#define MAX_DOMAINS 65535u
+#define MAX_DOMAINS 65534u /* ids fit 16 bits; 65535: the shared overflow domain */
 #define MAX_STRINGS (1u << 20)
+#define MAX_STRING_BYTES (64u << 20)
 #define MAX_CATEGORIES 65536u
 #define DEPTH_SLOTS 256
+#define CACHE_SLOTS 64
+#define CAL_TICKS (1ull << 20) /* a thread writes a CLOCK pair at least this often (TSC ticks) */
+#define TIME_MASK ((1ull << 56) - 1)
+#define MSG_DOMAIN 0xFFFFFFFFu /* namespace of interned messages in the string table */
+#define CHUNK_HDR_WORDS 4
+#define CLOCK_WORDS 4 /* head + ceil(17 / 7) */
 
 enum { MODE_OFF = 0, MODE_PENDING = 1, MODE_OPEN = 2, MODE_FAILED = 3 };
 
@@ -73,39 +93,53 @@ static char g_path[PATH_MAX + 64];
 static int g_fd = -1;
 static struct nvtxrec_file_header *g_hdr;
 static uint64_t g_max_bytes = DEFAULT_MAX_BYTES;
-static uint32_t g_chunk_req = DEFAULT_CHUNK_BYTES;
-static uint32_t g_chunk;       /* chunk size of the open file */
-static uint32_t g_text_cap;    /* longest text a record may carry */
-static uint64_t g_limit;       /* end of the last chunk that may be claimed */
+static uint32_t g_chunk_max = DEFAULT_CHUNK_BYTES;
+static uint32_t g_page = 4096;
+static uint32_t g_text_cap = MAX_TEXT; /* longest text / blob a data record may carry */
+static uint64_t g_limit;               /* end of the space chunks may take */
 static _Atomic uint64_t g_next;
 static _Atomic int g_full;
 static _Atomic uint64_t g_dropped;
 static _Atomic uint64_t g_write_errors;
 static _Atomic uint64_t g_range_ids;
 static _Atomic uint64_t g_resource_ids;
-static int g_warned;
+static _Atomic uint32_t g_transient_ids = MAX_STRINGS;
+static _Atomic int g_warned;
+static int g_use_tsc;
+static uint64_t g_base;        /* tsc0 or start_ns of the open file */
+static double g_ns_per_tick;   /* TSC calibration (once per image) */
+static uint32_t g_exec_gen;
 
-struct tstate {
-    unsigned char *chunk;
-    uint32_t used, len;
-    uint32_t tid;
-    volatile int busy;
-    struct tstate *prev, *next;
-    int32_t depth[DEPTH_SLOTS];
-};
-static __thread struct tstate *t_state;
-static struct tstate *g_threads;
-
-/* registered strings: the handle is the entry's address; entries never move or go away */
 struct string_entry {
     struct string_entry *next;
     uint64_t hash;
     uint32_t domain, id, len;
     char text[];
 };
+
+struct cache_slot {
+    const char *ptr;
+    const struct string_entry *e;
+};
+
+struct tstate {
+    uint64_t *pos, *end; /* write cursor in the current chunk */
+    unsigned char *chunk;
+    uint32_t len, next_len;
+    uint64_t last_cal;   /* time of this thread's last CLOCK pair */
+    uint32_t tid;
+    volatile int busy;
+    struct tstate *prev, *next;
+    struct cache_slot cache[CACHE_SLOTS];
+    int32_t depth[DEPTH_SLOTS];
+};
+static __thread struct tstate *t_state __attribute__((tls_model("initial-exec")));
+static struct tstate *g_threads;
+
 static struct string_entry **g_buckets;
 static uint32_t g_nbuckets, g_nstrings;
-static struct string_entry g_string_overflow = {NULL, 0, 0, 0, 0, {0}};
+static uint64_t g_string_bytes;
+static struct string_entry g_string_overflow = {NULL, 0, 0, NVTXREC_STRING_OVERFLOW, 0, {0}};
 static const char g_overflow_text[] = "<nvtx-cffi recorder: string table full>";
 
 static char **g_domains; /* g_domains[id - 1] = name */
@@ -118,13 +152,61 @@ struct category_entry {
 static struct category_entry *g_categories;
 static uint32_t g_ncategories, g_catcap;
 
-/* ---------------------------------------------------------------- helpers */
+static void global_init(void);
+static int ensure_open(void);
+
+/* ---------------------------------------------------------------- clocks */
 
 static inline uint64_t now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
+
+static inline uint64_t raw_ticks(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    if (LIKELY(g_use_tsc)) {
+        uint32_t lo, hi;
+        __asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
+        return ((uint64_t)hi << 32) | lo;
+    }
+#endif
+    return now_ns();
+}
+
+static inline uint64_t rel_time(void) { return (raw_ticks() - g_base) & TIME_MASK; }
+
+/* A (TSC, CLOCK_MONOTONIC) pair: the tightest of three brackets. */
+static void clock_pair(uint64_t *tsc, uint64_t *mono) {
+    uint64_t best = UINT64_MAX;
+    for (int i = 0; i < 3; ++i) {
+        uint64_t t1 = raw_ticks();
+        uint64_t m = now_ns();
+        uint64_t t2 = raw_ticks();
+        if (t2 - t1 < best) {
+            best = t2 - t1;
+            *tsc = t1 + (t2 - t1) / 2;
+            *mono = m;
+        }
+    }
+}
+
+static int tsc_usable(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    const char *force = getenv("NVTX_CFFI_RECORD_CLOCK");
+    if (force && strcmp(force, "monotonic") == 0) return 0;
+    FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "re");
+    if (!f) return 0;
+    char buf[32] = {0};
+    int ok = fgets(buf, sizeof buf, f) && strcmp(buf, "tsc\n") == 0;
+    fclose(f);
+    return ok;
+#else
+    return 0;
+#endif
+}
+
+/* ---------------------------------------------------------------- helpers */
 
 static uint32_t os_tid(void) { return (uint32_t)syscall(SYS_gettid); }
 
@@ -136,12 +218,58 @@ static void count_drop(void) {
     if (h) __atomic_fetch_add(&h->dropped, 1, __ATOMIC_RELAXED);
 }
 
-static void count_write_error(void) {
+static void warn_once(const char *what, int err) {
+    if (atomic_exchange(&g_warned, 1)) return; /* once, whichever thread fails first */
+    fprintf(stderr, "nvtx-cffi recorder: %s %s: %s; events are dropped and counted\n", what, g_path,
+            strerror(err));
+}
+
+static void count_write_error(int err) {
     atomic_fetch_add_explicit(&g_write_errors, 1, memory_order_relaxed);
     struct nvtxrec_file_header *h = g_hdr;
     if (h) __atomic_fetch_add(&h->write_errors, 1, __ATOMIC_RELAXED);
+    warn_once("cannot extend", err);
 }
 
+/* "4096", "64k", "16M", "2G", "1T" (binary, case-insensitive, optional trailing B's) -> bytes;
+ * 0 for anything else (what the tracer's --max-bytes accepts). */
+static uint64_t parse_size(const char *text) {
+    char buf[64];
+    size_t n = strlen(text);
+    while (n && (text[0] == ' ' || text[0] == '\t')) ++text, --n;
+    while (n && (text[n - 1] == ' ' || text[n - 1] == '\t' || text[n - 1] == '\n')) --n;
+    if (n == 0 || n >= sizeof buf) return 0;
+    for (size_t i = 0; i < n; ++i) buf[i] = (char)(text[i] >= 'A' && text[i] <= 'Z' ? text[i] + 32 : text[i]);
+    while (n && buf[n - 1] == 'b') --n;
+    if (n == 0) return 0;
+    unsigned shift = 0;
+    switch (buf[n - 1]) {
+    case 'k': shift = 10; break;
+    case 'm': shift = 20; break;
+    case 'g': shift = 30; break;
+    case 't': shift = 40; break;
+    default: break;
+    }
+    if (shift) --n;
+    if (n == 0 || n > 19) return 0;
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; ++i) {
+        if (buf[i] < '0' || buf[i] > '9') return 0;
+        v = v * 10 + (uint64_t)(buf[i] - '0');
+    }
+    if (v == 0 || (shift && v > (UINT64_MAX >> shift))) return 0;
+    return v << shift;
+}
+
+static uint64_t size_from_env(const char *name, uint64_t dflt) {
+    const char *v = getenv(name);
+    if (!v || !*v) return dflt;
+    uint64_t n = parse_size(v);
+    if (n) return n;
+    fprintf(stderr, "nvtx-cffi recorder: %s=%s is not a size like 4096, 64k, 16M or 2G; using %llu\n",
+            name, v, (unsigned long long)dflt);
+    return dflt;
+}
 /* UTF-8 for one code point; invalid ones (surrogates, > U+10FFFF) become U+FFFD. */
 static inline uint32_t utf8_width(uint32_t c) {
     if (c < 0x80) return 1;
@@ -186,26 +314,39 @@ static size_t wide_to_utf8(const wchar_t *w, unsigned char *out, size_t cap) {
     return n;
 }
 
-/* malloc'd UTF-8 copy of a wide string (registration paths only) */
-static char *wide_dup(const wchar_t *w) {
+
+/* malloc'd UTF-8 copy of a wide string, at most cap bytes (*len: its length) */
+static char *wide_dup_cap(const wchar_t *w, size_t cap, size_t *len) {
     size_t n = wide_utf8_len(w);
+    if (n > cap) n = cap;
     char *s = malloc(n + 1);
     if (!s) return NULL;
     size_t k = wide_to_utf8(w, (unsigned char *)s, n);
     s[k] = 0;
+    if (len) *len = k;
     return s;
 }
 
+static char *wide_dup(const wchar_t *w) { return wide_dup_cap(w, (size_t)-1 / 2, NULL); }
+
 /* ---------------------------------------------------------------- threads */
+
+static void write_clock(struct tstate *t);
 
 static void release_chunk(struct tstate *t) {
     if (t->chunk) munmap(t->chunk, t->len);
     t->chunk = NULL;
-    t->used = t->len = 0;
+    t->pos = t->end = NULL;
+    t->len = 0;
 }
 
 static void thread_exit(void *p) {
     struct tstate *t = p;
+    if (!t->busy && t->pos && atomic_load(&g_mode) == MODE_OPEN) {
+        t->busy = 1;
+        write_clock(t); /* a last clock pair after this thread's events */
+        t->busy = 0;
+    }
     release_chunk(t);
     pthread_mutex_lock(&g_lock);
     if (t->prev) t->prev->next = t->next;
@@ -232,271 +373,128 @@ static struct tstate *get_tstate(void) {
     return t;
 }
 
-/* ---------------------------------------------------------------- file */
+/* ---------------------------------------------------------------- chunks and records */
 
-static int claim_chunk(struct tstate *t) {
+/* Claim a chunk with room for at least `words` words after its header and clock pair. */
+static int claim_chunk(struct tstate *t, uint32_t words) {
     release_chunk(t);
     if (atomic_load_explicit(&g_full, memory_order_relaxed)) return 0;
-    uint64_t off = atomic_fetch_add_explicit(&g_next, g_chunk, memory_order_relaxed);
-    if (off + g_chunk > g_limit) {
-        atomic_store_explicit(&g_full, 1, memory_order_relaxed);
+    uint64_t need = (uint64_t)(CHUNK_HDR_WORDS + CLOCK_WORDS + words) * 8;
+    need = (need + g_page - 1) / g_page * g_page;
+    uint64_t size = t->next_len ? t->next_len : g_page;
+    if (size < need) size = need;
+    uint64_t off = atomic_load_explicit(&g_next, memory_order_relaxed);
+    uint64_t sz;
+    do {
+        if (off >= g_limit || g_limit - off < need) {
+            atomic_store_explicit(&g_full, 1, memory_order_relaxed);
+            return 0;
+        }
+        sz = size <= g_limit - off ? size : (g_limit - off) / g_page * g_page;
+    } while (!atomic_compare_exchange_weak_explicit(&g_next, &off, off + sz, memory_order_relaxed,
+                                                    memory_order_relaxed));
+    int err = posix_fallocate(g_fd, (off_t)off, (off_t)sz);
+    if (err != 0) {
+        count_write_error(err);
         return 0;
     }
-    if (posix_fallocate(g_fd, (off_t)off, (off_t)g_chunk) != 0) {
-        count_write_error();
-        return 0;
-    }
-    void *p = mmap(NULL, g_chunk, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, g_fd, (off_t)off);
+    void *p = mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_SHARED, g_fd, (off_t)off);
     if (p == MAP_FAILED) {
-        count_write_error();
+        count_write_error(errno);
         return 0;
     }
+    (void)madvise(p, sz, MADV_POPULATE_WRITE); /* fault the pages in now, not on the hot path */
+    struct nvtxrec_chunk_header *h = p;
+    h->tid = t->tid;
+    h->offset = off;
+    h->check = NVTXREC_CHUNK_CHECK ^ (uint32_t)sz ^ t->tid ^ (uint32_t)off;
+    __atomic_store_n(&h->tag_size, NVTXREC_CHUNK_TAG | (sz << 32), __ATOMIC_RELEASE);
     t->chunk = p;
-    t->len = g_chunk;
-    t->used = 0;
+    t->len = (uint32_t)sz;
+    t->pos = (uint64_t *)p + CHUNK_HDR_WORDS;
+    t->end = (uint64_t *)((unsigned char *)p + sz);
+    uint64_t next = size * 2;
+    t->next_len = (uint32_t)(next > g_chunk_max ? (g_chunk_max > sz ? g_chunk_max : sz) : next);
+    write_clock(t); /* every chunk starts with a clock pair */
     return 1;
 }
 
-struct ev {
-    uint8_t kind, api, flags, aux;
-    uint32_t category, domain, color;
-    int32_t payload_type;
-    uint64_t payload, arg;
-    const char *text;     /* at most one of text / wtext / bytes */
-    const wchar_t *wtext;
-    const void *bytes;    /* raw bytes (blobs) */
-    uint32_t nbytes;
-};
-
-static void emit_in(struct tstate *t, const struct ev *e, uint64_t ts) {
-    uint8_t flags = e->flags;
-    size_t tlen = 0;
-    if (e->text) {
-        tlen = strlen(e->text);
-        flags |= NVTXREC_FLAG_TEXT;
-    } else if (e->wtext) {
-        tlen = wide_utf8_len(e->wtext);
-        flags |= NVTXREC_FLAG_TEXT;
-    } else if (e->bytes) {
-        tlen = e->nbytes;
-        flags |= NVTXREC_FLAG_TEXT;
-    }
-    if (tlen > g_text_cap) {
-        tlen = g_text_cap;
-        flags |= NVTXREC_FLAG_TRUNCATED;
-    }
-    uint32_t size = (uint32_t)((sizeof(struct nvtxrec_record) + tlen + 7) & ~(size_t)7);
-    if (t->used + size > t->len && !claim_chunk(t)) {
-        count_drop();
-        return;
-    }
-    unsigned char *p = t->chunk + t->used;
-    t->used += size;
-    struct nvtxrec_record *r = (struct nvtxrec_record *)p;
-    r->kind = e->kind;
-    r->api = e->api;
-    r->flags = flags;
-    r->aux = e->aux;
-    r->tid = t->tid;
-    r->category = e->category;
-    r->time_ns = ts;
-    r->domain = e->domain;
-    r->color = e->color;
-    r->payload_type = e->payload_type;
-    r->payload = e->payload;
-    r->arg = e->arg;
-    unsigned char *text = p + sizeof *r;
-    if (e->text) memcpy(text, e->text, tlen);
-    else if (e->bytes) memcpy(text, e->bytes, tlen);
-    else if (e->wtext) tlen = wide_to_utf8(e->wtext, text, tlen);
-    r->text_len = (uint32_t)tlen;
-    /* padding is already zero: fresh chunks come zeroed from the file */
-    __atomic_store_n(&r->size, size, __ATOMIC_RELEASE);
+/* Room for n words in this thread's chunk (claiming a new one if needed), or NULL. */
+static inline uint64_t *reserve(struct tstate *t, uint32_t n) {
+    if (LIKELY(t->pos != NULL) && LIKELY(t->end - t->pos >= (ptrdiff_t)n)) return t->pos;
+    return claim_chunk(t, n) ? t->pos : NULL;
 }
 
-static void open_file_locked(void);
-
-static int ensure_open(void) {
-    int m = atomic_load_explicit(&g_mode, memory_order_acquire);
-    if (m == MODE_OPEN) return 1;
-    if (m != MODE_PENDING) return 0;
-    if (!get_tstate()) return 0; /* open_file_locked records with this thread's state */
-    pthread_mutex_lock(&g_lock);
-    if (atomic_load_explicit(&g_mode, memory_order_relaxed) == MODE_PENDING) open_file_locked();
-    m = atomic_load_explicit(&g_mode, memory_order_relaxed);
-    pthread_mutex_unlock(&g_lock);
-    return m == MODE_OPEN;
+/* A data record: head, then data = time, arg, aux, bytes, 7 per continuation word.
+ * Caller holds t->busy. Returns 0 when it could not be recorded (the caller counts what it costs:
+ * an event's own string or clock records are not events). */
+static int data_record(struct tstate *t, uint8_t tag, uint8_t flags, uint32_t domain, uint64_t time,
+                       uint64_t arg, uint8_t aux, const void *bytes, uint32_t n) {
+    if (n > g_text_cap) {
+        n = g_text_cap;
+        flags |= NVTXREC_DFLAG_TRUNCATED;
+    }
+    uint32_t len = NVTXREC_DATA_FIXED + n;
+    uint32_t words = 1 + (len + 6) / 7;
+    uint64_t *p = reserve(t, words);
+    if (!p) return 0;
+    unsigned char fixed[NVTXREC_DATA_FIXED];
+    memcpy(fixed, &time, 8);
+    memcpy(fixed + 8, &arg, 8);
+    fixed[16] = aux;
+    const unsigned char *b = bytes;
+    for (uint32_t k = 0; k < words - 1; ++k) {
+        unsigned char w[8] = {NVTXREC_W_CONT, 0, 0, 0, 0, 0, 0, 0};
+        for (uint32_t j = 0; j < 7; ++j) {
+            uint32_t i = k * 7 + j;
+            if (i >= len) break;
+            w[1 + j] = i < NVTXREC_DATA_FIXED ? fixed[i] : b[i - NVTXREC_DATA_FIXED];
+        }
+        memcpy(p + 1 + k, w, 8);
+    }
+    uint64_t head = tag | ((uint64_t)flags << 8) | ((uint64_t)(domain & 0xFFFF) << 16) | ((uint64_t)len << 32);
+    __atomic_store_n(p, head, __ATOMIC_RELEASE);
+    t->pos = p + words;
+    return 1;
 }
 
-static void emit(const struct ev *e) {
-    int m = atomic_load_explicit(&g_mode, memory_order_acquire);
-    if (m != MODE_OPEN) {
-        if (m == MODE_OFF) return;
-        if (!ensure_open()) {
+static void write_clock(struct tstate *t) {
+    if (!g_use_tsc) return;
+    uint64_t tsc, mono;
+    clock_pair(&tsc, &mono);
+    uint64_t rel = (tsc - g_base) & TIME_MASK;
+    if (data_record(t, NVTXREC_D_CLOCK, 0, 0, rel, mono, 0, NULL, 0)) t->last_cal = rel;
+}
+
+/* The calling thread's state, ready to record (mode open, not re-entered), with busy set; NULL when
+ * not recording (counted as dropped unless the recorder is off). */
+static inline __attribute__((always_inline)) struct tstate *begin(void) {
+    struct tstate *t = t_state;
+    if (UNLIKELY(!t || atomic_load_explicit(&g_mode, memory_order_relaxed) != MODE_OPEN)) {
+        int m = atomic_load_explicit(&g_mode, memory_order_acquire);
+        if (m == MODE_OFF) return NULL;
+        if (m != MODE_OPEN && !ensure_open()) {
             count_drop();
-            return;
+            return NULL;
+        }
+        t = get_tstate();
+        if (!t) {
+            count_drop();
+            return NULL;
         }
     }
-    uint64_t ts = now_ns();
-    struct tstate *t = get_tstate();
-    if (!t || t->busy) { /* out of memory, or re-entered from a signal handler */
+    if (UNLIKELY(t->busy)) { /* re-entered from a signal handler */
         count_drop();
-        return;
+        return NULL;
     }
     t->busy = 1;
-    emit_in(t, e, ts);
+    atomic_signal_fence(memory_order_seq_cst);
+    return t;
+}
+
+static inline void end(struct tstate *t) {
+    atomic_signal_fence(memory_order_seq_cst);
     t->busy = 0;
-}
-
-static void warn_once(const char *what, int err) {
-    if (g_warned) return;
-    g_warned = 1;
-    fprintf(stderr, "nvtx-cffi recorder: %s %s: %s; events are dropped and counted\n", what, g_path,
-            strerror(err));
-}
-
-/* Called with g_lock held, mode PENDING, and the calling thread's tstate existing. */
-static void open_file_locked(void) {
-    int pid = (int)getpid();
-    int fd = -1;
-    (void)mkdir(g_dir, 0777);
-    uint64_t stamp = now_ns();
-    for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
-        snprintf(g_path, sizeof g_path, "%s/nvtx-%d-%llx.nvtxrec", g_dir, pid,
-                 (unsigned long long)(stamp + (uint64_t)attempt));
-        fd = open(g_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-        if (fd < 0 && errno != EEXIST) break;
-    }
-    if (fd < 0) {
-        warn_once("cannot create", errno);
-        atomic_store_explicit(&g_mode, MODE_FAILED, memory_order_release);
-        return;
-    }
-    void *h = MAP_FAILED;
-    if (ftruncate(fd, NVTXREC_HEADER_SIZE) == 0)
-        h = mmap(NULL, NVTXREC_HEADER_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (h == MAP_FAILED) {
-        warn_once("cannot write", errno);
-        close(fd);
-        unlink(g_path);
-        atomic_store_explicit(&g_mode, MODE_FAILED, memory_order_release);
-        return;
-    }
-    long page = sysconf(_SC_PAGESIZE);
-    uint64_t pg = page > 0 ? (uint64_t)page : 4096;
-    uint64_t max = g_max_bytes < NVTXREC_HEADER_SIZE + pg ? NVTXREC_HEADER_SIZE + pg : g_max_bytes;
-    uint64_t chunk = (g_chunk_req + pg - 1) / pg * pg;
-    if (chunk < pg) chunk = pg;
-    if (chunk > (1u << 30)) chunk = 1u << 30;
-    if (NVTXREC_HEADER_SIZE + chunk > max) chunk = (max - NVTXREC_HEADER_SIZE) / pg * pg;
-    g_chunk = (uint32_t)chunk;
-    g_limit = NVTXREC_HEADER_SIZE + (max - NVTXREC_HEADER_SIZE) / chunk * chunk;
-    g_text_cap = g_chunk - (uint32_t)sizeof(struct nvtxrec_record) - 8;
-    if (g_text_cap > MAX_TEXT) g_text_cap = MAX_TEXT;
-
-    struct nvtxrec_file_header *hdr = h;
-    struct timespec rt;
-    clock_gettime(CLOCK_REALTIME, &rt);
-    hdr->version = NVTXREC_VERSION;
-    hdr->header_size = NVTXREC_HEADER_SIZE;
-    hdr->chunk_size = g_chunk;
-    hdr->pid = (uint32_t)pid;
-    hdr->ppid = (uint32_t)getppid();
-    hdr->record_size = (uint32_t)sizeof(struct nvtxrec_record);
-    hdr->start_ns = stamp;
-    hdr->start_realtime_ns = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
-    hdr->max_bytes = max;
-    hdr->dropped = atomic_load(&g_dropped);
-    hdr->write_errors = atomic_load(&g_write_errors);
-    atomic_thread_fence(memory_order_release);
-    memcpy(hdr->magic, NVTXREC_MAGIC, 8);
-
-    g_fd = fd;
-    atomic_store(&g_next, NVTXREC_HEADER_SIZE);
-    atomic_store(&g_full, 0);
-    g_hdr = hdr;
-    atomic_store_explicit(&g_mode, MODE_OPEN, memory_order_release);
-
-    /* a forked child: re-record the definitions it inherited, so its file stands alone */
-    struct tstate *t = t_state;
-    if (!t || (g_ndomains == 0 && g_ncategories == 0)) return;
-    t->busy = 1;
-    for (uint32_t i = 0; i < g_ndomains; ++i) {
-        struct ev e = {.kind = NVTXREC_KIND_DOMAIN, .api = NVTXREC_API_ASCII,
-                       .flags = NVTXREC_FLAG_INHERITED, .domain = i + 1, .arg = i + 1,
-                       .text = g_domains[i]};
-        emit_in(t, &e, stamp);
-    }
-    for (uint32_t i = 0; i < g_ncategories; ++i) {
-        struct ev e = {.kind = NVTXREC_KIND_CATEGORY, .api = NVTXREC_API_ASCII,
-                       .flags = NVTXREC_FLAG_INHERITED, .domain = g_categories[i].domain,
-                       .category = g_categories[i].id, .arg = g_categories[i].id,
-                       .text = g_categories[i].name};
-        emit_in(t, &e, stamp);
-    }
-    t->busy = 0;
-}
-
-/* ---------------------------------------------------------------- fork */
-
-static void atfork_prepare(void) { pthread_mutex_lock(&g_lock); }
-
-static void atfork_parent(void) { pthread_mutex_unlock(&g_lock); }
-
-static void atfork_child(void) {
-    /* Only the forking thread lives on. Drop every mapping of the parent's file (the parent's
-     * events are all in that file already), forget dead threads, start counting afresh. */
-    struct tstate *self = t_state;
-    struct tstate *t = g_threads;
-    while (t) {
-        struct tstate *next = t->next;
-        release_chunk(t);
-        if (t != self) free(t);
-        t = next;
-    }
-    g_threads = NULL;
-    if (self) {
-        self->prev = self->next = NULL;
-        self->tid = os_tid();
-        self->busy = 0;
-        g_threads = self;
-    }
-    if (g_hdr) munmap(g_hdr, NVTXREC_HEADER_SIZE);
-    g_hdr = NULL;
-    if (g_fd >= 0) close(g_fd);
-    g_fd = -1;
-    g_path[0] = 0;
-    g_warned = 0;
-    atomic_store(&g_dropped, 0);
-    atomic_store(&g_write_errors, 0);
-    atomic_store(&g_full, 0);
-    if (atomic_load(&g_mode) != MODE_OFF) atomic_store(&g_mode, MODE_PENDING);
-    pthread_mutex_unlock(&g_lock);
-}
-
-/* ---------------------------------------------------------------- init */
-
-static void global_init(void) {
-    pthread_key_create(&g_key, thread_exit);
-    const char *max = getenv("NVTX_CFFI_RECORD_MAX_BYTES");
-    if (max && *max) {
-        char *end = NULL;
-        unsigned long long v = strtoull(max, &end, 0);
-        if (end && end != max) g_max_bytes = v;
-    }
-    const char *chunk = getenv("NVTX_CFFI_RECORD_CHUNK_BYTES");
-    if (chunk && *chunk) {
-        unsigned long long v = strtoull(chunk, NULL, 0);
-        if (v > 0 && v <= (1u << 30)) g_chunk_req = (uint32_t)v;
-    }
-    const char *dir = getenv("NVTX_CFFI_RECORD_DIR");
-    if (dir && *dir && strlen(dir) < sizeof g_dir) {
-        strcpy(g_dir, dir);
-        atomic_store(&g_mode, MODE_PENDING);
-    }
-    atomic_store(&g_range_ids, 1);
-    atomic_store(&g_resource_ids, 1);
-    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }
 
 /* ---------------------------------------------------------------- registries (under g_lock) */
@@ -537,9 +535,11 @@ static uint64_t hash_text(uint32_t domain, const char *s, size_t n) {
     return h;
 }
 
-static struct string_entry *intern_string(uint32_t domain, const char *s) {
-    if (!s) s = "";
-    size_t n = strlen(s);
+/* The entry of (domain, text), created if new (*created = 1); the overflow entry when the table is
+ * full (MAX_STRINGS entries or MAX_STRING_BYTES of text). */
+static struct string_entry *intern_string(uint32_t domain, const char *s, size_t n, int *created) {
+    *created = 0;
+    if (!s) s = "", n = 0;
     if (n > 0xFFFFFFFEu) n = 0xFFFFFFFEu;
     uint64_t h = hash_text(domain, s, n);
     struct string_entry *found = NULL;
@@ -552,7 +552,7 @@ static struct string_entry *intern_string(uint32_t domain, const char *s) {
             }
         }
     }
-    if (!found && g_nstrings < MAX_STRINGS) {
+    if (!found && g_nstrings < MAX_STRINGS && g_string_bytes + n <= MAX_STRING_BYTES) {
         if (g_nstrings >= g_nbuckets) { /* grow to keep chains short */
             uint32_t nb = g_nbuckets ? g_nbuckets * 4 : 1024;
             struct string_entry **b = calloc(nb, sizeof *b);
@@ -579,7 +579,9 @@ static struct string_entry *intern_string(uint32_t domain, const char *s) {
             e->text[n] = 0;
             e->next = g_buckets[h & (g_nbuckets - 1)];
             g_buckets[h & (g_nbuckets - 1)] = e;
+            g_string_bytes += n;
             found = e;
+            *created = 1;
         }
     }
     pthread_mutex_unlock(&g_lock);
@@ -615,150 +617,484 @@ done:
     free(copy);
 }
 
-/* ---------------------------------------------------------------- event helpers */
+/* ---------------------------------------------------------------- messages -> string ids */
 
-static void fill_attr(struct ev *e, const nvtxEventAttributes_t *a) {
-    if (!a) return;
-    e->category = a->category;
-    if (a->colorType == NVTX_COLOR_ARGB) {
-        e->flags |= NVTXREC_FLAG_COLOR;
-        e->color = a->color;
+static uint32_t text_id(struct tstate *t, const char *s, size_t n, uint8_t api, uint64_t ts,
+                        struct cache_slot *slot) {
+    int created;
+    struct string_entry *e = intern_string(MSG_DOMAIN, s, n, &created);
+    uint8_t flags = NVTXREC_DFLAG_MESSAGE | (uint8_t)(api << NVTXREC_DFLAG_API_SHIFT);
+    if (e == &g_string_overflow) { /* table full: a string record per use, with a fresh id */
+        uint32_t id = atomic_fetch_add_explicit(&g_transient_ids, 1, memory_order_relaxed) + 1;
+        if (id >= NVTXREC_STRING_OVERFLOW || id <= MAX_STRINGS) return NVTXREC_STRING_OVERFLOW;
+        data_record(t, NVTXREC_D_STRING, flags, 0, ts, id, 0, s, (uint32_t)(n > MAX_TEXT ? MAX_TEXT + 1 : n));
+        return id;
     }
-    e->payload_type = a->payloadType;
-    switch (a->payloadType) {
-    case NVTX_PAYLOAD_TYPE_UNSIGNED_INT32: e->payload = a->payload.uiValue; break;
-    case NVTX_PAYLOAD_TYPE_INT32: e->payload = (uint32_t)a->payload.iValue; break;
-    case NVTX_PAYLOAD_TYPE_FLOAT: {
-        uint32_t bits;
-        memcpy(&bits, &a->payload.fValue, 4);
-        e->payload = bits;
-        break;
+    if (created) data_record(t, NVTXREC_D_STRING, flags, 0, ts, e->id, 0, e->text, e->len > MAX_TEXT ? MAX_TEXT + 1 : e->len);
+    if (slot) {
+        slot->ptr = s;
+        slot->e = e;
     }
-    case NVTX_PAYLOAD_UNKNOWN: break;
-    default: e->payload = a->payload.ullValue; break;
+    return e->id;
+}
+
+/* Same text? Short messages are compared inline (a call to strcmp costs more than the compare). */
+static inline int same_text(const char *a, const char *b) {
+    for (int i = 0; i < 16; ++i) {
+        if (a[i] != b[i]) return 0;
+        if (!a[i]) return 1;
     }
-    e->aux = (uint8_t)a->messageType;
-    switch (a->messageType) {
-    case NVTX_MESSAGE_TYPE_ASCII: e->text = a->message.ascii; break;
-    case NVTX_MESSAGE_TYPE_UNICODE: e->wtext = a->message.unicode; break;
-    case NVTX_MESSAGE_TYPE_REGISTERED:
-        if (a->message.registered) {
-            const struct string_entry *s = (const struct string_entry *)(const void *)a->message.registered;
-            e->text = s == &g_string_overflow ? g_overflow_text : s->text;
+    return strcmp(a + 16, b + 16) == 0;
+}
+
+static inline uint32_t ascii_id(struct tstate *t, const char *s, uint8_t api, uint64_t ts) {
+    struct cache_slot *c = &t->cache[((uintptr_t)s >> 3) & (CACHE_SLOTS - 1)];
+    if (LIKELY(c->ptr == s) && same_text(c->e->text, s)) return c->e->id;
+    return text_id(t, s, strlen(s), api, ts, c);
+}
+
+static uint32_t wide_id(struct tstate *t, const wchar_t *w, uint8_t api, uint64_t ts) {
+    size_t n;
+    char *s = wide_dup_cap(w, (size_t)MAX_TEXT * 4, &n);
+    if (!s) return 0;
+    uint32_t id = text_id(t, s, n, api, ts, NULL);
+    free(s);
+    return id;
+}
+
+/* ---------------------------------------------------------------- events */
+
+static void rec(uint8_t kind, uint8_t api, uint32_t domain, const nvtxEventAttributes_t *a, uint64_t range_id,
+                const char *ascii, const wchar_t *wide) {
+    /* A binary payload (payload extension) goes first, as blobs: recorder_ext.c */
+    if (a && UNLIKELY((uint32_t)a->payloadType == 0xDFBD0009u)) nvtxrec_ext_event_payload(domain, a);
+    struct tstate *t = begin();
+    if (!t) return;
+    uint64_t ts = rel_time();
+    uint64_t w[9];
+    uint32_t n = 1, msg = 0;
+    if (a) {
+        switch (a->messageType) {
+        case NVTX_MESSAGE_TYPE_ASCII: ascii = a->message.ascii; break;
+        case NVTX_MESSAGE_TYPE_UNICODE: wide = a->message.unicode; break;
+        case NVTX_MESSAGE_TYPE_REGISTERED:
+            if (a->message.registered)
+                msg = ((const struct string_entry *)(const void *)a->message.registered)->id;
+            break;
+        default: break;
         }
-        break;
-    default: e->aux = 0; break;
+    }
+    if (ascii) msg = ascii_id(t, ascii, api, ts);
+    else if (wide) msg = wide_id(t, wide, api, ts);
+    if (api | domain | msg)
+        w[n++] = NVTXREC_W_ATTR | (uint64_t)api << 8 | (uint64_t)(domain & 0xFFFF) << 16 | (uint64_t)msg << 32;
+    if (a) {
+        if (a->colorType == NVTX_COLOR_ARGB) w[n++] = NVTXREC_W_COLOR | (uint64_t)a->color << 32;
+        if (a->category) w[n++] = NVTXREC_W_CATEGORY | (uint64_t)a->category << 32;
+        if (a->payloadType != NVTX_PAYLOAD_UNKNOWN) {
+            uint64_t v = a->payload.ullValue;
+            uint64_t code;
+            switch (a->payloadType) {
+            case NVTX_PAYLOAD_TYPE_UNSIGNED_INT64: code = NVTXREC_PT_UINT64; break;
+            case NVTX_PAYLOAD_TYPE_INT64: code = NVTXREC_PT_INT64; break;
+            case NVTX_PAYLOAD_TYPE_DOUBLE: code = NVTXREC_PT_DOUBLE; break;
+            case NVTX_PAYLOAD_TYPE_UNSIGNED_INT32: code = NVTXREC_PT_UINT32, v = a->payload.uiValue; break;
+            case NVTX_PAYLOAD_TYPE_INT32: code = NVTXREC_PT_INT32, v = (uint32_t)a->payload.iValue; break;
+            case NVTX_PAYLOAD_TYPE_FLOAT: {
+                uint32_t bits;
+                memcpy(&bits, &a->payload.fValue, 4);
+                code = NVTXREC_PT_FLOAT, v = bits;
+                break;
+            }
+            default: code = (uint32_t)a->payloadType == 0xDFBD0009u ? NVTXREC_PT_EXT : NVTXREC_PT_UNKNOWN; break;
+            }
+            w[n++] = NVTXREC_W_PAYLOAD | code << 8 | (v & 0xFFFFFFFFu) << 32;
+            if (v >> 32) w[n++] = NVTXREC_W_PAYLOAD_HI | (v >> 32) << 32;
+            if (code == NVTXREC_PT_UNKNOWN) w[n++] = NVTXREC_W_PTYPE_RAW | (uint64_t)(uint32_t)a->payloadType << 32;
+        }
+    }
+    if (kind == NVTXREC_KIND_START || kind == NVTXREC_KIND_END) {
+        w[n++] = NVTXREC_W_RANGE_ID | range_id << 8;
+        if (range_id >> 56) w[n++] = NVTXREC_W_RANGE_ID_HI | (range_id >> 56) << 8;
+    }
+    if (g_use_tsc && UNLIKELY((int64_t)(ts - t->last_cal) > (int64_t)CAL_TICKS)) write_clock(t);
+    uint64_t *p = reserve(t, n);
+    if (LIKELY(p != NULL)) {
+        for (uint32_t i = 1; i < n; ++i) p[i] = w[i];
+        __atomic_store_n(p, (uint64_t)kind | ts << 8, __ATOMIC_RELEASE);
+        t->pos = p + n;
+    } else {
+        count_drop();
+    }
+    end(t);
+}
+
+/* A naming / definition record with text (s, or the wide w converted to UTF-8). */
+static void def_text(uint8_t tag, uint8_t api, uint8_t flags, uint32_t domain, uint64_t arg, uint8_t aux,
+                     const char *s, const wchar_t *w) {
+    struct tstate *t = begin();
+    if (!t) return;
+    uint64_t ts = rel_time();
+    char *owned = NULL;
+    size_t n = 0;
+    if (w) {
+        owned = wide_dup_cap(w, (size_t)g_text_cap + 1, &n);
+        s = owned;
+    }
+    if (!s) s = "", n = 0;
+    else if (!owned) n = strnlen(s, (size_t)g_text_cap + 1);
+    if (!data_record(t, tag, (uint8_t)(flags | api << NVTXREC_DFLAG_API_SHIFT), domain, ts, arg, aux, s,
+                     (uint32_t)n))
+        count_drop();
+    free(owned);
+    end(t);
+}
+
+/* ---------------------------------------------------------------- file */
+
+static void open_file_locked(void);
+
+static int ensure_open(void) {
+    int m = atomic_load_explicit(&g_mode, memory_order_acquire);
+    if (m == MODE_OPEN) return 1;
+    if (m != MODE_PENDING) return 0;
+    if (!get_tstate()) return 0; /* open_file_locked records with this thread's state */
+    pthread_mutex_lock(&g_lock);
+    if (atomic_load_explicit(&g_mode, memory_order_relaxed) == MODE_PENDING) open_file_locked();
+    m = atomic_load_explicit(&g_mode, memory_order_relaxed);
+    pthread_mutex_unlock(&g_lock);
+    return m == MODE_OPEN;
+}
+
+/* /proc/self/stat starttime: the same for every exec() image of this process. */
+static uint64_t proc_start_time(void) {
+    char buf[1024];
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    buf[n] = 0;
+    char *p = strrchr(buf, ')');
+    if (!p) return 0;
+    /* fields after the name: 3 state ... 22 starttime */
+    int field = 2;
+    for (; *p && field < 22; ++p)
+        if (*p == ' ') ++field;
+    return strtoull(p, NULL, 10);
+}
+
+/* Exec generation: 1 + the highest of earlier images of this process in the directory. */
+static uint32_t exec_generation(int pid, uint64_t start) {
+    if (!start) return 0;
+    DIR *d = opendir(g_dir);
+    if (!d) return 0;
+    char prefix[32];
+    int plen = snprintf(prefix, sizeof prefix, "nvtx-%d-", pid);
+    uint32_t gen = 0;
+    struct dirent *ent;
+    while ((ent = readdir(d)) != NULL) {
+        if (strncmp(ent->d_name, prefix, (size_t)plen) != 0) continue;
+        int fd = openat(dirfd(d), ent->d_name, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) continue;
+        struct nvtxrec_file_header h;
+        if (pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h && memcmp(h.magic, NVTXREC_MAGIC, 8) == 0 &&
+            h.pid == (uint32_t)pid && h.proc_start == start && h.exec_gen + 1 > gen)
+            gen = h.exec_gen + 1;
+        close(fd);
+    }
+    closedir(d);
+    return gen;
+}
+
+static void fail_open(int fd, const char *what, int err) {
+    warn_once(what, err);
+    if (fd >= 0) {
+        close(fd);
+        unlink(g_path);
+    }
+    g_path[0] = 0;
+    atomic_store_explicit(&g_mode, MODE_FAILED, memory_order_release);
+}
+
+/* Called with g_lock held, mode PENDING, and the calling thread's tstate existing. */
+static void open_file_locked(void) {
+    int pid = (int)getpid();
+    int fd = -1;
+    (void)mkdir(g_dir, 0777);
+    uint64_t pstart = proc_start_time();
+    g_exec_gen = exec_generation(pid, pstart);
+    uint64_t stamp = now_ns();
+    for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
+        snprintf(g_path, sizeof g_path, "%s/nvtx-%d-e%u-%llx.nvtxrec", g_dir, pid, g_exec_gen,
+                 (unsigned long long)(stamp + (uint64_t)attempt));
+        fd = open(g_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd < 0 && errno != EEXIST) break;
+    }
+    if (fd < 0) {
+        fail_open(-1, "cannot create", errno);
+        return;
+    }
+    /* "this process still records": a shared lock for as long as the file is open */
+    for (int i = 0; i < 1000 && flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK; ++i) {
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+    int err = posix_fallocate(fd, 0, NVTXREC_HEADER_SIZE);
+    if (err != 0) {
+        fail_open(fd, "cannot reserve space for", err);
+        return;
+    }
+    long page = sysconf(_SC_PAGESIZE);
+    g_page = page > 0 ? (uint32_t)page : 4096;
+    uint64_t max = g_max_bytes < NVTXREC_HEADER_SIZE + g_page ? NVTXREC_HEADER_SIZE + g_page : g_max_bytes;
+    g_limit = max / g_page * g_page;
+    if (g_limit < NVTXREC_HEADER_SIZE + g_page) g_limit = NVTXREC_HEADER_SIZE + g_page;
+    uint64_t cmax = ((uint64_t)g_chunk_max + g_page - 1) / g_page * g_page;
+    if (cmax < g_page) cmax = g_page;
+    if (cmax > (1u << 30)) cmax = 1u << 30;
+    g_chunk_max = (uint32_t)cmax;
+    uint64_t room = (cmax - (CHUNK_HDR_WORDS + CLOCK_WORDS + 1) * 8) / 8 * 7;
+    g_text_cap = room > MAX_TEXT + NVTXREC_DATA_FIXED ? MAX_TEXT : (uint32_t)(room - NVTXREC_DATA_FIXED);
+
+    if (g_use_tsc && g_ns_per_tick == 0) { /* once per image: ~200 us */
+        uint64_t t1, m1, t2, m2;
+        clock_pair(&t1, &m1);
+        do clock_pair(&t2, &m2);
+        while (m2 - m1 < 200000);
+        g_ns_per_tick = t2 > t1 ? (double)(m2 - m1) / (double)(t2 - t1) : 0;
+        if (g_ns_per_tick <= 0) g_use_tsc = 0;
+    }
+    uint64_t tsc0 = 0, start = 0;
+    if (g_use_tsc) clock_pair(&tsc0, &start);
+    else start = now_ns();
+
+    static union {
+        struct nvtxrec_file_header h;
+        unsigned char page[NVTXREC_HEADER_SIZE];
+    } buf;
+    memset(&buf, 0, sizeof buf);
+    struct nvtxrec_file_header *hdr = &buf.h;
+    struct timespec rt;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    memcpy(hdr->magic, NVTXREC_MAGIC, 8);
+    hdr->version = NVTXREC_VERSION;
+    hdr->header_size = NVTXREC_HEADER_SIZE;
+    hdr->page_size = g_page;
+    hdr->pid = (uint32_t)pid;
+    hdr->ppid = (uint32_t)getppid();
+    hdr->exec_gen = g_exec_gen;
+    hdr->start_ns = start;
+    hdr->start_realtime_ns = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
+    hdr->max_bytes = max;
+    hdr->proc_start = pstart;
+    hdr->clock = g_use_tsc ? NVTXREC_CLOCK_TSC : NVTXREC_CLOCK_MONOTONIC;
+    hdr->chunk_max = g_chunk_max;
+    hdr->tsc0 = tsc0;
+    hdr->ns_per_tick = g_use_tsc ? g_ns_per_tick : 0;
+    hdr->dropped = atomic_load(&g_dropped);
+    hdr->write_errors = atomic_load(&g_write_errors);
+    if (pwrite(fd, &buf, sizeof buf, 0) != (ssize_t)sizeof buf) {
+        fail_open(fd, "cannot write", errno ? errno : EIO);
+        return;
+    }
+    void *h = mmap(NULL, NVTXREC_HEADER_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (h == MAP_FAILED) {
+        fail_open(fd, "cannot map", errno);
+        return;
+    }
+
+    static int opened_before; /* in this image (a forked child keeps counting its parent's ids) */
+    if (!opened_before && g_exec_gen) /* range ids of an exec()ed image must not repeat the earlier ones' */
+        atomic_store(&g_range_ids, ((uint64_t)g_exec_gen << 40) + 1);
+    opened_before = 1;
+    g_fd = fd;
+    g_base = g_use_tsc ? tsc0 : start;
+    atomic_store(&g_next, NVTXREC_HEADER_SIZE);
+    atomic_store(&g_full, 0);
+    g_hdr = h;
+    atomic_store_explicit(&g_mode, MODE_OPEN, memory_order_release);
+
+    /* a forked child: re-record the definitions it inherited, so its file stands alone */
+    struct tstate *t = t_state;
+    if (!t || t->busy) return;
+    t->busy = 1;
+    for (uint32_t i = 0; i < g_ndomains; ++i)
+        data_record(t, NVTXREC_D_DOMAIN, NVTXREC_DFLAG_INHERITED, i + 1, 0, i + 1, 0, g_domains[i],
+                    (uint32_t)strlen(g_domains[i]));
+    for (uint32_t i = 0; i < g_ncategories; ++i)
+        data_record(t, NVTXREC_D_CATEGORY, NVTXREC_DFLAG_INHERITED, g_categories[i].domain, 0,
+                    g_categories[i].id, 0, g_categories[i].name, (uint32_t)strlen(g_categories[i].name));
+    for (uint32_t b = 0; b < g_nbuckets; ++b) {
+        for (struct string_entry *e = g_buckets[b]; e; e = e->next) {
+            int msg = e->domain == MSG_DOMAIN;
+            data_record(t, NVTXREC_D_STRING,
+                        (uint8_t)(NVTXREC_DFLAG_INHERITED | (msg ? NVTXREC_DFLAG_MESSAGE : 0)),
+                        msg ? 0 : e->domain, 0, e->id, 0, e->text, e->len > MAX_TEXT ? MAX_TEXT + 1 : e->len);
+        }
+    }
+    t->busy = 0;
+}
+
+/* ---------------------------------------------------------------- fork */
+
+static void atfork_prepare(void) { pthread_mutex_lock(&g_lock); }
+
+static void atfork_parent(void) { pthread_mutex_unlock(&g_lock); }
+
+static void atfork_child(void) {
+    /* Only the forking thread lives on. Drop every mapping of the parent's file (the parent's
+     * events are all in that file already), forget dead threads, start counting afresh. */
+    struct tstate *self = t_state;
+    struct tstate *t = g_threads;
+    while (t) {
+        struct tstate *next = t->next;
+        release_chunk(t);
+        if (t != self) free(t);
+        t = next;
+    }
+    g_threads = NULL;
+    if (self) {
+        self->prev = self->next = NULL;
+        self->tid = os_tid();
+        self->busy = 0;
+        self->next_len = 0;
+        self->last_cal = 0;
+        g_threads = self;
+    }
+    if (g_hdr) munmap(g_hdr, NVTXREC_HEADER_SIZE);
+    g_hdr = NULL;
+    if (g_fd >= 0) close(g_fd); /* the parent's lock stays: it still has the file open */
+    g_fd = -1;
+    g_path[0] = 0;
+    atomic_store(&g_warned, 0);
+    atomic_store(&g_dropped, 0);
+    atomic_store(&g_write_errors, 0);
+    atomic_store(&g_full, 0);
+    if (atomic_load(&g_mode) != MODE_OFF) atomic_store(&g_mode, MODE_PENDING);
+    pthread_mutex_unlock(&g_lock);
+}
+
+/* ---------------------------------------------------------------- init */
+
+static void at_exit(void) {
+    struct tstate *t = t_state;
+    if (t && !t->busy && t->pos && atomic_load(&g_mode) == MODE_OPEN) {
+        t->busy = 1;
+        write_clock(t);
+        t->busy = 0;
     }
 }
 
+static void global_init(void) {
+    pthread_key_create(&g_key, thread_exit);
+    g_max_bytes = size_from_env("NVTX_CFFI_RECORD_MAX_BYTES", DEFAULT_MAX_BYTES);
+    uint64_t chunk = size_from_env("NVTX_CFFI_RECORD_CHUNK_BYTES", DEFAULT_CHUNK_BYTES);
+    g_chunk_max = chunk > (1u << 30) ? (1u << 30) : (uint32_t)chunk;
+    g_use_tsc = tsc_usable();
+    const char *dir = getenv("NVTX_CFFI_RECORD_DIR");
+    if (dir && *dir && strlen(dir) < sizeof g_dir) {
+        strcpy(g_dir, dir);
+        atomic_store(&g_mode, MODE_PENDING);
+    }
+    atomic_store(&g_range_ids, 1);
+    atomic_store(&g_resource_ids, 1);
+    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+    atexit(at_exit);
+}
+
+/* ---------------------------------------------------------------- handlers */
+
 static int push_level(uint32_t domain) {
-    struct tstate *t = get_tstate();
+    struct tstate *t = t_state ? t_state : get_tstate();
     if (!t) return 0;
     return t->depth[domain < DEPTH_SLOTS ? domain : DEPTH_SLOTS - 1]++;
 }
 
 static int pop_level(uint32_t domain) {
-    struct tstate *t = get_tstate();
+    struct tstate *t = t_state ? t_state : get_tstate();
     if (!t) return -1;
     int32_t *d = &t->depth[domain < DEPTH_SLOTS ? domain : DEPTH_SLOTS - 1];
     if (*d <= 0) return -1;
     return --*d;
 }
 
-static void event(uint8_t kind, uint8_t api, uint32_t domain, const nvtxEventAttributes_t *a, uint64_t arg) {
-    if (a && a->payloadType == NVTXREC_PAYLOAD_TYPE_EXT) nvtxrec_ext_event_payload(domain, a); /* recorder_ext.c */
-    struct ev e = {.kind = kind, .api = api, .domain = domain, .arg = arg};
-    fill_attr(&e, a);
-    emit(&e);
-}
-
-static void text_event(uint8_t kind, uint8_t api, uint32_t domain, const char *s, const wchar_t *w,
-                       uint64_t arg) {
-    struct ev e = {.kind = kind, .api = api, .domain = domain, .arg = arg, .text = s, .wtext = w,
-                   .aux = (uint8_t)(s ? NVTX_MESSAGE_TYPE_ASCII : w ? NVTX_MESSAGE_TYPE_UNICODE : 0)};
-    emit(&e);
-}
-
-/* ---------------------------------------------------------------- CORE handlers */
-
-static void h_MarkEx(const nvtxEventAttributes_t *a) { event(NVTXREC_KIND_MARK, NVTXREC_API_EX, 0, a, 0); }
-static void h_MarkA(const char *m) { text_event(NVTXREC_KIND_MARK, NVTXREC_API_ASCII, 0, m, NULL, 0); }
-static void h_MarkW(const wchar_t *m) { text_event(NVTXREC_KIND_MARK, NVTXREC_API_UNICODE, 0, NULL, m, 0); }
-
 static nvtxRangeId_t new_range_id(void) {
     return atomic_fetch_add_explicit(&g_range_ids, 1, memory_order_relaxed);
 }
 
+#define K(x) NVTXREC_KIND_##x
+#define A(x) NVTXREC_API_##x
+
+static void h_MarkEx(const nvtxEventAttributes_t *a) { rec(K(MARK), A(EX), 0, a, 0, NULL, NULL); }
+static void h_MarkA(const char *m) { rec(K(MARK), A(ASCII), 0, NULL, 0, m, NULL); }
+static void h_MarkW(const wchar_t *m) { rec(K(MARK), A(UNICODE), 0, NULL, 0, NULL, m); }
 static nvtxRangeId_t h_RangeStartEx(const nvtxEventAttributes_t *a) {
     nvtxRangeId_t id = new_range_id();
-    event(NVTXREC_KIND_START, NVTXREC_API_EX, 0, a, id);
+    rec(K(START), A(EX), 0, a, id, NULL, NULL);
     return id;
 }
 static nvtxRangeId_t h_RangeStartA(const char *m) {
     nvtxRangeId_t id = new_range_id();
-    text_event(NVTXREC_KIND_START, NVTXREC_API_ASCII, 0, m, NULL, id);
+    rec(K(START), A(ASCII), 0, NULL, id, m, NULL);
     return id;
 }
 static nvtxRangeId_t h_RangeStartW(const wchar_t *m) {
     nvtxRangeId_t id = new_range_id();
-    text_event(NVTXREC_KIND_START, NVTXREC_API_UNICODE, 0, NULL, m, id);
+    rec(K(START), A(UNICODE), 0, NULL, id, NULL, m);
     return id;
 }
-static void h_RangeEnd(nvtxRangeId_t id) { event(NVTXREC_KIND_END, NVTXREC_API_EX, 0, NULL, id); }
-
+static void h_RangeEnd(nvtxRangeId_t id) { rec(K(END), A(EX), 0, NULL, id, NULL, NULL); }
 static int h_RangePushEx(const nvtxEventAttributes_t *a) {
-    event(NVTXREC_KIND_PUSH, NVTXREC_API_EX, 0, a, 0);
+    rec(K(PUSH), A(EX), 0, a, 0, NULL, NULL);
     return push_level(0);
 }
 static int h_RangePushA(const char *m) {
-    text_event(NVTXREC_KIND_PUSH, NVTXREC_API_ASCII, 0, m, NULL, 0);
+    rec(K(PUSH), A(ASCII), 0, NULL, 0, m, NULL);
     return push_level(0);
 }
 static int h_RangePushW(const wchar_t *m) {
-    text_event(NVTXREC_KIND_PUSH, NVTXREC_API_UNICODE, 0, NULL, m, 0);
+    rec(K(PUSH), A(UNICODE), 0, NULL, 0, NULL, m);
     return push_level(0);
 }
 static int h_RangePop(void) {
-    event(NVTXREC_KIND_POP, NVTXREC_API_EX, 0, NULL, 0);
+    rec(K(POP), A(EX), 0, NULL, 0, NULL, NULL);
     return pop_level(0);
 }
 
 static void name_category(uint8_t api, uint32_t domain, uint32_t id, const char *s, const wchar_t *w) {
     char *owned = w ? wide_dup(w) : NULL;
-    remember_category(domain, id, w ? owned : s);
-    struct ev e = {.kind = NVTXREC_KIND_CATEGORY, .api = api, .domain = domain, .category = id, .arg = id,
-                   .text = w ? (owned ? owned : "") : (s ? s : "")};
-    emit(&e);
+    const char *name = w ? (owned ? owned : "") : (s ? s : "");
+    remember_category(domain, id, name);
+    def_text(NVTXREC_D_CATEGORY, api, 0, domain, id, 0, name, NULL);
     free(owned);
 }
-static void h_NameCategoryA(uint32_t c, const char *n) { name_category(NVTXREC_API_ASCII, 0, c, n, NULL); }
-static void h_NameCategoryW(uint32_t c, const wchar_t *n) { name_category(NVTXREC_API_UNICODE, 0, c, NULL, n); }
+static void h_NameCategoryA(uint32_t c, const char *n) { name_category(A(ASCII), 0, c, n, NULL); }
+static void h_NameCategoryW(uint32_t c, const wchar_t *n) { name_category(A(UNICODE), 0, c, NULL, n); }
 static void h_NameOsThreadA(uint32_t tid, const char *n) {
-    text_event(NVTXREC_KIND_THREAD_NAME, NVTXREC_API_ASCII, 0, n ? n : "", NULL, tid);
+    def_text(NVTXREC_D_THREAD_NAME, A(ASCII), 0, 0, tid, 0, n, NULL);
 }
 static void h_NameOsThreadW(uint32_t tid, const wchar_t *n) {
-    text_event(NVTXREC_KIND_THREAD_NAME, NVTXREC_API_UNICODE, 0, n ? NULL : "", n, tid);
+    def_text(NVTXREC_D_THREAD_NAME, A(UNICODE), 0, 0, tid, 0, NULL, n);
 }
 
-/* ---------------------------------------------------------------- CORE2 handlers */
-
 static void h_DomainMarkEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t *a) {
-    event(NVTXREC_KIND_MARK, NVTXREC_API_DOMAIN, domain_id(d), a, 0);
+    rec(K(MARK), A(DOMAIN), domain_id(d), a, 0, NULL, NULL);
 }
 static nvtxRangeId_t h_DomainRangeStartEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t *a) {
     nvtxRangeId_t id = new_range_id();
-    event(NVTXREC_KIND_START, NVTXREC_API_DOMAIN, domain_id(d), a, id);
+    rec(K(START), A(DOMAIN), domain_id(d), a, id, NULL, NULL);
     return id;
 }
 static void h_DomainRangeEnd(nvtxDomainHandle_t d, nvtxRangeId_t id) {
-    event(NVTXREC_KIND_END, NVTXREC_API_DOMAIN, domain_id(d), NULL, id);
+    rec(K(END), A(DOMAIN), domain_id(d), NULL, id, NULL, NULL);
 }
 static int h_DomainRangePushEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t *a) {
-    event(NVTXREC_KIND_PUSH, NVTXREC_API_DOMAIN, domain_id(d), a, 0);
+    rec(K(PUSH), A(DOMAIN), domain_id(d), a, 0, NULL, NULL);
     return push_level(domain_id(d));
 }
 static int h_DomainRangePop(nvtxDomainHandle_t d) {
-    event(NVTXREC_KIND_POP, NVTXREC_API_DOMAIN, domain_id(d), NULL, 0);
+    rec(K(POP), A(DOMAIN), domain_id(d), NULL, 0, NULL, NULL);
     return pop_level(domain_id(d));
 }
 static nvtxResourceHandle_t h_DomainResourceCreate(nvtxDomainHandle_t d, nvtxResourceAttributes_t *a) {
@@ -769,40 +1105,40 @@ static nvtxResourceHandle_t h_DomainResourceCreate(nvtxDomainHandle_t d, nvtxRes
 }
 static void h_DomainResourceDestroy(nvtxResourceHandle_t r) { (void)r; }
 static void h_DomainNameCategoryA(nvtxDomainHandle_t d, uint32_t c, const char *n) {
-    name_category(NVTXREC_API_ASCII, domain_id(d), c, n, NULL);
+    name_category(A(ASCII), domain_id(d), c, n, NULL);
 }
 static void h_DomainNameCategoryW(nvtxDomainHandle_t d, uint32_t c, const wchar_t *n) {
-    name_category(NVTXREC_API_UNICODE, domain_id(d), c, NULL, n);
+    name_category(A(UNICODE), domain_id(d), c, NULL, n);
 }
 static nvtxStringHandle_t register_string(uint8_t api, nvtxDomainHandle_t d, const char *s) {
-    struct string_entry *e = intern_string(domain_id(d), s);
-    struct ev ev = {.kind = NVTXREC_KIND_STRING, .api = api, .domain = domain_id(d), .arg = e->id,
-                    .text = e == &g_string_overflow ? g_overflow_text : e->text};
-    emit(&ev);
+    int created;
+    struct string_entry *e = intern_string(domain_id(d), s, s ? strlen(s) : 0, &created);
+    const char *text = e == &g_string_overflow ? g_overflow_text : e->text;
+    size_t n = strlen(text);
+    def_text(NVTXREC_D_STRING, api, 0, domain_id(d), e->id, 0, text, NULL);
+    (void)n;
     return (nvtxStringHandle_t)(void *)e;
 }
 static nvtxStringHandle_t h_DomainRegisterStringA(nvtxDomainHandle_t d, const char *s) {
-    return register_string(NVTXREC_API_ASCII, d, s);
+    return register_string(A(ASCII), d, s);
 }
 static nvtxStringHandle_t h_DomainRegisterStringW(nvtxDomainHandle_t d, const wchar_t *w) {
     char *s = w ? wide_dup(w) : NULL;
-    nvtxStringHandle_t h = register_string(NVTXREC_API_UNICODE, d, s);
+    nvtxStringHandle_t h = register_string(A(UNICODE), d, s);
     free(s);
     return h;
 }
 static nvtxDomainHandle_t create_domain(uint8_t api, char *owned_name) {
     uint32_t id = intern_domain(owned_name ? strdup(owned_name) : NULL);
-    struct ev e = {.kind = NVTXREC_KIND_DOMAIN, .api = api, .domain = id, .arg = id,
-                   .text = owned_name ? owned_name : ""};
-    emit(&e);
+    def_text(NVTXREC_D_DOMAIN, api, 0, id, id, 0, owned_name ? owned_name : "", NULL);
     free(owned_name);
     return (nvtxDomainHandle_t)(uintptr_t)id;
 }
 static nvtxDomainHandle_t h_DomainCreateA(const char *name) {
-    return create_domain(NVTXREC_API_ASCII, name ? strdup(name) : NULL);
+    return create_domain(A(ASCII), name ? strdup(name) : NULL);
 }
 static nvtxDomainHandle_t h_DomainCreateW(const wchar_t *name) {
-    return create_domain(NVTXREC_API_UNICODE, name ? wide_dup(name) : NULL);
+    return create_domain(A(UNICODE), name ? wide_dup(name) : NULL);
 }
 static void h_DomainDestroy(nvtxDomainHandle_t d) { (void)d; /* domains stay interned */ }
 static void h_Initialize(const void *reserved) { (void)reserved; }
@@ -810,9 +1146,7 @@ static void h_Initialize(const void *reserved) { (void)reserved; }
 /* ---------------------------------------------------------------- CUDA naming */
 
 static void name_resource(uint8_t res, uint8_t api, uint64_t handle, const char *s, const wchar_t *w) {
-    struct ev e = {.kind = NVTXREC_KIND_RESOURCE_NAME, .api = api, .aux = res, .arg = handle,
-                   .text = w ? NULL : (s ? s : ""), .wtext = w};
-    emit(&e);
+    def_text(NVTXREC_D_RESOURCE_NAME, api, 0, 0, handle, res, w ? NULL : (s ? s : ""), w);
 }
 #define RES_HANDLERS(Name, Type, Res, ToU64)                                                        \
     static void h_##Name##A(Type v, const char *n) { name_resource(Res, NVTXREC_API_ASCII, ToU64, n, NULL); } \
@@ -910,14 +1244,17 @@ EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t getExportTable) {
 /* ---------------------------------------------------------------- internal API (recorder_internal.h) */
 
 void nvtxrec_emit_blob(uint8_t kind, uint32_t domain, uint64_t arg, const void *data, uint32_t len) {
+    struct tstate *t = begin();
+    if (!t) return;
+    uint64_t ts = rel_time();
     uint8_t flags = 0;
     if (len > NVTXREC_BLOB_MAX_BYTES) {
         len = NVTXREC_BLOB_MAX_BYTES;
-        flags = NVTXREC_FLAG_TRUNCATED;
+        flags = NVTXREC_DFLAG_TRUNCATED;
     }
-    struct ev e = {.kind = NVTXREC_KIND_BLOB, .api = NVTXREC_API_EX, .flags = flags, .aux = kind,
-                   .domain = domain, .arg = arg, .bytes = data ? data : "", .nbytes = data ? len : 0};
-    emit(&e);
+    if (!data_record(t, NVTXREC_D_BLOB, flags, domain, ts, arg, kind, data ? data : "", data ? len : 0))
+        count_drop();
+    end(t);
 }
 
 int nvtxrec_recording(void) {
@@ -930,6 +1267,11 @@ int nvtxrec_recording(void) {
 EXPORT int nvtx_recorder_flush(void) {
     pthread_once(&g_once, global_init);
     if (!ensure_open()) return -1;
+    struct tstate *t = begin();
+    if (t) {
+        if (t->pos) write_clock(t); /* a clock pair after everything this thread recorded */
+        end(t);
+    }
     atomic_thread_fence(memory_order_seq_cst); /* MAP_SHARED: the page cache already has it all */
     return 0;
 }

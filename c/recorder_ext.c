@@ -46,7 +46,6 @@
 #include "recorder_internal.h"
 
 #define EXPORT __attribute__((visibility("default")))
-#define NVTXREC_BLOB_SCOPE 5
 #define MAX_BATCH_BYTES (16u * NVTXREC_BLOB_MAX_BYTES)
 #define MAX_SEMANTICS 8 /* semantics structs followed per chain */
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import sys
 import threading
 from typing import Callable, Optional, TypeVar, Union
 
@@ -12,7 +13,7 @@ from ._colors import ColorLike
 from ._locks import hold_across_fork
 from ._domain import OP_PUSH, OP_START, EventAttributes, get_domain
 from ._native import lib
-from ._validate import Payload
+from ._validate import Payload, payload_fields
 from ._wrappers import wrap
 
 __all__ = ["annotate"]
@@ -33,9 +34,40 @@ _pop = lib.nvtxcffi_pop
 _pop_default = lib.nvtxcffi_pop_default
 _start = lib.nvtxcffi_start
 _end = lib.nvtxcffi_end
+_emit_slot = lib.nvtxcffi_emit_slot
 
-# Ranges opened by ``async with``: a stack per task (each asyncio task runs in its own context).
+# Ranges opened by ``async with``. Each ``async with`` must end the range it started, but
+# ``__aexit__`` gets no token from ``__aenter__`` and a cached annotate object may be entered by
+# several tasks at once, so the id is kept per *owner* of the entry:
+# * inside an async generator (or code it awaits): a stack per generator frame, in
+#   ``_agen_ranges`` keyed by the frame's id. An async generator runs in its consumer's context
+#   and is suspended at ``yield`` with its ranges open while the consumer goes on, so a stack
+#   per context would pop the consumer's range (issue 11, item 1). Entries live until the
+#   ``async with`` exits (an async generator that is never finished keeps its few ids here);
+# * otherwise: a stack per context (each asyncio task runs in its own), where entries and exits
+#   of one owner are strictly nested (``async with`` blocks, ``AsyncExitStack``).
 _async_ranges: contextvars.ContextVar = contextvars.ContextVar("nvtx_cffi_async_ranges", default=())
+_agen_ranges: dict = {}
+_getframe = sys._getframe
+_CO_ASYNC_GENERATOR = 0x200  # inspect.CO_ASYNC_GENERATOR
+_CO_AWAITING = 0x80 | 0x100  # inspect.CO_COROUTINE | CO_ITERABLE_COROUTINE
+
+
+def _async_generator_frame():
+    """The id of the async generator frame whose step runs the caller's caller, or None.
+
+    Walks up through coroutines awaiting each other (only an ``await`` links them): the first
+    frame that is not a coroutine (the event loop, a plain function) ends the walk.
+    """
+    frame = _getframe(2)
+    while frame is not None:
+        flags = frame.f_code.co_flags
+        if flags & _CO_ASYNC_GENERATOR:
+            return id(frame)
+        if not flags & _CO_AWAITING:
+            return None
+        frame = frame.f_back
+    return None
 
 
 if _accel is not None:
@@ -48,15 +80,30 @@ else:
         what ``AnnotateBase`` in ``c/accel.c`` does in C on CPython. ``__enter__``/``__exit__`` are
         bound when NVTX's first call decides (every instance is made after that)."""
 
-        __slots__ = ("_args", "_attributes", "_slot", "_domain_index", "_close")
+        # _attrs: the prepared EventAttributes, or None for an object carrying a per-call payload
+        # (_template, _fields): its attributes are made when first asked for, as in C.
+        __slots__ = ("_args", "_attrs", "_slot", "_domain_index", "_close", "_template", "_fields")
+
+        def _get_attributes(self):
+            attributes = self._attrs
+            if attributes is None:
+                attributes = self._attrs = _payload_attributes(self._template, self._args[4], self._fields)
+            return attributes
+
+        def _set_attributes(self, attributes):
+            self._attrs = attributes
+
+        _attributes = property(_get_attributes, _set_attributes)
 
 
 def _enter_active(self) -> "annotate":
     slot = self._slot
     if slot >= 0:
         _push(slot)
+    elif self._attrs is None:  # a per-call payload (Python path): the template's slot and the value
+        _emit_slot(OP_PUSH, self._template._slot, *self._fields)
     else:
-        self._attributes._emit(OP_PUSH)
+        self._attrs._emit(OP_PUSH)
     return self
 
 
@@ -105,7 +152,10 @@ class annotate(_Base):  # noqa: N801 - the name nvtx users know
                 return _by_message[message]
             except (KeyError, TypeError):
                 pass
-        key = (cls, message, color, domain, category, payload, payload.__class__)
+        if payload is not None:
+            return _with_payload(cls, message, color, domain, category, payload)
+        # The payload's two places stay in the key (always None here): c/accel.c builds the same key.
+        key = (cls, message, color, domain, category, None, _NONE_TYPE)
         try:
             return _cache[key]
         except (KeyError, TypeError):
@@ -146,15 +196,31 @@ class annotate(_Base):  # noqa: N801 - the name nvtx users know
 
 
 async def _aenter_active(self) -> "annotate":
-    _async_ranges.set(_async_ranges.get() + (self._start(),))
+    owner = _async_generator_frame()
+    range_id = self._start()
+    if owner is None:
+        _async_ranges.set(_async_ranges.get() + ((self._domain_index, range_id),))
+    else:
+        _agen_ranges.setdefault(owner, []).append((self._domain_index, range_id))
     return self
 
 
 async def _aexit_active(self, exc_type, exc_value, traceback) -> None:
-    open_ranges = _async_ranges.get()
-    if open_ranges:
+    owner = _async_generator_frame()
+    if owner is None:
+        open_ranges = _async_ranges.get()
+        if not open_ranges:
+            return
         _async_ranges.set(open_ranges[:-1])
-        _end(self._domain_index, open_ranges[-1])
+        domain_index, range_id = open_ranges[-1]
+    else:
+        stack = _agen_ranges.get(owner)
+        if not stack:
+            return
+        domain_index, range_id = stack.pop()
+        if not stack:
+            del _agen_ranges[owner]
+    _end(domain_index, range_id)
 
 
 def _call_active(self, func: F) -> F:
@@ -223,6 +289,51 @@ _bind(True)  # a complete class for introspection until decided (no instance exi
 _state.on_decide(_bind)
 
 
+_NONE_TYPE = type(None)
+
+
+def _with_payload(cls, message, color, domain, category, payload) -> annotate:
+    """annotate(..., payload=value): a new object per call; the payload is a value, not an identity.
+
+    The arguments without the payload are prepared (and cached) once, as ``cls(message, color,
+    domain, category)``; each call copies that template's fields and converts only the payload, so
+    a value that changes every call creates no cache entry, slot or registered string. (With the C
+    accelerator such calls are answered in C the same way, the attributes made on demand by
+    :func:`_payload_attributes`.)
+    """
+    fields = payload_fields(payload)  # first, as EventAttributes does: bad payloads fail alike
+    try:  # the cached template, without another class call
+        if color is None and domain is None and category is None and cls is annotate:
+            template = _by_message[message]
+        else:
+            template = _cache[cls, message, color, domain, category, None, _NONE_TYPE]
+    except (KeyError, TypeError):
+        template = cls(message, color, domain, category)
+    self = _Base.__new__(cls)
+    self._args = (message, color, domain, category, payload)
+    if _accel is None and (template._slot >= 0 or not _state.ACTIVE):
+        # the Python base: attributes made on first use; __enter__ sends the template's slot + value
+        self._attrs, self._template, self._fields = None, template, fields
+    else:
+        self._attributes = _payload_attributes(template, payload, fields)
+    self._slot = -1  # the general push: the template's slot with this payload
+    self._domain_index = template._domain_index
+    self._close = template._close
+    return self
+
+
+def _payload_attributes(template: annotate, payload, fields=None) -> EventAttributes:
+    """``template``'s attributes with ``payload``: a copy, nothing prepared again."""
+    base = template._attributes
+    attributes = object.__new__(EventAttributes)
+    attributes._domain, attributes._message, attributes._color, attributes._category = (
+        base._domain, base._message, base._color, base._category)
+    attributes._payload = payload
+    attributes._fields = payload_fields(payload) if fields is None else fields
+    attributes._slot, attributes._inline, attributes._fast = base._slot, base._inline, -1
+    return attributes
+
+
 if _accel is not None:
     # Repeated annotate(...) calls answered in C from the two caches above (a miss runs __new__).
-    _accel.setup_annotate(annotate, _by_message, _cache)
+    _accel.setup_annotate(annotate, _by_message, _cache, _payload_attributes)

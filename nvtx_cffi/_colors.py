@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Tuple, Union
 
+from ._validate import as_index, describe_int, short_repr
+
 ColorLike = Union[str, int, Tuple[float, float, float], Tuple[float, float, float, float], None]
 
 __all__ = ["ColorLike", "NVTX_COLORS", "CSS_COLORS", "to_argb"]
@@ -199,13 +201,15 @@ def to_argb(color: ColorLike) -> int:
     if isinstance(color, bool):
         msg = f"color must be a name, '#rrggbb', an ARGB int or an RGB(A) tuple, not {color!r}"
         raise TypeError(msg)
-    if isinstance(color, int):
-        if not 0 <= color <= 0xFFFFFFFF:
-            msg = f"color {color:#x} is out of range: an ARGB colour is 0 to 0xFFFFFFFF"
-            raise ValueError(msg)
-        return color
     if isinstance(color, tuple):
         return _from_rgba_tuple(color)
+    value = as_index(color)  # int, NumPy integer, anything with __index__
+    if value is not None:
+        if not 0 <= value <= 0xFFFFFFFF:
+            shown = f"{value:#x}" if value.bit_length() <= 128 else describe_int(value)
+            msg = f"color {shown} is out of range: an ARGB colour is 0 to 0xFFFFFFFF"
+            raise ValueError(msg)
+        return value
     msg = f"color must be a name, '#rrggbb', an ARGB int or an RGB(A) tuple, not {type(color).__name__}"
     raise TypeError(msg)
 
@@ -227,7 +231,7 @@ def _from_name(name: str) -> int:
         return ((rgba & 0xFF) << 24) | (rgba >> 8)
     argb = _from_matplotlib(name)
     if argb is None:
-        msg = f"unknown color {name!r}: use an nvtx or CSS colour name, '#rrggbb', or an ARGB int"
+        msg = f"unknown color {short_repr(name)}: use an nvtx or CSS colour name, '#rrggbb', or an ARGB int"
         raise ValueError(msg)
     return argb
 
@@ -236,7 +240,7 @@ def _from_rgba_tuple(color: tuple) -> int:
     if len(color) not in (3, 4) or not all(
         isinstance(c, (int, float)) and not isinstance(c, bool) and 0.0 <= c <= 1.0 for c in color
     ):
-        msg = f"color tuple must hold 3 or 4 numbers between 0 and 1, not {color!r}"
+        msg = f"color tuple must hold 3 or 4 numbers between 0 and 1, not {short_repr(color)}"
         raise ValueError(msg)
     r, g, b, a = (*color, 1.0) if len(color) == 3 else color
     return (round(a * 255) << 24) | (round(r * 255) << 16) | (round(g * 255) << 8) | round(b * 255)

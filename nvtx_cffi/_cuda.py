@@ -15,7 +15,7 @@ from typing import Any
 
 from . import _state
 from ._native import lib
-from ._validate import to_utf8
+from ._validate import as_index, describe_int, to_utf8
 
 __all__ = ["name_cuda_device", "name_cuda_context", "name_cuda_stream", "name_cuda_event"]
 
@@ -24,26 +24,24 @@ _DEVICE_MAX = (1 << 31) - 1
 
 
 def _as_int(value: Any, argument: str, maximum: int, attributes: tuple) -> int:
-    """An int handle from ``value`` or from the first of ``attributes`` it has."""
-    raw = value
-    if not isinstance(raw, int) or isinstance(raw, bool):
+    """An int handle from ``value`` (integer-like: int, NumPy integer, ``__index__``) or from the
+    first of ``attributes`` it has."""
+    raw = as_index(value)
+    if raw is None:
         for attribute in attributes:
             found = getattr(value, attribute, None)
             if found is not None:
-                raw = found
                 break
         else:
             accepted = ", ".join(f".{a}" for a in attributes)
             msg = f"{argument} must be an int handle or an object with {accepted}, not {type(value).__name__}"
             raise TypeError(msg)
-    if isinstance(raw, bool) or not isinstance(raw, int):
-        try:
-            raw = int(raw)  # e.g. a ctypes pointer value or a numpy integer
-        except (TypeError, ValueError):
-            msg = f"{argument} handle must be an int, not {type(raw).__name__}"
-            raise TypeError(msg) from None
+        raw = as_index(found)
+        if raw is None:
+            msg = f"{argument} handle must be an int, not {type(found).__name__}"
+            raise TypeError(msg)
     if not 0 <= raw <= maximum:
-        msg = f"{argument} {raw} is out of range (0 to {maximum})"
+        msg = f"{argument} {describe_int(raw)} is out of range (0 to {maximum})"
         raise ValueError(msg)
     return raw
 

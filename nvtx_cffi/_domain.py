@@ -17,7 +17,7 @@ from ._accel import accel as _accel
 from ._colors import ColorLike, to_argb
 from ._locks import hold_across_fork
 from ._native import ffi, lib
-from ._validate import Payload, payload_fields, to_category_id, to_utf8
+from ._validate import Payload, as_index, describe_int, payload_fields, short_repr, to_category_id, to_utf8
 from . import _payload
 from ._payload import KIND_EXT as _KIND_EXT
 
@@ -27,8 +27,12 @@ __all__ = ["Domain", "EventAttributes", "RegisteredString", "get_domain", "MAX_R
 MAX_REGISTERED_BYTES = 4096
 #: Total UTF-8 bytes of registered messages per process; past it, new messages are sent inline.
 MAX_REGISTERED_TOTAL_BYTES = 16 << 20
-#: Distinct category names per process.
+#: Distinct category names per process; later names share category OTHER_CATEGORY_ID.
 MAX_CATEGORY_NAMES = 65536
+#: The category of names past MAX_CATEGORY_NAMES (named OTHER_CATEGORY_NAME in their domain).
+OTHER_CATEGORY_ID = (1 << 32) - 1
+OTHER_CATEGORY_NAME = "(other categories)"
+_UINT64_MAX = (1 << 64) - 1
 
 OP_PUSH = lib.NVTXCFFI_OP_PUSH
 OP_START = lib.NVTXCFFI_OP_START
@@ -47,6 +51,7 @@ _lock = threading.RLock()
 hold_across_fork(_lock)
 _domains: Dict[Optional[str], "Domain"] = {}
 _category_names = 0
+_other_category_named: set = set()  # domain indexes where OTHER_CATEGORY_ID has been named
 _registered_bytes = 0
 
 _ACTIVE = False  # _state.ACTIVE, set when NVTX's first call decides (every Domain exists after it)
@@ -162,7 +167,8 @@ class Domain:
 
     __slots__ = {
         "name": "The domain's name (None: NVTX's default domain).",
-        "_index": None, "_strings": None, "_categories": None, "_slots": None, "__weakref__": None,
+        "_index": None, "_strings": None, "_categories": None, "_slots": None, "_by_keywords": None,
+        "__weakref__": None,
         # Without the accelerator, an instance attribute bound to a C function (no Python frame):
         # see get_domain(). With it, a C method (below).
         **({} if _accel is not None else {
@@ -194,7 +200,10 @@ class Domain:
             return registered
 
     def get_category_id(self, name: str) -> int:
-        """The id of category ``name`` in this domain, numbered from 1 and named in NVTX on first use."""
+        """The id of category ``name`` in this domain, numbered from 1 and named in NVTX on first use.
+
+        Past ``MAX_CATEGORY_NAMES`` names per process, new names get ``OTHER_CATEGORY_ID``.
+        """
         global _category_names
         with _lock:
             data = to_utf8(name, "category")  # first: an unhashable argument must fail by name
@@ -202,8 +211,13 @@ class Domain:
             if found is not None:
                 return found
             if _category_names >= MAX_CATEGORY_NAMES:
-                msg = f"category {name!r}: too many category names (limit {MAX_CATEGORY_NAMES})"
-                raise ValueError(msg)
+                # Like messages past their bound: still correct events, no new table entry. Every
+                # later name shares one category, named OTHER_CATEGORY_NAME in this domain.
+                if self._index not in _other_category_named:
+                    if _state.active():
+                        lib.nvtxcffi_category_name(self._index, OTHER_CATEGORY_ID, OTHER_CATEGORY_NAME.encode())
+                    _other_category_named.add(self._index)
+                return OTHER_CATEGORY_ID
             category_id = len(self._categories) + 1
             if _state.active():
                 lib.nvtxcffi_category_name(self._index, category_id, data)
@@ -224,8 +238,7 @@ class Domain:
             msg = f"attributes must be EventAttributes, not {type(attributes).__name__}"
             raise TypeError(msg)
         if attributes._domain is not self:
-            msg = f"attributes belong to domain {attributes._domain.name!r}, not {self.name!r}"
-            raise ValueError(msg)
+            raise _foreign_attributes(attributes, self)
         old = (attributes._message, attributes._color, attributes._category, attributes._payload)
         new = tuple(o if n is _KEEP else n for o, n in zip(old, (message, color, category, payload)))
         (attributes._message, attributes._color, attributes._category, attributes._payload) = new
@@ -248,7 +261,8 @@ class Domain:
             registered = None if message is None else self.get_registered_string(message)
         elif isinstance(message, RegisteredString):
             if message.domain is not self:
-                msg = f"message {message.string!r} is registered in domain {message.domain.name!r}, not {self.name!r}"
+                msg = (f"message {message.string!r:.100} is registered in domain {message.domain.name!r:.100}, "
+                       f"not {self.name!r:.100}")
                 raise ValueError(msg)
             registered = message
         else:
@@ -275,6 +289,36 @@ class Domain:
     # keyword-only arguments (see _keyword_signature). They are received as ``**changes``: CPython
     # looks up each keyword-only default in a dict on every call (~7 ns each, ~28 ns for four),
     # while an empty ``**changes`` costs ~12 ns. The visible signature and the errors are the same.
+    # d.push_range(message="x", color="red", payload=i), no attributes given: nvtx builds new
+    # attributes on each call. Here the attributes of (message, color, category) are prepared once
+    # and kept in a bounded per-domain dict (never handed out, so never changed); the payload is a
+    # value sent with the prepared slot, never part of the key.
+    def _by_keywords_event(self, method: str, op: int, changes: dict):
+        if not changes.keys() <= _CHANGEABLE:
+            self._changed(method, None, changes)  # raises the unexpected-keyword TypeError
+        get = changes.get
+        key = (get("message"), get("color"), get("category"))
+        try:
+            attributes = self._by_keywords[key]
+        except (KeyError, TypeError):
+            attributes = EventAttributes(self, *key)
+            if attributes._inline is None and len(self._by_keywords) < MAX_KEYWORD_ATTRIBUTES:
+                self._by_keywords[key] = attributes
+        payload = get("payload")
+        if payload is None:
+            slot = attributes._fast
+            if slot >= 0:
+                return _FAST[op](slot)
+        else:
+            kind, ivalue, fvalue = payload_fields(payload)  # validated even without a tool
+            slot = attributes._slot
+            if slot >= 0 and attributes._inline is None:
+                return lib.nvtxcffi_emit_slot(op, slot, kind, ivalue, fvalue)
+        if not _ACTIVE:
+            return 0 if op == OP_START else None
+        # inline message: the general call with this payload
+        return EventAttributes(self, *key, payload)._emit(op)
+
     def _changed(self, method: str, attributes, changes: dict) -> EventAttributes:
         for key in changes:
             if key not in _CHANGEABLE:
@@ -296,7 +340,12 @@ class Domain:
     def push_range(self, attributes: Optional[EventAttributes] = None, **changes) -> None:
         """Open a range on this thread; keyword arguments build (or change) the attributes."""
         if changes or attributes.__class__ is not EventAttributes:
+            if attributes is None and changes:
+                self._by_keywords_event("push_range", OP_PUSH, changes)
+                return
             attributes = self._changed("push_range", attributes, changes)
+        elif attributes._domain is not self:
+            raise _foreign_attributes(attributes, self)
         slot = attributes._fast  # -1 without a tool: nothing is emitted then
         if slot >= 0:
             _push(slot)
@@ -306,7 +355,11 @@ class Domain:
     def start_range(self, attributes: Optional[EventAttributes] = None, **changes) -> int:
         """Start a range that any thread may end; returns its id for :meth:`end_range`."""
         if changes or attributes.__class__ is not EventAttributes:
+            if attributes is None and changes:
+                return self._by_keywords_event("start_range", OP_START, changes)
             attributes = self._changed("start_range", attributes, changes)
+        elif attributes._domain is not self:
+            raise _foreign_attributes(attributes, self)
         slot = attributes._fast
         if slot >= 0:
             return _start(slot)
@@ -314,6 +367,8 @@ class Domain:
 
     def end_range(self, range_id: int) -> None:
         """End a range started by :meth:`start_range` (an unknown id is passed on; tools ignore it)."""
+        if range_id.__class__ is not int:
+            range_id = _range_id_index(range_id)
         try:
             _end(self._index, range_id)
         except (TypeError, OverflowError):
@@ -322,7 +377,12 @@ class Domain:
     def mark(self, attributes: Optional[EventAttributes] = None, **changes) -> None:
         """An instantaneous event."""
         if changes or attributes.__class__ is not EventAttributes:
+            if attributes is None and changes:
+                self._by_keywords_event("mark", OP_MARK, changes)
+                return
             attributes = self._changed("mark", attributes, changes)
+        elif attributes._domain is not self:
+            raise _foreign_attributes(attributes, self)
         slot = attributes._fast
         if slot >= 0:
             _mark(slot)
@@ -334,6 +394,11 @@ class Domain:
 
     def __reduce__(self):
         return get_domain, (self.name,)
+
+
+_FAST = {OP_PUSH: _push, OP_START: _start, OP_MARK: _mark}
+#: Bound of each domain's dict of attributes prepared for keyword calls.
+MAX_KEYWORD_ATTRIBUTES = 4096
 
 
 def _counter_methods() -> None:
@@ -373,15 +438,30 @@ if _accel is not None:
     Domain.pop_range = _accel.domain_pop_method()
 
 
+def _foreign_attributes(attributes: EventAttributes, domain: Domain) -> ValueError:
+    """Attributes prepared in another domain: their slot, strings and categories are that domain's."""
+    return ValueError(f"attributes belong to domain {attributes._domain.name!r:.100}, not {domain.name!r:.100}")
+
+
 def _bad_range_id(range_id: object) -> Exception:
     if isinstance(range_id, tuple) and len(range_id) == 2:  # start_range's (id, domain index)
         rid, index = range_id
-        if isinstance(rid, int) and isinstance(index, int) and -(2**31) <= index < 2**31:
+        index = as_index(index)
+        if as_index(rid) is not None and index is not None and -(2**31) <= index < 2**31:
             return _bad_range_id(rid)  # the id is what is wrong
-        return TypeError(f"range_id must be the (id, domain index) pair start_range returned, not {range_id!r:.100}")
-    if isinstance(range_id, int) and not isinstance(range_id, bool):
-        return ValueError(f"range_id {range_id} is out of range (0 to 2**64-1)")
+        return TypeError(f"range_id must be the (id, domain index) pair start_range returned, not {short_repr(range_id)}")
+    value = as_index(range_id)
+    if value is not None:
+        return ValueError(f"range_id {describe_int(value)} is out of range (0 to 2**64-1)")
     return TypeError(f"range_id must be the value start_range returned, not {type(range_id).__name__}")
+
+
+def _range_id_index(range_id: object) -> int:
+    """An integer-like range id (a NumPy integer, ...) as an int; raises the range_id error."""
+    value = as_index(range_id)
+    if value is None or not 0 <= value <= _UINT64_MAX:
+        raise _bad_range_id(range_id)
+    return value
 
 
 def get_domain(name: Optional[str] = None) -> Domain:
@@ -408,11 +488,11 @@ def get_domain(name: Optional[str] = None) -> Domain:
         elif active:
             index = lib.nvtxcffi_domain_create(data)
             if index < 0:
-                msg = f"domain {name!r}: too many domains (limit {lib.NVTXCFFI_MAX_DOMAINS - 1})"
+                msg = f"domain {short_repr(name)}: too many domains (limit {lib.NVTXCFFI_MAX_DOMAINS - 1})"
                 raise ValueError(msg)
         else:
             if len(_domains) >= lib.NVTXCFFI_MAX_DOMAINS:
-                msg = f"domain {name!r}: too many domains (limit {lib.NVTXCFFI_MAX_DOMAINS - 1})"
+                msg = f"domain {short_repr(name)}: too many domains (limit {lib.NVTXCFFI_MAX_DOMAINS - 1})"
                 raise ValueError(msg)
             index = 0
         domain = object.__new__(Domain)
@@ -421,6 +501,7 @@ def get_domain(name: Optional[str] = None) -> Domain:
         domain._strings = {}
         domain._categories = {}
         domain._slots = {}
+        domain._by_keywords = {}
         if _accel is None:
             # A C function, not a method: d.pop_range() is one cffi call with no Python frame
             # (the 0-argument form for the default domain, the cheapest cffi call there is).

@@ -42,6 +42,7 @@ from . import _state
 from ._domain import OP_PUSH, get_domain
 from ._accel import speedups as _speedups
 from ._native import lib
+from ._validate import as_index, describe_int
 
 __all__ = ["Profile", "MONITORING", "C_ENGINE", "ENGINE"]
 
@@ -59,6 +60,9 @@ ENGINE: str = ("c-" if C_ENGINE else "") + ("monitoring" if MONITORING else "set
 #: nvtx's domain and colour for automatic annotations (kept for drop-in compatibility).
 DEFAULT_DOMAIN = "nvtx.py"
 _COLOR = 0x0000FF
+
+#: Largest ``max_depth`` (the C engine counts depth in a C int).
+MAX_DEPTH = (1 << 31) - 1
 
 #: Code objects whose decision is cached; beyond it new code takes the slow path on every call.
 MAX_CACHED_CODES = 1 << 18
@@ -179,12 +183,18 @@ class Profile:
     def __init__(self, linenos: bool = True, annotate_cfuncs: bool = True, *, include: Patterns = None,
                  exclude: Patterns = None, max_depth: Optional[int] = None,
                  domain: str = DEFAULT_DOMAIN) -> None:
-        if max_depth is not None and (isinstance(max_depth, bool) or not isinstance(max_depth, int)):
-            msg = f"max_depth must be a positive int or None, not {type(max_depth).__name__}"
-            raise TypeError(msg)
-        if max_depth is not None and max_depth < 1:
-            msg = f"max_depth must be a positive int or None, not {max_depth}"
-            raise ValueError(msg)
+        if max_depth is not None:
+            depth = as_index(max_depth)
+            if depth is None:
+                msg = f"max_depth must be a positive int or None, not {type(max_depth).__name__}"
+                raise TypeError(msg)
+            if depth < 1:
+                msg = f"max_depth must be a positive int or None, not {describe_int(depth)}"
+                raise ValueError(msg)
+            if depth > MAX_DEPTH:
+                msg = f"max_depth {describe_int(depth)} is out of range (at most {MAX_DEPTH})"
+                raise OverflowError(msg)
+            max_depth = depth
         if not isinstance(domain, str):
             msg = f"domain must be a str, not {type(domain).__name__}"
             raise TypeError(msg)
@@ -211,6 +221,9 @@ class Profile:
 
         Only one Profile can be enabled at a time; enabling an enabled one does nothing.
         """
+        self._enable(3)
+
+    def _enable(self, stacklevel: int) -> None:
         global _enabled_profile
         if not _state.active() or self._engine is not None:
             return
@@ -219,9 +232,11 @@ class Profile:
                 msg = "another nvtx_cffi.Profile is enabled; disable it first"
                 raise RuntimeError(msg)
             engine = _engine_class(self.annotate_cfuncs)(self)
-            engine.start()
+            engine.start()  # on error it has undone what it did: nothing is left marked running
             self._engine = engine
             _enabled_profile = self
+        if engine.note:
+            warnings.warn(engine.note, RuntimeWarning, stacklevel=stacklevel)
 
     def disable(self) -> int:
         """Stop annotating and close the ranges still open on this thread.
@@ -245,7 +260,7 @@ class Profile:
         return sum(left.values())
 
     def __enter__(self) -> "Profile":
-        self.enable()
+        self._enable(3)
         return self
 
     def __exit__(self, *exc_info) -> None:
@@ -261,6 +276,8 @@ class _Engine:
     """State shared by both engines: the per-code cache, messages, and range bookkeeping."""
 
     name = "python"
+    #: A warning for enable() to give (another profiler limits what this engine can do), or None.
+    note: Optional[str] = None
 
     def __init__(self, profile: Profile) -> None:
         self.profile = profile
@@ -428,15 +445,19 @@ class _MonitoringEngine(_Engine):
 
     def start(self) -> None:
         mon = sys.monitoring
-        self.tool = _claim_tool_id()
         callbacks = self.callbacks()
-        mask = 0
-        for event, callback in callbacks.items():
-            mon.register_callback(self.tool, event, callback)
-            mask |= event
+        self.tool = _claim_tool_id()
         self.registered = tuple(callbacks)
-        self.take_snapshot()
-        mon.set_events(self.tool, mask)
+        try:
+            mask = 0
+            for event, callback in callbacks.items():
+                mon.register_callback(self.tool, event, callback)
+                mask |= event
+            self.take_snapshot()
+            mon.set_events(self.tool, mask)
+        except BaseException:
+            _release_tool_id(self.tool, self.registered)
+            raise
 
     def stop(self) -> Dict[str, int]:
         _release_tool_id(self.tool, self.registered)
@@ -573,21 +594,48 @@ class _SetprofileEngine(_Engine):
     def start(self) -> None:
         self.on = True
         self.previous = (sys.getprofile(), _threading_getprofile())
-        hook = self.make_hook()
+        # Another profile function on this thread: a Python callable is chained (called first for
+        # every event, as if alone); an object that is not callable (cProfile's profiler: its
+        # callback is C) is paused, and given back with its own enable() by stop().
+        here, threads = (_chainable(previous) for previous in self.previous)
+        if self.previous[0] is not None and here is None:
+            self.note = (f"nvtx_cffi.Profile: {_type_name(self.previous[0])} holds sys.setprofile and "
+                         "cannot be chained here; it is paused until disable()")
+        hook, thread_hook = self.make_hook(here), self.make_hook(threads)
         self.take_snapshot()
-        threading.setprofile(hook)
+        threading.setprofile(thread_hook)
         sys.setprofile(hook)
 
     def stop(self) -> Dict[str, int]:
-        sys.setprofile(self.previous[0])  # first: the hook must not see ``on`` False on this thread
-        self.on = False
-        threading.setprofile(self.previous[1])
+        try:
+            # first: the hook must not see ``on`` False on this thread
+            _restore_profile(self.previous[0])
+        finally:
+            self.on = False
+            threading.setprofile(self.previous[1])
         self.close_current_thread(sys._getframe())
         # Other threads still run the hook: it sees ``on`` is False at their next event, closes
-        # their ranges and removes itself. Report what is open there now.
+        # their ranges and hands the thread back to what threading.setprofile had. Report what is
+        # open there now.
         return self.open_elsewhere()
 
-    def make_hook(self):
+    def make_hook(self, chained=None):
+        """The profile function; ``chained`` (a Python profile function) runs first on each event."""
+        hook = self._make_hook()
+        if chained is None:
+            return hook
+        thread_previous = _chainable(self.previous[1])
+
+        def chain(frame, event, arg):
+            if engine.on:
+                chained(frame, event, arg)
+            hook(frame, event, arg)
+            if not engine.on and sys.getprofile() is None:
+                sys.setprofile(thread_previous)  # left by hook: give the thread back its own
+        engine = self
+        return chain
+
+    def _make_hook(self):
         slots, inline, excluded, snapshot = self.slots, self.inline, self.excluded, self.snapshot
         push, pop, dom = lib.nvtxcffi_push, lib.nvtxcffi_pop, self.domain_index
         first, annotated, classify, push_code = self.first, self.annotated, self.classify, self.push_code
@@ -703,8 +751,10 @@ class _CEngine(_Engine):
         raise NotImplementedError
 
     def stop(self) -> Dict[str, int]:
-        self.uninstall()
-        _speedups.prof_stop()  # closes this thread's ranges; others' arrive in c_left
+        try:
+            self.uninstall()
+        finally:
+            _speedups.prof_stop()  # closes this thread's ranges; others' arrive in c_left
         names = {t.native_id: t.name for t in threading.enumerate()}
         return {names[tid]: count for tid, count in self.left_on.items() if tid in names}
 
@@ -716,13 +766,18 @@ class _CSetprofileEngine(_CEngine):
 
     def install(self) -> None:
         self.previous = (sys.getprofile(), _threading_getprofile())
+        if self.previous[0] is not None:  # cProfile's profiler: paused, given back by uninstall()
+            self.note = (f"nvtx_cffi.Profile: {_type_name(self.previous[0])} holds sys.setprofile; "
+                         "it is paused until disable()")
         (trampoline,) = self.functions
         threading.setprofile(trampoline)
         _speedups.prof_install_thread()
 
     def uninstall(self) -> None:
-        sys.setprofile(self.previous[0])  # replaces the C function on this thread
-        threading.setprofile(self.previous[1])
+        try:
+            _restore_profile(self.previous[0])  # replaces the C function on this thread
+        finally:
+            threading.setprofile(self.previous[1])
         # Other threads find their C function stale at their next event: they close their
         # ranges and remove it.
 
@@ -735,14 +790,22 @@ class _CMonitoringEngine(_CEngine):
     mode = "PROF_MONITORING"
 
     def install(self) -> None:
-        mon = sys.monitoring
         self.tool = _claim_tool_id()
+        try:
+            self._register()
+        except BaseException:
+            _release_tool_id(self.tool, self.registered)
+            raise
+
+    def _register(self) -> None:
+        mon = sys.monitoring
         ev = mon.events
         # The order of c/profiler.c's monitoring_defs.
         events = [ev.PY_START, ev.PY_RESUME, ev.PY_THROW, ev.PY_RETURN, ev.PY_YIELD, ev.PY_UNWIND,
                   ev.CALL, ev.C_RETURN, ev.C_RAISE]
         if not self.cfuncs:
             events = events[:6]
+        self.registered = tuple(events)
         mask = 0
         for event, function in zip(events, self.functions):
             mon.register_callback(self.tool, event, function)
@@ -768,18 +831,55 @@ def _claim_tool_id() -> int:
 
 def _release_tool_id(tool: int, registered) -> None:
     mon = sys.monitoring
-    mon.set_events(tool, 0)
-    for event in registered:
-        mon.register_callback(tool, event, None)
-    mon.free_tool_id(tool)
+    try:
+        mon.set_events(tool, 0)
+        for event in registered:
+            mon.register_callback(tool, event, None)
+    finally:
+        mon.free_tool_id(tool)
 
 
 def _engine_class(cfuncs: bool):
     if C_ENGINE:
         if MONITORING:
             return _CMonitoringEngine
+        # A Python profile function already on this thread (a user's sys.setprofile): the Python
+        # engine chains it (the C one cannot); cProfile's C profiler is paused by either engine.
+        if _chainable(sys.getprofile()) is not None:
+            return _SetprofileEngine
         return _CSetprofileEngine
     return _MonitoringEngine if MONITORING else _SetprofileEngine
+
+
+def _type_name(value) -> str:
+    """Who holds the profile function, for a warning: cProfile's profiler by that name."""
+    lsprof = sys.modules.get("_lsprof")
+    if lsprof is not None and isinstance(value, getattr(lsprof, "Profiler", ())):
+        return "cProfile"
+    kind = type(value)
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def _chainable(previous):
+    """``previous`` when it is a Python-callable profile function (it can be chained), else None."""
+    return previous if previous is not None and callable(previous) else None
+
+
+def _restore_profile(previous) -> None:
+    """Give this thread back the profile function it had before enable(), with the right API.
+
+    ``sys.getprofile()`` returns the *object* of a C profile function: cProfile's (``_lsprof``)
+    profiler, which is not callable; ``sys.setprofile`` of it would install it as a Python
+    function (TypeError at the next event). Such a profiler is turned back on with its own
+    ``enable()``, which keeps its statistics and flags.
+    """
+    if previous is None or callable(previous):
+        sys.setprofile(previous)
+        return
+    sys.setprofile(None)
+    enable = getattr(previous, "enable", None)
+    if callable(enable):
+        enable()
 
 
 def _threading_getprofile():

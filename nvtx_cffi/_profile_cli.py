@@ -15,7 +15,7 @@ import runpy
 import sys
 from typing import List, Optional, Sequence
 
-from ._profile import Profile
+from ._profile import MAX_DEPTH, Profile
 
 __all__ = ["main", "build_parser", "add_profile_options", "profile_from_options",
            "run_script_under_profile"]
@@ -42,15 +42,17 @@ def _positive_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+        raise argparse.ArgumentTypeError(f"invalid int value: {text[:50]!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    if value > MAX_DEPTH:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_DEPTH}")
     return value
 
 
 def build_parser(prog: str = "python -m nvtx_cffi") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog=prog, description="Run a Python script with an NVTX range around every function call.",
+        prog=prog, allow_abbrev=False, description="Run a Python script with an NVTX range around every function call.",
         epilog="Subcommand: 'trace' records and summarises NVTX events (python -m nvtx_cffi trace -h).")
     add_profile_options(parser)
     parser.add_argument("-m", dest="module", action="store_true",

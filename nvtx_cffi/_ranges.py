@@ -24,7 +24,7 @@ from ._colors import ColorLike
 from ._locks import hold_across_fork
 from ._domain import OP_MARK, OP_PUSH, OP_START, EventAttributes, _bad_range_id, get_domain
 from ._native import lib
-from ._validate import Payload, payload_fields
+from ._validate import Payload, as_index, payload_fields
 from . import _payload
 from ._payload import KIND_EXT as _KIND_EXT
 
@@ -125,6 +125,11 @@ def _start_range_active(message=None, color=None, domain=None, category=None, pa
 def _end_range_active(range_id):
     if range_id.__class__ is tuple and len(range_id) == 2:
         identifier, domain_index = range_id
+        if identifier.__class__ is not int or domain_index.__class__ is not int:
+            # integer-likes (NumPy integers, __index__): as ints; anything else is an error
+            identifier, domain_index = as_index(identifier), as_index(domain_index)
+            if identifier is None or domain_index is None:
+                raise _bad_range_id(range_id)
         try:
             if domain_index is _DEFAULT_DOMAIN:  # the 0 start_range returned (not 0.0, not False)
                 _end_default(identifier)
@@ -135,9 +140,10 @@ def _end_range_active(range_id):
             raise _bad_range_id(range_id) from None
     if range_id is None:
         return
-    if isinstance(range_id, int) and not isinstance(range_id, bool):
+    identifier = as_index(range_id)  # an int, a NumPy integer, anything with __index__ (not bool)
+    if identifier is not None:
         try:
-            _end_default(range_id)
+            _end_default(identifier)
             return
         except OverflowError:
             raise _bad_range_id(range_id) from None

@@ -6,7 +6,9 @@ Installed once when NVTX's first call finds a tool attached (:func:`install`), a
 * every ``threading.Thread`` started later names itself first thing on its own OS thread
   (``Thread._bootstrap_inner`` is wrapped), so ``Thread-1 (worker)`` and ``ThreadPoolExecutor``
   workers carry their names from their first event;
-* ``thread.name = ...`` (and ``setName``) re-names it in NVTX: the ``name`` property is wrapped.
+* ``thread.name = ...`` (and ``setName``) re-names it in NVTX: the ``name`` property is wrapped;
+* in a child made by ``os.fork()`` the thread that forked (the child's only thread, a new OS
+  thread id) is named again (``os.register_at_fork``).
 
 Ranges and marks pay nothing for this: no check runs per event. Threads that Python did not start
 (C threads that call into Python) keep their OS names.
@@ -16,6 +18,7 @@ Ranges and marks pay nothing for this: no check runs per event. Threads that Pyt
 """
 from __future__ import annotations
 
+import os
 import threading
 from typing import Optional
 
@@ -52,6 +55,10 @@ def name_thread(thread: threading.Thread) -> bool:
     data = _encode(thread.name)
     if not _state.active() or native_id is None or data is None:
         return False
+    if _forked_tid is not None and thread is threading.main_thread():
+        # After os.fork() (3.9-3.11) threading keeps the parent's native_id for the thread that
+        # forked (the child's main thread): use the OS id it has in the child.
+        native_id = _forked_tid
     lib.nvtxcffi_name_os_thread(native_id, data)
     return True
 
@@ -85,3 +92,25 @@ def install() -> bool:
             name_thread(thread)
         _installed = True
         return True
+
+
+#: In a child made by os.fork(): the OS id of its main thread (the thread that forked), else None.
+_forked_tid: Optional[int] = None
+
+
+def _after_fork_in_child() -> None:
+    """The thread that forked is the child's main thread, under a new OS id: name it (when hooks
+    are installed) and remember the id (threading keeps the parent's ``native_id`` on 3.9-3.11)."""
+    global _forked_tid
+    try:
+        _forked_tid = lib.nvtxcffi_os_thread_id()
+        if _installed:
+            name_current_thread(threading.current_thread().name)
+    except Exception:  # noqa: BLE001 - never fail a fork over a thread name
+        pass
+
+
+if hasattr(os, "register_at_fork"):
+    # Runs after threading's own after-fork hook (registered when threading was imported, before
+    # this module): current_thread() and main_thread() are the child's then.
+    os.register_at_fork(after_in_child=_after_fork_in_child)

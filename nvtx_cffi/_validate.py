@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import numbers
-from typing import Tuple, Union
+import operator
+from typing import Optional, Tuple, Union
 
 from ._native import lib
 
-__all__ = ["Payload", "to_utf8", "to_category_id", "payload_fields"]
+__all__ = ["Payload", "to_utf8", "to_category_id", "payload_fields", "as_index", "describe_int", "short_repr"]
 
 Payload = Union[int, float, list, tuple, range, bytes, None, "numpy.ndarray"]
 
@@ -14,6 +15,46 @@ _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
 _UINT64_MAX = (1 << 64) - 1
 _UINT32_MAX = (1 << 32) - 1
+
+
+#: Ints longer than this are described by their size in error messages, never formatted whole.
+_SHOWN_BITS = 128
+
+
+def as_index(value: object) -> Optional[int]:
+    """``value`` as an exact int when it is integer-like (``int``, a NumPy integer, anything with
+    ``__index__``), else None. ``bool`` is not an integer here."""
+    if value.__class__ is int:
+        return value
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
+def describe_int(value: int) -> str:
+    """``value`` for an error message: its digits when short, else its size (never unbounded)."""
+    bits = value.bit_length()
+    if bits <= _SHOWN_BITS:
+        return str(value)
+    return f"({'-' if value < 0 else ''}a {bits}-bit int)"
+
+
+def short_repr(value: object, limit: int = 100) -> str:
+    """A bounded ``repr`` for error messages: ints by :func:`describe_int`, a short tuple element by
+    element, strings cut at ``limit`` characters, other objects by their type."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return describe_int(int(value))
+    if isinstance(value, (bool, float)) or value is None:
+        return repr(value)
+    if isinstance(value, str):
+        return repr(value[:limit]) + ("..." if len(value) > limit else "")
+    if isinstance(value, tuple) and len(value) <= 4:
+        inner = ", ".join(short_repr(item, limit // 2) for item in value)
+        return f"({inner},)" if len(value) == 1 else f"({inner})"
+    return f"<{type(value).__name__}>"
 
 
 def to_utf8(text: object, argument: str) -> bytes:
@@ -32,34 +73,53 @@ def to_utf8(text: object, argument: str) -> bytes:
 
 
 def to_category_id(category: object) -> int:
-    """A numeric category: an int in [0, 2**32)."""
-    if isinstance(category, bool) or not isinstance(category, numbers.Integral):
+    """A numeric category: an integer-like in [0, 2**32)."""
+    value = as_index(category)
+    if value is None:
         msg = f"category must be a str, a non-negative int or None, not {type(category).__name__}"
         raise TypeError(msg)
-    category = int(category)
-    if category < 0:
-        msg = f"category must be non-negative, not {category}"
+    if value < 0:
+        msg = f"category must be non-negative, not {describe_int(value)}"
         raise ValueError(msg)
-    if category > _UINT32_MAX:
-        msg = f"category {category} is out of range (at most {_UINT32_MAX})"
+    if value > _UINT32_MAX:
+        msg = f"category {describe_int(value)} is out of range (at most {_UINT32_MAX})"
         raise OverflowError(msg)
-    return category
+    return value
+
+
+_INT64 = lib.NVTXCFFI_PAYLOAD_INT64
+_DOUBLE = lib.NVTXCFFI_PAYLOAD_DOUBLE
 
 
 def payload_fields(payload: object) -> Tuple[int, int, float]:
     """(kind, int64 bits, double) for the C calls; ints become int64, or uint64 where only that fits."""
-    if isinstance(payload, float):
-        return lib.NVTXCFFI_PAYLOAD_DOUBLE, 0, payload
-    if isinstance(payload, numbers.Integral):
-        value = int(payload)
+    # Exact int and float first: a per-call payload is nearly always one, and the integer-like
+    # checks below cost far more than the rest of the call.
+    cls = payload.__class__
+    if cls is int and _INT64_MIN <= payload <= _INT64_MAX:
+        return _INT64, payload, 0.0
+    if cls is float or isinstance(payload, float):
+        return _DOUBLE, 0, float(payload)
+    value = int(payload) if isinstance(payload, bool) else as_index(payload)  # bool: an int, as before
+    if value is not None:
         if _INT64_MIN <= value <= _INT64_MAX:
             return lib.NVTXCFFI_PAYLOAD_INT64, value, 0.0
         if 0 <= value <= _UINT64_MAX:
             return lib.NVTXCFFI_PAYLOAD_UINT64, value - (1 << 64), 0.0
-        msg = f"payload {value} is out of range: it must fit in int64 or uint64"
+        msg = f"payload {describe_int(value)} is out of range: it must fit in int64 or uint64"
         raise OverflowError(msg)
     if isinstance(payload, numbers.Real):
-        return lib.NVTXCFFI_PAYLOAD_DOUBLE, 0, float(payload)
+        try:
+            return lib.NVTXCFFI_PAYLOAD_DOUBLE, 0, float(payload)
+        except OverflowError:
+            msg = f"payload is out of range for a float (double): a {type(payload).__name__} too large"
+            raise OverflowError(msg) from None
+        except (TypeError, ValueError) as exc:
+            msg = f"payload {type(payload).__name__} cannot be converted to a float (double)"
+            raise type(exc)(msg) from None
+    if hasattr(type(payload), "__index__") and not hasattr(payload, "__array_interface__"):
+        msg = f"payload must be an int, a float or None: {type(payload).__name__}.__index__ did not return an int"
+        raise TypeError(msg)
     # Arrays, lists, tuples, ranges, bytes: an extended payload; anything else warns (as nvtx).
     from ._payload import fields_for
 

@@ -9,22 +9,29 @@ Start a process with :func:`environment` added to its environment and every NVTX
     rec = recorder.read("/tmp/trace")
     for event in rec.events: ...
 
-Each process writes one file, ``<dir>/nvtx-<pid>-<stamp>.nvtxrec``, straight into a shared memory
-mapping of the file: events survive ``os._exit()``, crashes and SIGKILL with no flush step, and a
-forked child starts a file of its own. ``NVTX_CFFI_RECORD_MAX_BYTES`` bounds a file (default
-4 GiB); events past the bound are dropped and counted (:attr:`ProcessInfo.dropped`). Without
-``NVTX_CFFI_RECORD_DIR`` the recorder still answers NVTX (handles, range ids) but records nothing.
+Each process writes one file, ``<dir>/nvtx-<pid>-e<exec generation>-<stamp>.nvtxrec``, straight
+into a shared memory mapping of the file: events survive ``os._exit()``, crashes and SIGKILL with
+no flush step; a forked child starts a file of its own, and so does each ``exec()``ed image of a
+process (``exec_gen`` 1, 2, ...). ``NVTX_CFFI_RECORD_MAX_BYTES`` bounds a file (default ``4G``;
+``64k``, ``16M``... as ``--max-bytes``); events past the bound are dropped and counted
+(:attr:`ProcessInfo.dropped`). Without ``NVTX_CFFI_RECORD_DIR`` the recorder still answers NVTX
+(handles, range ids) but records nothing. A recording process holds a shared ``flock`` on its file
+until it exits: :func:`active_files` lists the files still being written.
 
 Inside a recorded process, :func:`capture` collects the events of a block of code.
 
 :func:`read` loads a whole recording, sorted by time (memory grows with its length: some 700
 bytes per event); :func:`iter_events` / :func:`stream` yield one event at a time instead, for
-recordings of any length.
+recordings of any length; :func:`blocks` yields NumPy structured arrays of events (the fast path
+for converters: see the READER-API contract near the end of this module).
 """
 from __future__ import annotations
 
+import bisect
 import contextlib
 import ctypes
+import errno
+import fcntl
 import gc
 import glob
 import io
@@ -33,7 +40,7 @@ import os
 import struct
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
 
 __all__ = [
     "Capture",
@@ -41,6 +48,14 @@ __all__ = [
     "EventStream",
     "ProcessInfo",
     "Recording",
+    "Blob",
+    "BlockStream",
+    "EventBlock",
+    "StringTable",
+    "active_files",
+    "blocks",
+    "decode_payloads",
+    "event_dtype",
     "capture",
     "current_file",
     "environment",
@@ -55,20 +70,13 @@ __all__ = [
 ]
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_MAGIC = b"NVTXREC1"
-# struct nvtxrec_file_header / struct nvtxrec_record in c/recorder.h
-_HEADER = struct.Struct("<8sIIIIIIQQQQQ")
-_RECORD = struct.Struct("<IBBBBIIQIIiIQQ")
-_RECORD_SIZE = _RECORD.size  # 56
-
-_KINDS = (None, "push", "pop", "start", "end", "mark", "domain", "string", "category", "thread_name",
-          "resource_name", "blob")
-_EVENT_KINDS = frozenset((1, 2, 3, 4, 5))
-_K_START, _K_END, _K_DOMAIN, _K_STRING, _K_CATEGORY, _K_THREAD, _K_RESOURCE, _K_BLOB = 3, 4, 6, 7, 8, 9, 10, 11
+_MAGIC = b"NVTXREC2"
+_HEADER_SIZE = 4096
+# struct nvtxrec_file_header in c/recorder.h
+_HEADER = struct.Struct("<8sIIIIIIQQQQIIQdQQ")
+_KINDS = (None, "push", "pop", "start", "end", "mark")
 _APIS = ("ex", "ascii", "unicode", "domain")
 _RESOURCES = (None, "cuda_device", "cuda_context", "cuda_stream", "cuda_event")
-_F_COLOR, _F_TEXT, _F_TRUNCATED, _F_INHERITED = 1, 2, 4, 8
-_PAYLOAD_EXT = struct.unpack("<i", struct.pack("<I", 0xDFBD0009))[0]
 _D = struct.Struct("<d")
 _Q = struct.Struct("<Q")
 _F = struct.Struct("<f")
@@ -115,6 +123,8 @@ class Event:
     data: Optional[bytes] = None
     """Raw bytes of a ``blob`` event (payload extension: schemas, counters, binary payloads); its
     ``name`` is the blob kind (:data:`BLOB_KINDS`), ``target`` the 64-bit argument."""
+    exec_gen: int = 0
+    """Which image of the process recorded it: 0, then +1 after each ``exec()`` (same pid)."""
 
 
 @dataclass
@@ -130,6 +140,12 @@ class ProcessInfo:
     category_names: Dict[Tuple[Optional[str], int], str] = field(default_factory=dict)
     write_errors: int = 0
     """Failed chunk allocations (disk full...); the events they cost are in ``dropped``."""
+    exec_gen: int = 0
+    """0 for a process's first image; +1 for each image after an ``exec()`` (same pid, own file)."""
+    skipped_bytes: int = 0
+    """Bytes of the file the reader stepped over as corrupt."""
+    skipped_chunks: int = 0
+    """Corrupt chunk headers met (reading resumed at the next valid chunk)."""
 
 
 @dataclass
@@ -138,7 +154,14 @@ class Recording:
 
     events: List[Event]
     processes: Dict[int, ProcessInfo]
+    """pid -> its file's information; for a process that exec()ed, its latest image (see images)."""
     dropped: int
+    """Events not recorded, summed over every file (every process image)."""
+    images: List[ProcessInfo] = field(default_factory=list)
+    """One entry per record file: every process image, exec()ed ones included."""
+    skipped_bytes: int = 0
+    """Corrupt bytes stepped over (a damaged chunk is skipped, reading resumes at the next one)."""
+    skipped_chunks: int = 0
 
 
 class Capture(List[Event]):
@@ -286,84 +309,330 @@ def capture() -> Iterator[Capture]:
         ]
 
 
-# --------------------------------------------------------------------------- reading
+# --------------------------------------------------------------------------- reading (file format 2, c/recorder.h)
 
 ProgressFn = Callable[[int, int], None]
 
+_CHUNK_HDR = struct.Struct("<QIIQQ")
+_CHUNK_TAG = 0x30
+_CHUNK_CHECK = 0x4E565443
+_W_ATTR, _W_COLOR, _W_CATEGORY, _W_PAYLOAD, _W_PAYLOAD_HI, _W_RANGE_ID, _W_PTYPE_RAW, _W_RANGE_ID_HI = range(0x10, 0x18)
+_D_STRING, _D_DOMAIN, _D_CATEGORY, _D_THREAD, _D_RESOURCE, _D_BLOB, _D_CLOCK = range(0x20, 0x27)
+_W_CONT = 0xFF
+_DF_INHERITED, _DF_TRUNCATED, _DF_MESSAGE = 1, 2, 8
+_DATA_FIXED = struct.Struct("<QQB")
+_STRING_OVERFLOW = 0xFFFFFFFF
+_M56 = (1 << 56) - 1
+_OVERFLOW_TEXT = "<nvtx-cffi recorder: string table full>"
+_DEF_KINDS = {_D_STRING: "string", _D_DOMAIN: "domain", _D_CATEGORY: "category", _D_THREAD: "thread_name",
+              _D_RESOURCE: "resource_name", _D_BLOB: "blob"}
+_PT_NAMES = (None, "uint64", "int64", "double", "uint32", "int32", "float", "ext", "unknown")
 
-def _payload(ptype: int, raw: int) -> Tuple[Payload, Optional[str]]:
-    if ptype == 0:
+
+def _decode_payload(code: int, raw: int, raw_type: int = 0) -> Tuple[Payload, Optional[str]]:
+    if code == 0:
         return None, None
-    if ptype == 1:
+    if code == 1:
         return raw, "uint64"
-    if ptype == 2:
+    if code == 2:
         return raw - (1 << 64) if raw >= 1 << 63 else raw, "int64"
-    if ptype == 3:
+    if code == 3:
         return _D.unpack(_Q.pack(raw))[0], "double"
-    if ptype == 4:
+    if code == 4:
         return raw & 0xFFFFFFFF, "uint32"
-    if ptype == 5:
+    if code == 5:
         v = raw & 0xFFFFFFFF
         return v - (1 << 32) if v >= 1 << 31 else v, "int32"
-    if ptype == 6:
+    if code == 6:
         return _F.unpack(_I.pack(raw & 0xFFFFFFFF))[0], "float"
-    if ptype == _PAYLOAD_EXT:
+    if code == 7:
         return None, "ext"
-    return raw, f"unknown({ptype})"
+    signed = raw_type - (1 << 32) if raw_type >= 1 << 31 else raw_type
+    return raw, f"unknown({signed})"
 
 
-_MISSING = object()
-_time_key = operator.attrgetter("time_ns")
-_set = object.__setattr__
+class _Header:
+    """The header of one record file (struct nvtxrec_file_header)."""
+
+    __slots__ = ("path", "size", "pid", "ppid", "exec_gen", "page", "start_ns", "clock", "tsc0",
+                 "ns_per_tick", "dropped", "write_errors", "proc_start")
 
 
-class _FileScan:
-    """What the definitions pass learnt about one record file (see :func:`_scan`)."""
+def _read_header(f: "io.BufferedReader", path: str) -> Optional[_Header]:
+    """The header; None for a file still being created (empty, or its reserved header all zeros).
 
-    __slots__ = ("path", "size", "info", "domains", "first_ns", "last_ns")
-
-    def __init__(self, path: str, size: int, info: ProcessInfo, domains: Dict[int, Optional[str]],
-                 first_ns: Optional[int], last_ns: Optional[int]) -> None:
-        self.path = path
-        self.size = size
-        self.info = info
-        self.domains = domains
-        self.first_ns = first_ns
-        self.last_ns = last_ns
-
-
-def _open(path: str) -> Optional[tuple]:
-    """``(file, size, header_size, chunk, pid, ppid, dropped, write_errors)``; None if not a record file.
-
-    The file is read chunk by chunk with plain reads, not mapped: pages of a mapping that were read
-    would count in the reader's resident memory until it unmaps the whole file.
+    Raises ValueError, naming the path, for a file that is not a recording or is cut inside its header.
     """
+    size = os.fstat(f.fileno()).st_size
+    head = f.read(_HEADER.size)
+    if size == 0 or (len(head) == _HEADER.size and not any(head)):
+        return None
+    if head[:7] != _MAGIC[:7]:
+        raise ValueError(f"{path}: not an NVTX recording (no {_MAGIC.decode()} magic)")
+    if head[:8] != _MAGIC:
+        raise ValueError(f"{path}: NVTX recording of another format version ({head[:8]!r}; this reader "
+                         f"reads {_MAGIC.decode()})")
+    if len(head) < _HEADER.size or size < _HEADER_SIZE:
+        raise ValueError(f"{path}: NVTX recording cut inside its header ({size} of {_HEADER_SIZE} bytes)")
+    (_magic, _version, header_size, page, pid, ppid, exec_gen, start_ns, _rt, _max, proc_start, clock,
+     _cmax, tsc0, ns_per_tick, dropped, write_errors) = _HEADER.unpack(head)
+    if header_size != _HEADER_SIZE or page == 0 or page & (page - 1) or page % 8:
+        raise ValueError(f"{path}: corrupt NVTX recording header (header size {header_size}, page {page})")
+    h = _Header()
+    h.path, h.size, h.pid, h.ppid, h.exec_gen, h.page = path, size, pid, ppid, exec_gen, page
+    h.start_ns, h.clock, h.tsc0, h.ns_per_tick = start_ns, clock, tsc0, ns_per_tick
+    h.dropped, h.write_errors, h.proc_start = dropped, write_errors, proc_start
+    return h
+
+
+def _open(path: str) -> Tuple[Optional["io.BufferedReader"], Optional[_Header]]:
     f = open(path, "rb")
     try:
-        size = os.fstat(f.fileno()).st_size
-        head = f.read(_HEADER.size)
-        if size < _HEADER.size or len(head) < _HEADER.size:
-            f.close()
-            return None
-        (magic, _version, header_size, chunk, pid, ppid, rsize, _start, _rt, _max, dropped,
-         write_errors) = _HEADER.unpack(head)
+        h = _read_header(f, path)
     except BaseException:
         f.close()
         raise
-    if magic != _MAGIC or chunk == 0 or rsize != _RECORD_SIZE:
+    if h is None:
         f.close()
+        return None, None
+    return f, h
+
+
+class _Skips:
+    __slots__ = ("bytes", "chunks")
+
+    def __init__(self) -> None:
+        self.bytes = 0
+        self.chunks = 0
+
+
+def _chunks(f: "io.BufferedReader", h: _Header, skips: _Skips) -> Iterator[Tuple[int, int, bytes]]:
+    """``(offset, tid, data)`` of every valid chunk, in file order.
+
+    A chunk whose header does not check out counts as corrupt (``skips``) and the walk resumes at the
+    next page that starts a valid chunk; zero pages (claimed, never written) are stepped over.
+    """
+    page, size = h.page, h.size
+    off = _HEADER_SIZE
+    bad_since = -1
+    while off + _CHUNK_HDR.size <= size:
+        f.seek(off)
+        head = f.read(_CHUNK_HDR.size)
+        if len(head) < _CHUNK_HDR.size:
+            break
+        tag_size, tid, check, coff, _res = _CHUNK_HDR.unpack(head)
+        csize = tag_size >> 32
+        if (tag_size & 0xFFFFFFFF == _CHUNK_TAG and csize >= page and csize % page == 0 and coff == off
+                and check == (_CHUNK_CHECK ^ csize ^ tid ^ (off & 0xFFFFFFFF))):
+            if bad_since >= 0:
+                skips.bytes += off - bad_since
+                bad_since = -1
+            data = head + f.read(csize - _CHUNK_HDR.size)
+            if len(data) < csize:  # a file cut inside the chunk: its last record may be incomplete
+                data = _cut_chunk(data)
+            yield off, tid, data
+            off += csize
+            continue
+        if bad_since < 0 and any(head):
+            bad_since = off
+            skips.chunks += 1
+        off += page
+    if bad_since >= 0:
+        skips.bytes += size - bad_since
+
+
+def _cut_chunk(data: bytes) -> bytes:
+    """A chunk cut short by the end of the file, without its last (possibly incomplete) record."""
+    data = data[:len(data) & ~7]
+    for end in range(len(data) - 8, _CHUNK_HDR.size - 8, -8):
+        tag = data[end]
+        if tag == 0:
+            return data  # the chunk's records ended before the cut
+        if 1 <= tag <= 5 or 0x20 <= tag <= 0x26:
+            return data[:end]
+    return data[:_CHUNK_HDR.size]
+
+
+class _Defs:
+    """What the definitions pass learnt about one file: names, strings, clock pairs, time bounds."""
+
+    __slots__ = ("header", "info", "strings", "string_truncated", "domains", "cal_x", "cal_y", "slope",
+                 "first", "last", "skips", "np_strings")
+
+    def to_ns(self, t: int) -> int:
+        h = self.header
+        if h.clock != 1:
+            return h.start_ns + t
+        xs, ys = self.cal_x, self.cal_y
+        i = bisect.bisect_right(xs, t) - 1
+        if i < 0:
+            return h.start_ns + int(round(ys[0] + (t - xs[0]) * self.slope))
+        if i + 1 < len(xs) and xs[i + 1] > xs[i]:
+            x0, x1 = xs[i], xs[i + 1]
+            return h.start_ns + int(round(ys[i] + (t - x0) * (ys[i + 1] - ys[i]) / (x1 - x0)))
+        return h.start_ns + int(round(ys[i] + (t - xs[i]) * self.slope))
+
+
+def _segment_converter(d: "_Defs") -> Callable[[int], int]:
+    """d.to_ns, with the interpolation segment of the last call cached (a chunk's times increase)."""
+    h = d.header
+    if h.clock != 1:
+        start = h.start_ns
+        return lambda t: start + t
+    xs, ys, slope, start = d.cal_x, d.cal_y, d.slope, h.start_ns
+    seg = [1, 0, 0.0, 0.0, 0.0]  # valid, x0, x1 (exclusive), y0, slope
+
+    def to_ns(t: int) -> int:
+        if seg[1] <= t < seg[2]:
+            return start + int(round(seg[3] + (t - seg[1]) * seg[4]))
+        i = bisect.bisect_right(xs, t) - 1
+        if 0 <= i and i + 1 < len(xs) and xs[i + 1] > xs[i]:
+            seg[1], seg[2], seg[3] = xs[i], xs[i + 1], ys[i]
+            seg[4] = (ys[i + 1] - ys[i]) / (xs[i + 1] - xs[i])
+        elif i >= 0:
+            seg[1], seg[2], seg[3], seg[4] = xs[i], float("inf"), ys[i], slope
+        else:
+            return d.to_ns(t)
+        return start + int(round(seg[3] + (t - seg[1]) * seg[4]))
+
+    return to_ns
+
+
+def _data_record(words: Tuple[int, ...], i: int, n: int) -> Optional[Tuple[int, int, int, int, bytes, int]]:
+    """``(flags, domain, time, arg, aux, bytes, next index)`` of the data record at words[i]; None if torn."""
+    w = words[i]
+    length = (w >> 32) & 0xFFFFFFFF
+    k = (length + 6) // 7
+    if length < _DATA_FIXED.size or i + 1 + k > n:
         return None
-    return f, size, header_size, chunk, pid, ppid, dropped, write_errors
+    parts = []
+    for m in range(i + 1, i + 1 + k):
+        c = words[m]
+        if c & 0xFF != _W_CONT:
+            return None
+        parts.append(((c >> 8) & _M56).to_bytes(7, "little"))
+    data = b"".join(parts)[:length]
+    time, arg, aux = _DATA_FIXED.unpack_from(data)
+    return (w >> 8) & 0xFF, (w >> 16) & 0xFFFF, time, arg, aux, data[_DATA_FIXED.size:], i + 1 + k
 
 
-def _chunks(f: "io.BufferedReader", header_size: int, chunk: int, size: int) -> Iterator[bytes]:
-    """The file's chunks (one thread's records each, then zero padding), one buffer at a time."""
-    f.seek(header_size)
-    for _cstart in range(header_size, size, chunk):
-        data = f.read(chunk)
-        if not data:
+def _chunk_words(data: bytes) -> Tuple[int, ...]:
+    # signed: every word stays a machine-sized int (PyPy); fields are masked out of it
+    return struct.unpack_from(f"<{len(data) // 8}q", data)
+
+
+def _numpy():
+    try:
+        import numpy
+    except ImportError:  # the Event API works without it (PyPy)
+        return None
+    return numpy
+
+
+def _scan(path: str) -> Optional[_Defs]:
+    """First pass over one file: definitions, clock pairs and time bounds (no Event objects)."""
+    f, h = _open(path)
+    if f is None or h is None:
+        return None
+    d = _Defs()
+    d.header = h
+    d.skips = _Skips()
+    info = ProcessInfo(pid=h.pid, ppid=h.ppid, path=path, dropped=h.dropped, write_errors=h.write_errors,
+                       exec_gen=h.exec_gen)
+    d.info = info
+    strings: Dict[int, str] = {_STRING_OVERFLOW: _OVERFLOW_TEXT}
+    truncated: set = set()
+    domains: Dict[int, Optional[str]] = {0: None}
+    categories: list = []
+    pairs = [(0, 0)]
+    bounds: list = []  # event times (ticks) seen: (min, max) per chunk
+
+    def definition(tag: int, r: tuple) -> None:
+        flags, dom, t, arg, _aux, raw, _i = r
+        if tag == _D_CLOCK:
+            pairs.append((t, arg - h.start_ns))
             return
-        yield data
+        text = raw.decode("utf-8", "replace")
+        if tag == _D_STRING:
+            strings[arg] = text
+            if flags & _DF_TRUNCATED:
+                truncated.add(arg)
+        elif tag == _D_DOMAIN:
+            domains[arg] = text
+        elif tag == _D_CATEGORY:
+            categories.append((dom, arg, text))
+        elif tag == _D_THREAD:
+            info.thread_names[arg] = text
+        if not (flags & _DF_INHERITED or (tag == _D_STRING and flags & _DF_MESSAGE)):
+            bounds.append((t, t))
+
+    np = _numpy()
+    try:
+        for _off, _tid, data in _chunks(f, h, d.skips):
+            if np is not None:
+                w, tags = _np_valid(np, data, d.skips)
+                heads = np.flatnonzero((tags >= 1) & (tags <= 5))
+                if heads.size:  # a chunk is one thread's, in time order
+                    bounds.append((int(w[heads[0]]) >> 8, int(w[heads[-1]]) >> 8))
+                for k in np.flatnonzero((tags >= 0x20) & (tags <= 0x26)).tolist():
+                    n = 1 + ((int(w[k]) >> 32) + 6) // 7
+                    r = _data_record(tuple(w[k:k + n].tolist()), 0, n)
+                    if r is not None:
+                        definition(int(tags[k]), r)
+                continue
+            words = _chunk_words(data)
+            n = len(words)
+            i = 4
+            lo = hi = None
+            while i < n:
+                w = words[i]
+                tag = w & 0xFF
+                if 1 <= tag <= 5:
+                    if lo is None:
+                        lo = (w >> 8) & _M56
+                    hi = (w >> 8) & _M56
+                    i += 1
+                elif 0x10 <= tag <= 0x17:
+                    i += 1
+                elif 0x20 <= tag <= 0x26:
+                    r = _data_record(words, i, n)
+                    if r is None:
+                        break
+                    i = r[-1]
+                    definition(tag, r)
+                else:
+                    if w:  # corrupt word: the rest of the chunk's records is lost
+                        j = i
+                        while j < n and words[j]:
+                            j += 1
+                        d.skips.bytes += (j - i) * 8
+                    break
+            if lo is not None:
+                bounds.append((lo, hi))
+    finally:
+        f.close()
+    first = min(b[0] for b in bounds) if bounds else None
+    last = max(b[1] for b in bounds) if bounds else None
+    for dom, cat, name in categories:
+        info.category_names[(_domain_name(domains, dom) if dom else None, cat)] = name
+    pairs.sort()
+    xs, ys = [], []
+    top = 0
+    for x, y in pairs:
+        top = max(top, y)
+        xs.append(x)
+        ys.append(top)
+    d.cal_x, d.cal_y = xs, ys
+    span_ns = ys[-1] - ys[0]
+    if h.clock == 1 and span_ns >= 10_000_000 and xs[-1] > xs[0]:
+        d.slope = span_ns / (xs[-1] - xs[0])
+    else:
+        d.slope = h.ns_per_tick or 1.0
+    d.strings, d.string_truncated, d.domains = strings, truncated, domains
+    d.first = d.to_ns(first) if first is not None else None
+    d.last = d.to_ns(last) if last is not None else None
+    info.skipped_bytes, info.skipped_chunks = d.skips.bytes, d.skips.chunks
+    return d
 
 
 def _domain_name(domains: Dict[int, Optional[str]], i: int) -> Optional[str]:
@@ -371,192 +640,186 @@ def _domain_name(domains: Dict[int, Optional[str]], i: int) -> Optional[str]:
     return f"<unknown domain {i}>" if name is _MISSING else name  # type: ignore[return-value]
 
 
-def _scan(path: str) -> Optional[_FileScan]:
-    """First pass over one file: definitions (domains, categories, thread names) and time bounds.
-
-    Only definition records are decoded; the rest is a header walk. It lets the event pass name
-    every event's domain as it goes (a domain may be defined by another thread whose chunk comes
-    later in the file) and gives the recording's first timestamp before any event is converted.
-    """
-    opened = _open(path)
-    if opened is None:
-        return None
-    f, size, header_size, chunk, pid, ppid, dropped, write_errors = opened
-    info = ProcessInfo(pid=pid, ppid=ppid, path=path, dropped=dropped, write_errors=write_errors)
-    domains: Dict[int, Optional[str]] = {0: None}
-    categories: list = []
-    first: Optional[int] = None
-    last: Optional[int] = None
-    unpack = _RECORD.unpack_from
-    try:
-        for buf in _chunks(f, header_size, chunk, size):
-            cend = len(buf)
-            off = 0
-            while off + _RECORD_SIZE <= cend:
-                (n, kind, _api, flags, _aux, _tid, _category, time_ns, dom, _color, _ptype, tlen, _payload,
-                 arg) = unpack(buf, off)
-                if n < _RECORD_SIZE or n & 7 or off + n > cend or _RECORD_SIZE + tlen > n:
-                    break  # unused rest of the chunk, or a torn/cut record (as in _events)
-                if kind >= _K_DOMAIN:
-                    text = (buf[off + _RECORD_SIZE:off + _RECORD_SIZE + tlen].decode("utf-8", "replace")
-                            if flags & _F_TEXT else None)
-                    if kind == _K_DOMAIN:
-                        domains[arg] = text if text is not None else ""
-                    elif kind == _K_CATEGORY:
-                        categories.append((dom, arg, text or ""))
-                    elif kind == _K_THREAD:
-                        info.thread_names[arg] = text or ""
-                    if flags & _F_INHERITED:
-                        off += n
-                        continue  # a definition copied from the parent at fork: no event
-                off += n
-                if first is None or time_ns < first:
-                    first = time_ns
-                if last is None or time_ns > last:
-                    last = time_ns
-    finally:
-        f.close()
-    for dom, cat, name in categories:
-        info.category_names[(_domain_name(domains, dom) if dom else None, cat)] = name
-    return _FileScan(path, size, info, domains, first, last)
+_MISSING = object()
+_time_key = operator.attrgetter("time_ns")
+_set = object.__setattr__
 
 
-def _events(scan: _FileScan, progress: Optional[ProgressFn], done: int, total: int) -> Iterator[Event]:
+def _string(strings: Dict[int, str], i: int) -> str:
+    s = strings.get(i)
+    return s if s is not None else f"<unknown string {i}>"
+
+
+def _events(d: _Defs, progress: Optional[ProgressFn], done: int, total: int) -> Iterator[Event]:
     """Second pass over one file: its events, in file order (per thread: time order)."""
-    opened = _open(scan.path)
-    if opened is None:
+    f, h = _open(d.header.path)
+    if f is None or h is None:
         return
-    f, size, header_size, chunk, pid, _ppid, _dropped, _write_errors = opened
+    pid, gen = h.pid, h.exec_gen
+    strings, truncated, domains = d.strings, d.string_truncated, d.domains
+    to_ns = _segment_converter(d)
+    new = object.__new__
+    set_ = _set
+    skips = _Skips()
+    step = 0
     try:
-        unpack = _RECORD.unpack_from
-        new = object.__new__
-        set_ = _set
-        domains = dict(scan.domains)
-        texts: Dict[bytes, str] = {}
-        step = 0
-        pos = header_size
-        for buf in _chunks(f, header_size, chunk, size):
-            cend = len(buf)
-            pos += cend
-            off = 0
-            while off + _RECORD_SIZE <= cend:
-                (n, kind, api, flags, aux, tid, category, time_ns, dom, color, ptype, tlen, payload,
-                 arg) = unpack(buf, off)
-                if n < _RECORD_SIZE or n & 7 or off + n > cend or _RECORD_SIZE + tlen > n:
-                    break  # unused rest of the chunk, or a torn/cut record
-                if kind == _K_BLOB:
-                    off += n
+        for off, tid, data in _chunks(f, h, skips):
+            words = _chunk_words(data)
+            n = len(words)
+            i = 4
+            while i < n:
+                w = words[i]
+                tag = w & 0xFF
+                if 1 <= tag <= 5:
+                    t = (w >> 8) & _M56
+                    i += 1
+                    api = dom = msg = category = ptype = raw_type = 0
+                    color = None
+                    payload_raw = 0
+                    range_id = None
+                    while i < n:
+                        x = words[i]
+                        xt = x & 0xFF
+                        if xt < 0x10 or xt > 0x17:
+                            break
+                        hi = (x >> 32) & 0xFFFFFFFF
+                        if xt == _W_ATTR:
+                            api, dom, msg = (x >> 8) & 3, (x >> 16) & 0xFFFF, hi
+                        elif xt == _W_COLOR:
+                            color = hi
+                        elif xt == _W_CATEGORY:
+                            category = hi
+                        elif xt == _W_PAYLOAD:
+                            ptype, payload_raw = (x >> 8) & 0xFF, payload_raw | hi
+                        elif xt == _W_PAYLOAD_HI:
+                            payload_raw |= hi << 32
+                        elif xt == _W_RANGE_ID:
+                            range_id = (range_id or 0) | ((x >> 8) & _M56)
+                        elif xt == _W_RANGE_ID_HI:
+                            range_id = (range_id or 0) | (((x >> 8) & 0xFF) << 56)
+                        else:
+                            raw_type = hi
+                        i += 1
+                    value, vtype = _decode_payload(ptype, payload_raw, raw_type) if ptype else (None, None)
                     ev = new(Event)
                     set_(ev, "__dict__", {
-                        "kind": "blob", "time_ns": time_ns, "pid": pid, "tid": tid,
-                        "domain": _domain_name(domains, dom) if dom else None, "message": None,
-                        "color": None, "category": 0, "payload": None, "payload_type": None,
-                        "range_id": None, "api": "ex", "name": BLOB_KINDS.get(aux, f"unknown({aux})"),
-                        "target": arg, "resource": None, "truncated": bool(flags & _F_TRUNCATED),
-                        "data": bytes(buf[off - n + _RECORD_SIZE:off - n + _RECORD_SIZE + tlen])})
+                        "kind": _KINDS[tag], "time_ns": to_ns(t), "pid": pid, "tid": tid,
+                        "domain": _domain_name(domains, dom) if dom else None,
+                        "message": _string(strings, msg) if msg else None, "color": color,
+                        "category": category, "payload": value, "payload_type": vtype,
+                        "range_id": (range_id or 0) if tag == 3 or tag == 4 else None, "api": _APIS[api],
+                        "name": None, "target": None, "resource": None, "truncated": msg in truncated,
+                        "data": None, "exec_gen": gen})
                     yield ev
-                    continue
-                if flags & _F_TEXT:
-                    raw = buf[off + _RECORD_SIZE:off + _RECORD_SIZE + tlen]
-                    text = texts.get(raw)
-                    if text is None:
-                        if len(texts) > 100000:
-                            texts.clear()
-                        text = texts[raw] = raw.decode("utf-8", "replace")
-                else:
-                    text = None
-                off += n
-                if dom:
-                    domain = domains.get(dom, _MISSING)
-                    if domain is _MISSING:  # defined after the scan (file still being written)
-                        domain = _domain_name(domains, dom)
-                else:
-                    domain = None
-                if kind < 6:  # push pop start end mark
-                    if ptype:
-                        value, vtype = _payload(ptype, payload)
-                    else:
-                        value = vtype = None
-                    values = {
-                        "kind": _KINDS[kind], "time_ns": time_ns, "pid": pid, "tid": tid,
-                        "domain": domain, "message": text,
-                        "color": color if flags & _F_COLOR else None, "category": category,
-                        "payload": value, "payload_type": vtype,
-                        "range_id": arg if kind == _K_START or kind == _K_END else None,
-                        "api": _APIS[api] if api < 4 else str(api), "name": None, "target": None,
-                        "resource": None, "truncated": bool(flags & _F_TRUNCATED), "data": None,
-                    }
-                else:
-                    if kind == _K_DOMAIN:
-                        domain = domains[arg] = text if text is not None else ""
-                    if flags & _F_INHERITED:
+                elif 0x20 <= tag <= 0x26:
+                    r = _data_record(words, i, n)
+                    if r is None:
+                        break
+                    flags, dom, t, arg, aux, raw, i = r
+                    if tag == _D_CLOCK or flags & _DF_INHERITED or (tag == _D_STRING and flags & _DF_MESSAGE):
                         continue
-                    if kind == _K_RESOURCE:
-                        target = arg - (1 << 64) if aux == 1 and arg >= 1 << 63 else arg
-                        resource = _RESOURCES[aux] if aux < len(_RESOURCES) else f"unknown({aux})"
+                    api = _APIS[(flags >> 4) & 3]
+                    domain = _domain_name(domains, dom) if dom else None
+                    data_bytes = None
+                    if tag == _D_BLOB:
+                        name: Optional[str] = BLOB_KINDS.get(aux, f"unknown({aux})")
+                        data_bytes, api, target, resource = raw, "ex", arg, None
                     else:
-                        target, resource = arg, None
-                    values = {
-                        "kind": _KINDS[kind] if kind < len(_KINDS) else f"unknown({kind})",
-                        "time_ns": time_ns, "pid": pid, "tid": tid, "domain": domain,
-                        "message": None, "color": None,
-                        "category": category if kind == _K_CATEGORY else 0, "payload": None,
-                        "payload_type": None, "range_id": None,
-                        "api": _APIS[api] if api < 4 else str(api), "name": text, "target": target,
-                        "resource": resource, "truncated": bool(flags & _F_TRUNCATED), "data": None,
-                    }
-                ev = new(Event)
-                set_(ev, "__dict__", values)  # frozen: skip the per-field __setattr__ of __init__
-                yield ev
+                        name = raw.decode("utf-8", "replace")
+                        if tag == _D_RESOURCE:
+                            target = arg - (1 << 64) if aux == 1 and arg >= 1 << 63 else arg
+                            resource = _RESOURCES[aux] if aux < len(_RESOURCES) else f"unknown({aux})"
+                        else:
+                            target, resource = arg, None
+                        if tag == _D_DOMAIN:
+                            domain = name
+                    ev = new(Event)
+                    set_(ev, "__dict__", {
+                        "kind": _DEF_KINDS[tag], "time_ns": to_ns(t), "pid": pid, "tid": tid,
+                        "domain": domain, "message": None, "color": None,
+                        "category": arg if tag == _D_CATEGORY else 0, "payload": None, "payload_type": None,
+                        "range_id": None, "api": api, "name": name, "target": target, "resource": resource,
+                        "truncated": bool(flags & _DF_TRUNCATED), "data": data_bytes, "exec_gen": gen})
+                    yield ev
+                elif 0x10 <= tag <= 0x17:
+                    i += 1  # an extension word without its head: skip
+                else:
+                    break
             if progress is not None:
-                step += cend
+                step += len(data)
                 if step >= 1 << 24:
-                    progress(min(done + pos, total), total)
+                    progress(min(done + off + len(data), total), total)
                     step = 0
     finally:
         f.close()
 
 
 def _files(directory: Union[str, "os.PathLike[str]"]) -> List[str]:
-    return sorted(glob.glob(os.path.join(os.fspath(directory), "*.nvtxrec")))
+    path = os.fspath(directory)
+    if not os.path.isdir(path):
+        if not os.path.exists(path):
+            raise FileNotFoundError(errno.ENOENT, "no such recording directory", path)
+        raise NotADirectoryError(errno.ENOTDIR, "not a recording directory", path)
+    return sorted(glob.glob(os.path.join(glob.escape(path), "*.nvtxrec")))
+
+
+def _paths(source: Union[str, "os.PathLike[str]"]) -> List[str]:
+    path = os.fspath(source)
+    if os.path.isfile(path):
+        return [path]
+    return _files(path)
+
+
+def _scan_all(paths: List[str], strict: bool) -> List[_Defs]:
+    scans = []
+    for path in paths:
+        try:
+            scan = _scan(path)
+        except FileNotFoundError:
+            if strict:
+                raise
+            scan = None  # removed while we read
+        if scan is not None:
+            scans.append(scan)
+    return scans
 
 
 class EventStream:
     """The events of a recording, one at a time: memory for one event, not for the recording.
 
     Built by :func:`stream`. Creating it reads the record files once for their definitions (domain,
-    category and thread names) and time bounds, so :attr:`processes`, :attr:`start_ns` and
-    :attr:`end_ns` are known before the first event. Iterating reads the files again and yields
-    :class:`Event` objects file by file (a file is one process), in file order: one thread's events
-    come in time order (a thread writes its chunks in order), but threads and processes interleave
-    only by chunk, so the stream as a whole is *not* sorted by time. Iterate again to re-read.
+    category and thread names, strings, clock pairs) and time bounds, so :attr:`processes`,
+    :attr:`start_ns` and :attr:`end_ns` are known before the first event. Iterating reads the files
+    again and yields :class:`Event` objects file by file (a file is one process image), in file
+    order: one thread's events come in time order (a thread writes its chunks in order), but threads
+    and processes interleave only by chunk, so the stream as a whole is *not* sorted by time.
 
     >>> s = stream("/tmp/trace")  # doctest: +SKIP
     >>> pushes = sum(1 for e in s if e.kind == "push")  # doctest: +SKIP
     """
 
-    def __init__(self, paths: List[str], progress: Optional[ProgressFn] = None) -> None:
-        scans: List[_FileScan] = []
-        for path in paths:
-            try:
-                scan = _scan(path)
-            except FileNotFoundError:
-                scan = None
-            if scan is not None:
-                scans.append(scan)
+    def __init__(self, paths: List[str], progress: Optional[ProgressFn] = None, *, strict: bool = False) -> None:
+        scans = _scan_all(paths, strict)
         self._scans = scans
         self._progress = progress
-        #: pid -> what its file says (names complete: from the whole file)
-        self.processes: Dict[int, ProcessInfo] = {s.info.pid: s.info for s in scans}
-        #: events the processes could not record
-        self.dropped: int = sum(p.dropped for p in self.processes.values())
-        firsts = [s.first_ns for s in scans if s.first_ns is not None]
-        lasts = [s.last_ns for s in scans if s.last_ns is not None]
+        #: one ProcessInfo per record file (process image), in file order
+        self.images: List[ProcessInfo] = [s.info for s in scans]
+        #: pid -> what its file says; for a process that exec()ed: its latest image
+        self.processes: Dict[int, ProcessInfo] = {}
+        for info in sorted(self.images, key=lambda p: p.exec_gen):
+            self.processes[info.pid] = info
+        #: events the processes could not record (every image)
+        self.dropped: int = sum(p.dropped for p in self.images)
+        #: corrupt bytes / chunk headers the reader stepped over
+        self.skipped_bytes: int = sum(p.skipped_bytes for p in self.images)
+        self.skipped_chunks: int = sum(p.skipped_chunks for p in self.images)
+        firsts = [s.first for s in scans if s.first is not None]
+        lasts = [s.last for s in scans if s.last is not None]
         #: time of the earliest / latest event of the recording (None when there is none)
         self.start_ns: Optional[int] = min(firsts) if firsts else None
         self.end_ns: Optional[int] = max(lasts) if lasts else None
         #: bytes the iteration reads (what ``progress(done, total)`` counts up to)
-        self.total_bytes: int = sum(s.size for s in scans)
+        self.total_bytes: int = sum(s.header.size for s in scans)
 
     def __iter__(self) -> Iterator[Event]:
         progress = self._progress
@@ -567,14 +830,9 @@ class EventStream:
                 yield from _events(scan, progress, done, total)
             except FileNotFoundError:
                 pass
-            done += scan.size
+            done += scan.header.size
             if progress is not None:
                 progress(done, total)
-
-
-def _paths(source: Union[str, "os.PathLike[str]"]) -> List[str]:
-    path = os.fspath(source)
-    return [path] if os.path.isfile(path) else _files(path)
 
 
 def stream(source: Union[str, "os.PathLike[str]"], *, progress: Optional[ProgressFn] = None) -> EventStream:
@@ -586,8 +844,11 @@ def stream(source: Union[str, "os.PathLike[str]"], *, progress: Optional[Progres
         print(s.start_ns, sorted(s.processes))
         for event in s:   # one Event at a time, per file, per thread chunk
             ...
+
+    Raises :class:`FileNotFoundError` for a missing source and :class:`ValueError` (naming the file)
+    for a file that is not a recording or is cut inside its header.
     """
-    return EventStream(_paths(source), progress)
+    return EventStream(_paths(source), progress, strict=os.path.isfile(os.fspath(source)))
 
 
 def iter_events(source: Union[str, "os.PathLike[str]"], *, progress: Optional[ProgressFn] = None
@@ -605,31 +866,63 @@ def iter_events(source: Union[str, "os.PathLike[str]"], *, progress: Optional[Pr
     return iter(stream(source, progress=progress))
 
 
-def _combine(paths: List[str], progress: Optional[ProgressFn]) -> Recording:
+def _combine(paths: List[str], progress: Optional[ProgressFn], strict: bool) -> Recording:
     gc_was_enabled = gc.isenabled()
     gc.disable()  # millions of new objects: generational GC passes would dominate the parse
     try:
-        events_stream = EventStream(paths, progress)
+        events_stream = EventStream(paths, progress, strict=strict)
         events = list(events_stream)
         events.sort(key=_time_key)
     finally:
         if gc_was_enabled:
             gc.enable()
-    return Recording(events=events, processes=events_stream.processes, dropped=events_stream.dropped)
+    return Recording(events=events, processes=events_stream.processes, dropped=events_stream.dropped,
+                     images=events_stream.images, skipped_bytes=events_stream.skipped_bytes,
+                     skipped_chunks=events_stream.skipped_chunks)
 
 
 def read(directory: Union[str, "os.PathLike[str]"], *, progress: Optional[ProgressFn] = None) -> Recording:
     """Parse every record file (``*.nvtxrec``) in ``directory``: all processes of a recording.
 
-    Files may still be written to: what is complete is returned, a torn or cut final record is
-    skipped. ``progress(done_bytes, total_bytes)`` is called as the files are parsed.
+    Files may still be written to: what is complete is returned, a torn final record is skipped,
+    a file still being created is left out. A missing directory raises :class:`FileNotFoundError`;
+    a file that is not a recording, or is cut inside its header, :class:`ValueError` naming it; an
+    empty directory is an empty recording. Corrupt chunks are stepped over and counted
+    (:attr:`Recording.skipped_bytes`, :attr:`Recording.skipped_chunks`).
+    ``progress(done_bytes, total_bytes)`` is called as the files are parsed.
     """
-    return _combine(_files(directory), progress)
+    return _combine(_files(directory), progress, False)
 
 
 def read_file(path: Union[str, "os.PathLike[str]"]) -> Recording:
-    """Parse one process's record file."""
-    return _combine([os.fspath(path)], None)
+    """Parse one process's record file (errors as :func:`read`; a missing file: FileNotFoundError)."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(errno.ENOENT, "no such record file", path)
+    return _combine([path], None, True)
+
+
+def active_files(directory: Union[str, "os.PathLike[str]"]) -> List[str]:
+    """The record files in ``directory`` whose process still records (holds its ``flock``).
+
+    A recording process holds a shared ``flock`` on its file until it exits (SIGKILL included) or
+    exec()s; this tries an exclusive one without blocking. An empty list: every process is done.
+    """
+    active = []
+    for path in _files(directory):
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            active.append(path)
+        else:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+    return active
 
 
 # --------------------------------------------------------------------------- columnar reading (READER-API)
@@ -637,7 +930,7 @@ def read_file(path: Union[str, "os.PathLike[str]"]) -> Recording:
 # Contract for bulk readers (the tracer's converters). NumPy is needed for this API only; the
 # Event API above works without it.
 #
-#   blocks(source, *, progress=None, max_events=1 << 20) -> BlockStream
+#   blocks(source, *, progress=None, max_events=1 << 16) -> BlockStream
 #       source: a recording directory (every *.nvtxrec) or one record file.
 #       Raises FileNotFoundError for a missing source, ValueError (naming the path) for a file that
 #       is not a recording or is cut inside its header. An empty directory is an empty stream.
@@ -654,8 +947,9 @@ def read_file(path: Union[str, "os.PathLike[str]"]) -> Recording:
 #       .pid       int;  .exec_gen int (0 for the first image of a pid; +1 per exec())
 #       .events    numpy array of EVENT_DTYPE; each thread's events in time order, threads
 #                  interleaved by chunk (not globally sorted: np.argsort(kind="stable") yourself)
-#       .strings   Sequence[Optional[str]]: string id -> text, the file's whole table
-#                  (index 0 -> None: no message). Registered strings and messages share it.
+#       .strings   StringTable (a dict): string id -> text, the file's whole table; [0] -> None (no
+#                  message), an id the file does not define -> "<unknown string N>".
+#                  Registered strings and messages share it.
 #       .domains   Dict[int, Optional[str]]: domain id -> name (0 -> None: NVTX's default domain)
 #       .blobs     List[Blob]: the block's variable-length extension records (see Blob)
 #   EVENT_DTYPE fields (little-endian, packed, 48 bytes):
@@ -667,7 +961,7 @@ def read_file(path: Union[str, "os.PathLike[str]"]) -> Recording:
 #                            PT_INT32 5, PT_FLOAT 6, PT_EXT 7 (payload extension), PT_UNKNOWN 8
 #       tid          uint32  OS thread id
 #       domain       uint32  key of .domains
-#       message      uint32  index of .strings (0: none)
+#       message      uint32  key of .strings (0: none)
 #       color        uint32  ARGB (valid when flags & FLAG_COLOR)
 #       category     uint32  category id (names: info.category_names[(domain name, id)])
 #       payload      uint64  raw bits: int64 -> .view("<i8"), double -> .view("<f8"),
@@ -675,21 +969,38 @@ def read_file(path: Union[str, "os.PathLike[str]"]) -> Recording:
 #       range_id     uint64  start/end range id (0 otherwise)
 #   Blob (namedtuple): kind (str, BLOB_KINDS), kind_id (int), time_ns, tid, domain (id),
 #       arg (int), data (bytes), truncated (bool).
-#
-# Figures the implementation is held to: 1e6 push/pop ranges read in well under a second, memory
-# bounded by max_events (not by the recording).
 
 KIND_PUSH, KIND_POP, KIND_START, KIND_END, KIND_MARK = 1, 2, 3, 4, 5
 FLAG_COLOR, FLAG_TRUNCATED = 1, 4
 PT_NONE, PT_UINT64, PT_INT64, PT_DOUBLE, PT_UINT32, PT_INT32, PT_FLOAT, PT_EXT, PT_UNKNOWN = range(9)
 #: names of the blob kinds (c/recorder_internal.h NVTXREC_BLOB_*)
-BLOB_KINDS = {1: "schema", 2: "counter_group", 3: "counter_sample", 4: "payload"}
+BLOB_KINDS = {1: "schema", 2: "counter_group", 3: "counter_sample", 4: "payload", 5: "scope"}
 
 _EVENT_FIELDS = [
     ("time_ns", "<i8"), ("kind", "u1"), ("api", "u1"), ("flags", "u1"), ("payload_type", "u1"),
     ("tid", "<u4"), ("domain", "<u4"), ("message", "<u4"), ("color", "<u4"), ("category", "<u4"),
     ("payload", "<u8"), ("range_id", "<u8"),
 ]
+
+
+class Blob(NamedTuple):
+    """A variable-length extension record (payload extension: schema, counters, binary payload)."""
+
+    kind: str
+    kind_id: int
+    time_ns: int
+    tid: int
+    domain: int
+    arg: int
+    data: bytes
+    truncated: bool
+
+
+class StringTable(dict):
+    """String id -> text of one record file; id 0 -> None, an undefined id -> a placeholder."""
+
+    def __missing__(self, key: int) -> Optional[str]:
+        return None if key == 0 else f"<unknown string {key}>"
 
 
 def event_dtype():
@@ -699,6 +1010,204 @@ def event_dtype():
     return np.dtype(_EVENT_FIELDS)
 
 
-def blocks(source, *, progress=None, max_events=1 << 20):
-    """Columnar reading of a recording: see the READER-API contract above. (Being implemented.)"""
-    raise NotImplementedError("recorder.blocks: contract committed, implementation follows")
+def decode_payloads(events):
+    """``(values, valid)``: each event's payload as float64 (NaN where there is none) — the int
+    types converted exactly up to 2**53 — and a bool mask of events that have one."""
+    import numpy as np
+
+    pt = events["payload_type"]
+    raw = events["payload"]
+    out = np.full(len(events), np.nan)
+    low = (raw & 0xFFFFFFFF).astype(np.uint32)
+    for code, values in ((PT_UINT64, lambda m: raw[m].astype(np.float64)),
+                         (PT_INT64, lambda m: raw[m].view(np.int64).astype(np.float64)),
+                         (PT_DOUBLE, lambda m: raw[m].view(np.float64)),
+                         (PT_UINT32, lambda m: low[m].astype(np.float64)),
+                         (PT_INT32, lambda m: low[m].view(np.int32).astype(np.float64)),
+                         (PT_FLOAT, lambda m: low[m].view(np.float32).astype(np.float64))):
+        m = pt == code
+        if m.any():
+            out[m] = values(m)
+    return out, (pt >= PT_UINT64) & (pt <= PT_FLOAT)
+
+
+class EventBlock:
+    """Up to ``max_events`` events of one record file as a NumPy structured array (see READER-API)."""
+
+    __slots__ = ("info", "pid", "exec_gen", "events", "strings", "domains", "blobs")
+
+    def __repr__(self) -> str:
+        return f"EventBlock(pid={self.pid}, exec_gen={self.exec_gen}, events={len(self.events)}, blobs={len(self.blobs)})"
+
+
+def _np_times(np, d: _Defs, raw):
+    h = d.header
+    if h.clock != 1:
+        return raw.astype(np.int64) + h.start_ns
+    xs = np.asarray(d.cal_x, dtype=np.float64)
+    ys = np.asarray(d.cal_y, dtype=np.float64)
+    x = raw.astype(np.float64)
+    y = np.interp(x, xs, ys)
+    after = x > xs[-1]
+    if after.any():
+        y[after] = ys[-1] + (x[after] - xs[-1]) * d.slope
+    before = x < xs[0]
+    if before.any():
+        y[before] = ys[0] + (x[before] - xs[0]) * d.slope
+    return np.rint(y).astype(np.int64) + h.start_ns
+
+
+def _np_valid(np, data: bytes, skips: _Skips):
+    """The chunk's record words up to its first zero word (or first corrupt one, counted)."""
+    w = np.frombuffer(data, dtype="<u8", offset=32)
+    zero = np.flatnonzero(w == 0)
+    if zero.size:
+        w = w[:zero[0]]
+    tags = (w & 0xFF).astype(np.uint8)
+    bad = np.flatnonzero(((tags > 5) & (tags < 0x10)) | ((tags > 0x17) & (tags < 0x20)) | ((tags > 0x26) & (tags < 0xFF)))
+    if bad.size:
+        skips.bytes += (len(w) - bad[0]) * 8
+        w, tags = w[:bad[0]], tags[:bad[0]]
+    return w, tags
+
+
+def _np_block(np, d: _Defs, parts, dtype, skips: _Skips) -> EventBlock:
+    words = np.concatenate([p[1] for p in parts]) if len(parts) > 1 else parts[0][1]
+    tags = np.concatenate([p[2] for p in parts]) if len(parts) > 1 else parts[0][2]
+    is_head = (tags >= 1) & (tags <= 5)
+    head_pos = np.flatnonzero(is_head)
+    counts = [int(np.count_nonzero(is_head[s:e])) for s, e in _spans(parts)]
+    ev = np.zeros(len(head_pos), dtype=dtype)
+    ev["kind"] = tags[head_pos]
+    ev["time_ns"] = _np_times(np, d, words[head_pos] >> np.uint64(8))
+    ev["tid"] = np.repeat(np.asarray([p[0] for p in parts], dtype=np.uint32), counts)
+    evidx = np.cumsum(is_head) - 1
+    sh8, sh16, sh32 = np.uint64(8), np.uint64(16), np.uint64(32)
+    for tag in range(_W_ATTR, _W_RANGE_ID_HI + 1):
+        pos = np.flatnonzero(tags == tag)
+        if not pos.size:
+            continue
+        e = evidx[pos]
+        keep = e >= 0
+        if not keep.all():
+            pos, e = pos[keep], e[keep]
+        w = words[pos]
+        hi = (w >> sh32).astype(np.uint32)
+        if tag == _W_ATTR:
+            ev["api"][e] = ((w >> sh8) & np.uint64(3)).astype(np.uint8)
+            ev["domain"][e] = ((w >> sh16) & np.uint64(0xFFFF)).astype(np.uint32)
+            ev["message"][e] = hi
+        elif tag == _W_COLOR:
+            ev["color"][e] = hi
+            ev["flags"][e] |= FLAG_COLOR
+        elif tag == _W_CATEGORY:
+            ev["category"][e] = hi
+        elif tag == _W_PAYLOAD:
+            ev["payload_type"][e] = ((w >> sh8) & np.uint64(0xFF)).astype(np.uint8)
+            ev["payload"][e] |= hi.astype(np.uint64)
+        elif tag == _W_PAYLOAD_HI:
+            ev["payload"][e] |= hi.astype(np.uint64) << sh32
+        elif tag == _W_RANGE_ID:
+            ev["range_id"][e] |= w >> sh8
+        elif tag == _W_RANGE_ID_HI:
+            ev["range_id"][e] |= ((w >> sh8) & np.uint64(0xFF)) << np.uint64(56)
+    if d.string_truncated:
+        cut = np.isin(ev["message"], np.fromiter(d.string_truncated, dtype=np.uint32))
+        ev["flags"][cut] |= FLAG_TRUNCATED
+    blobs: List[Blob] = []
+    start = 0
+    for tid, w, t in parts:
+        for i in np.flatnonzero(t == _D_BLOB).tolist():
+            length = int(w[i]) >> 32
+            k = (length + 6) // 7
+            r = _data_record(tuple(w[i:i + 1 + k].tolist()), 0, 1 + k)
+            if r is None:
+                continue
+            flags, dom, tt, arg, aux, raw, _next = r
+            blobs.append(Blob(BLOB_KINDS.get(aux, f"unknown({aux})"), aux, d.to_ns(tt), tid, dom, arg, raw,
+                              bool(flags & _DF_TRUNCATED)))
+        start += len(w)
+    b = EventBlock()
+    b.info, b.pid, b.exec_gen = d.info, d.header.pid, d.header.exec_gen
+    b.events, b.strings, b.domains, b.blobs = ev, d.np_strings, d.domains, blobs
+    return b
+
+
+def _spans(parts) -> Iterator[Tuple[int, int]]:
+    s = 0
+    for p in parts:
+        e = s + len(p[1])
+        yield s, e
+        s = e
+
+
+class BlockStream:
+    """A recording read as :class:`EventBlock` objects (see the READER-API contract). Built by :func:`blocks`."""
+
+    def __init__(self, paths: List[str], progress: Optional[ProgressFn], max_events: int, strict: bool) -> None:
+        import numpy  # noqa: F401  (fail here, not halfway through)
+
+        self._stream = EventStream(paths, None, strict=strict)
+        s = self._stream
+        self.processes, self.images, self.dropped = s.processes, s.images, s.dropped
+        self.skipped_bytes, self.skipped_chunks = s.skipped_bytes, s.skipped_chunks
+        self.start_ns, self.end_ns, self.total_bytes = s.start_ns, s.end_ns, s.total_bytes
+        self._progress = progress
+        self._max = max(1, int(max_events))
+
+    def __iter__(self) -> Iterator[EventBlock]:
+        import numpy as np
+
+        dtype = np.dtype(_EVENT_FIELDS)
+        done = 0
+        for d in self._stream._scans:
+            d.np_strings = StringTable(d.strings)
+            try:
+                f, h = _open(d.header.path)
+            except FileNotFoundError:
+                continue
+            if f is None or h is None:
+                continue
+            skips = _Skips()
+            try:
+                parts: list = []
+                n = 0
+                for off, tid, data in _chunks(f, h, skips):
+                    w, t = _np_valid(np, data, skips)
+                    while len(w):
+                        head_pos = np.flatnonzero((t >= 1) & (t <= 5))
+                        room = self._max - n
+                        if len(head_pos) > room:  # split the chunk at a head: at most max_events per block
+                            cut = int(head_pos[room]) if room > 0 else 0
+                            if cut:
+                                parts.append((tid, w[:cut], t[:cut]))
+                            if parts:
+                                yield _np_block(np, d, parts, dtype, skips)
+                            parts, n = [], 0
+                            w, t = w[cut:], t[cut:]
+                            if self._progress is not None:
+                                self._progress(min(done + off, self.total_bytes), self.total_bytes)
+                            continue
+                        parts.append((tid, w, t))
+                        n += len(head_pos)
+                        break
+                if parts:
+                    yield _np_block(np, d, parts, dtype, skips)
+            finally:
+                f.close()
+            done += d.header.size
+            if self._progress is not None:
+                self._progress(done, self.total_bytes)
+
+
+def blocks(source: Union[str, "os.PathLike[str]"], *, progress: Optional[ProgressFn] = None,
+           max_events: int = 1 << 16) -> BlockStream:
+    """Read a recording directory or record file as NumPy blocks of events (see READER-API above)::
+
+        s = recorder.blocks("/tmp/trace")
+        for b in s:
+            pushes = b.events[b.events["kind"] == recorder.KIND_PUSH]
+            names = [b.strings[i] for i in pushes["message"]]
+    """
+    path = os.fspath(source)
+    return BlockStream(_paths(path), progress, max_events, os.path.isfile(path))

@@ -7,11 +7,19 @@ venv_path() {
 }
 
 # make_venv TARGET: create (or reuse) the venv and pip-install TARGET (".", ".[test]") into it;
-# leaves VENV as an absolute path.
+# leaves VENV as an absolute path. The install's log is kept in $VENV/install.log; compiler
+# warnings/errors and Python deprecation warnings from the build are printed (pip -q hides them).
 make_venv() {
     venv_path
     "$PYTHON" -m venv "$VENV"
     "$VENV/bin/python" -m pip install -q --upgrade pip
-    "$VENV/bin/python" -m pip install -q "$1"
+    local log="$VENV/install.log" rc=0
+    "$VENV/bin/python" -m pip install -v "$1" >"$log" 2>&1 || rc=$?
+    if [ "$rc" != 0 ]; then
+        tail -60 "$log" >&2
+        echo "pip install $1 failed (log: $log)" >&2
+        return "$rc"
+    fi
+    grep -E "(warning|error): |Warning: " "$log" | grep -vE "^ *(Running|running) " | sort -u >&2 || true
     VENV="$(cd "$VENV" && pwd)"
 }

@@ -4,6 +4,7 @@
 # pop_range, timeit). Each (tool) runs in its own process. Needs the package installed in the venv
 # that scripts/test.sh makes (or PY=/path/to/python).
 # Usage: scripts/bench_recorder.sh [N]   (default 10000000; the Python loop runs N/10)
+#        OLD_RECORDER=/path/to/an/older/libnvtx_recorder.so adds a row for it (before/after).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -12,25 +13,33 @@ PY=${PY:-$ROOT/.venv-cpython3.11/bin/python}
 PKG=$(cd /tmp && "$PY" -c 'import nvtx_cffi, os; print(os.path.dirname(nvtx_cffi.__file__))')
 INC=$(cd /tmp && "$PY" -c 'import importlib.util as u, os; s = u.spec_from_file_location("b", "'"$ROOT"'/build_ffi.py"); m = u.module_from_spec(s); s.loader.exec_module(m); print(m.nvtx_include_dir())')
 WORK=$(mktemp -d /tmp/nvtx-bench-XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
+SHM=$(mktemp -d /dev/shm/nvtx-bench-XXXXXX 2>/dev/null || mktemp -d)
+trap 'rm -rf "$WORK" "$SHM"' EXIT
 cc -std=c11 -O2 -Wall -Wextra -I "$INC" benchmarks/recorder_bench.c -o "$WORK/bench" -ldl
-run() {  # $1: label, rest: env assignments
-    local label=$1; shift
-    rm -rf "$WORK/rec"
+run() {  # $1: label, $2: record dir (or -), rest: env assignments
+    local label=$1 rec=$2; shift 2
+    [ "$rec" != - ] && rm -rf "$rec"
     local c py
     c=$(env "$@" "$WORK/bench" "$N" | tr '\n' ' ')
-    rm -rf "$WORK/rec"
+    local bytes=""
+    [ "$rec" != - ] && [ -d "$rec" ] && bytes=" $(( $(du -sb "$rec" | cut -f1) / (6 * N + 2) )) B/range (C, both shapes)"
+    [ "$rec" != - ] && rm -rf "$rec"
     py=$(cd /tmp && env "$@" "$PY" -c '
-import sys, timeit, nvtx_cffi as n
+import sys, time, timeit, nvtx_cffi as n
 n.push_range("warm-up"); n.pop_range()
 k = int(sys.argv[1])
-t = min(timeit.repeat("push(\"step\"); pop()", globals={"push": n.push_range, "pop": n.pop_range}, number=k, repeat=3))
+t = min(timeit.repeat("push(\"step\"); pop()", globals={"push": n.push_range, "pop": n.pop_range}, number=k, repeat=3, timer=time.thread_time))
 print("%.1f" % (t / k * 1e9))' $((N / 10)))
-    local bytes=""
-    [ -d "$WORK/rec" ] && bytes=" ($(du -sb "$WORK/rec" | cut -f1) bytes recorded)"
-    printf '%-10s C: %-28s Python push_range+pop_range: %s ns%s\n' "$label" "$c" "$py" "$bytes"
+    [ "$rec" != - ] && rm -rf "$rec"
+    printf '%-26s C: %-26s Python push_range+pop_range: %6s ns  %s\n' "$label" "$c" "$py" "$bytes"
 }
-echo "ns per push+pop, N=$N ($(uname -m), $(nproc) cores)"
-run "no tool" NVTX_INJECTION64_PATH=
-run "null tool" NVTX_INJECTION64_PATH="$PKG/libnvtx_null_tool.so"
-run "recorder" NVTX_INJECTION64_PATH="$PKG/libnvtx_recorder.so" NVTX_CFFI_RECORD_DIR="$WORK/rec"
+echo "CPU ns per push+pop (thread CPU time, best of 3), N=$N from C ($(uname -m), $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg))"
+REC="$PKG/libnvtx_recorder.so"
+run "no tool" - NVTX_INJECTION64_PATH=
+run "null tool" - NVTX_INJECTION64_PATH="$PKG/libnvtx_null_tool.so"
+run "recorder ($(df --output=fstype "$WORK" | tail -1))" "$WORK/rec" NVTX_INJECTION64_PATH="$REC" NVTX_CFFI_RECORD_DIR="$WORK/rec"
+if [ -n "${OLD_RECORDER:-}" ]; then
+    run "old recorder" "$WORK/rec" NVTX_INJECTION64_PATH="$OLD_RECORDER" NVTX_CFFI_RECORD_DIR="$WORK/rec"
+fi
+run "recorder, CLOCK_MONOTONIC" "$WORK/rec" NVTX_INJECTION64_PATH="$REC" NVTX_CFFI_RECORD_DIR="$WORK/rec" NVTX_CFFI_RECORD_CLOCK=monotonic
+run "recorder ($(df --output=fstype "$SHM" | tail -1))" "$SHM/rec" NVTX_INJECTION64_PATH="$REC" NVTX_CFFI_RECORD_DIR="$SHM/rec"

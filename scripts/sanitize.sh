@@ -20,7 +20,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g -O1"
 "$PYTHON" -m venv "$VENV"
 "$VENV/bin/python" -m pip install -q --upgrade pip
-"$VENV/bin/python" -m pip install -q "cffi>=1.15.1" setuptools wheel nvidia-nvtx pytest hypothesis
+"$VENV/bin/python" -m pip install -q "cffi>=1.15.1" "setuptools>=77" wheel "nvidia-nvtx>=13,<14" pytest hypothesis
 # No build isolation: the flags must reach this build, and a cached non-sanitized wheel must not be reused.
 # setuptools keeps objects in ./build and reuses them when sources are older: clear it before (so the
 # flags apply) and after (so the next ordinary build does not link instrumented objects).
@@ -29,11 +29,11 @@ NVTX_CFFI_CFLAGS="$SAN" LDFLAGS="-fsanitize=address,undefined" \
     "$VENV/bin/python" -m pip install -q --no-build-isolation --no-cache-dir --force-reinstall --no-deps .
 rm -rf build
 SITE=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')
-for so in "$SITE"/nvtx_cffi/_native/_ffi*.so "$SITE"/nvtx_cffi/libnvtx_recorder.so; do
+for so in "$SITE"/nvtx_cffi/_native/_ffi*.so "$SITE"/nvtx_cffi/_speedups*.so "$SITE"/nvtx_cffi/libnvtx_recorder.so; do
     # no grep -q: it exits at the first match, nm dies of SIGPIPE and pipefail fails the check
     nm -D "$so" | grep __asan_report >/dev/null || { echo "not instrumented: $so"; exit 1; }
 done
-echo "instrumented: $(ls "$SITE"/nvtx_cffi/_native/_ffi*.so "$SITE"/nvtx_cffi/lib*.so | xargs -n1 basename | tr '\n' ' ')"
+echo "instrumented: $(ls "$SITE"/nvtx_cffi/_native/_ffi*.so "$SITE"/nvtx_cffi/_speedups*.so "$SITE"/nvtx_cffi/lib*.so | xargs -n1 basename | tr '\n' ' ')"
 
 # Compilers the tests run (a C test client) must not inherit the preloaded ASan runtime.
 printf '#!/bin/sh\nunset LD_PRELOAD\nexec %s "$@"\n' "${CC:-cc}" >"$VENV/bin/cc-without-asan"

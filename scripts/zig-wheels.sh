@@ -59,7 +59,7 @@ for py in $PYTHONS; do
     if [ ! -x "$bvenv/bin/python" ]; then
         "$py" -m venv "$bvenv"
         "$bvenv/bin/python" -m pip install -q --upgrade pip
-        "$bvenv/bin/python" -m pip install -q "cffi>=1.15.1" setuptools wheel
+        "$bvenv/bin/python" -m pip install -q "cffi>=1.15.1" "setuptools>=77" wheel
     fi
     for arch in $ARCHS; do
         echo "== $tag $arch"

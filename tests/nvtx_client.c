@@ -152,3 +152,9 @@ EXPORT uint64_t client_start_end(void) {
     nvtxRangeEnd(id);
     return id;
 }
+
+/* single calls, for scenarios driven step by step from Python */
+EXPORT int client_push(const char *message) { return nvtxRangePushA(message); }
+EXPORT int client_pop(void) { return nvtxRangePop(); }
+EXPORT uint64_t client_start_end_open(void) { return nvtxRangeStartA("open"); }
+EXPORT void client_name_thread(uint32_t tid, const char *name) { nvtxNameOsThreadA(tid, name); }

@@ -95,7 +95,8 @@ def typed(a: "int", b: LATER = None) -> RETURN:
 class Later:
     pass
 
-out = {"type": type(typed).__module__,
+from nvtx_cffi import _accel
+out = {"type": type(typed).__module__, "accelerated": _accel.accel is not None,
        "annotations": {k: str(v) for k, v in typed.__annotations__.items()},
        "hints": {k: v.__name__ if isinstance(v, type) else str(v) for k, v in typing.get_type_hints(typed).items()},
        "signature": str(inspect.signature(typed, eval_str=True)),
@@ -115,6 +116,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.skipif(sys.version_info < (3, 10), reason="inspect.signature(eval_str=) is 3.10+ (PyPy 3.9)")
 @pytest.mark.parametrize("pure", [False, True])
 def test_decorated_function_annotations_resolve_like_the_functions(pure):
     # No `from __future__ import annotations` in the child: on 3.14+ annotations are evaluated
@@ -125,8 +127,9 @@ def test_decorated_function_annotations_resolve_like_the_functions(pure):
     code = code.replace("RETURN", "list[Later]" if lazy else '"list[Later]"')
     proc = run_python(code, {"NVTX_CFFI_PURE_PYTHON": "1" if pure else "0"})
     out = json.loads(proc.stdout)
-    accelerated = sys.implementation.name == "cpython" and not pure and _accel.speedups is not None
-    assert out["type"] == ("nvtx_cffi._speedups" if accelerated else "builtins")
+    if pure or sys.implementation.name != "cpython":
+        assert out["accelerated"] is False
+    assert out["type"] == ("nvtx_cffi._speedups" if out["accelerated"] else "builtins")
     assert out["annotations"]["a"] == "int" and "Later" in out["annotations"]["b"]
     assert out["hints"] == {"a": "int", "b": "Later", "return": "list[__main__.Later]"}
     assert out["signature"] == "(a: int, b: __main__.Later = None) -> list[__main__.Later]"
@@ -439,10 +442,11 @@ cpython_with_gil = pytest.mark.skipif(
 def test_core_is_abi3_and_the_accelerator_a_module_of_its_own():
     from nvtx_cffi._native import _ffi
 
-    assert _ffi.__file__.endswith(".abi3.so")
+    # _ffi.abi3.so; from 3.15 also _ffi.abi3-<multiarch>.so
+    assert os.path.basename(_ffi.__file__).split(".")[1].startswith("abi3")
     if ACCELERATED:
         assert _accel.speedups.__name__ == "nvtx_cffi._speedups"
-        assert not _accel.speedups.__file__.endswith(".abi3.so")  # per-version build
+        assert ".abi3" not in os.path.basename(_accel.speedups.__file__)  # per-version build
         assert _accel.speedups.build_version == nvtx.__version__
 
 

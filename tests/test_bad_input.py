@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 
 import pytest
 
@@ -111,6 +112,23 @@ def test_domain_methods_reject_bad_input():
         domain.end_range("x")
 
 
+@pytest.mark.parametrize("payload", [None, 5], ids=["slot", "payload"])
+def test_domain_methods_reject_another_domains_attributes(payload):
+    """Issue 11, item 2: d1.push_range(a2) / start_range(a2) / mark(a2) recorded in domain two
+    (and d1's next pop did not match); now the ValueError that keyword changes already raised."""
+    d1, d2 = nvtx.get_domain("mine"), nvtx.get_domain("theirs")
+    foreign = d2.get_event_attributes(message="foreign", payload=payload)
+    with recorder.capture() as got:
+        for method in (d1.push_range, d1.start_range, d1.mark):
+            with pytest.raises(ValueError, match="^attributes belong to domain 'theirs', not 'mine'$"):
+                method(foreign)
+            with pytest.raises(ValueError, match="^attributes belong to domain 'theirs', not 'mine'$"):
+                method(foreign, color="red")
+        d2.mark(foreign)
+    assert [(e.kind, e.domain, e.message) for e in got if e.kind in ("push", "start", "mark")] == [
+        ("mark", "theirs", "foreign")]
+
+
 def test_failed_update_leaves_attributes_unchanged():
     domain = nvtx.get_domain("keep")
     attributes = domain.get_event_attributes(message="kept", color="red")
@@ -128,3 +146,97 @@ def test_failed_update_leaves_attributes_unchanged():
 def test_decorating_a_non_callable():
     with pytest.raises(TypeError, match="annotate\\(\\) decorates callables, not int"):
         nvtx.annotate("x")(3)
+
+
+# -- issue 11, item 9: huge ints are named, never formatted; integer-likes are ints everywhere --
+
+HUGE = 10**5000  # str() of it raises ValueError (4300-digit limit); the message must not try
+
+
+@pytest.mark.parametrize("call", sorted(CALLS))
+@pytest.mark.parametrize(("kwargs", "error", "text"), [
+    (dict(payload=HUGE), OverflowError, "payload (a 16610-bit int) is out of range: it must fit in int64 or uint64"),
+    (dict(payload=-HUGE), OverflowError, "payload (-a 16610-bit int) is out of range"),
+    (dict(category=HUGE), OverflowError, "category (a 16610-bit int) is out of range (at most 4294967295)"),
+    (dict(category=-HUGE), ValueError, "category must be non-negative, not (-a 16610-bit int)"),
+    (dict(color=HUGE), ValueError, "color (a 16610-bit int) is out of range"),
+    (dict(payload=Fraction(HUGE, 3)), OverflowError, "payload is out of range for a float (double)"),
+], ids=["payload", "-payload", "category", "-category", "color", "fraction"])
+def test_huge_ints_are_named_not_formatted(call, kwargs, error, text):
+    with pytest.raises(error) as info:
+        CALLS[call](**kwargs)
+    assert str(info.value).startswith(text) and len(str(info.value)) < 200
+
+
+@pytest.mark.parametrize(("call", "error", "text"), [
+    (lambda: nvtx.end_range(HUGE), ValueError, "range_id (a 16610-bit int) is out of range (0 to 2**64-1)"),
+    (lambda: nvtx.end_range((HUGE, 0)), ValueError, "range_id (a 16610-bit int) is out of range"),
+    (lambda: nvtx.end_range((1, HUGE)), TypeError,
+     "range_id must be the (id, domain index) pair start_range returned, not (1, (a 16610-bit int))"),
+    (lambda: nvtx.get_domain("huge").end_range(HUGE), ValueError, "range_id (a 16610-bit int) is out of range"),
+    (lambda: nvtx.name_cuda_stream(HUGE, "s"), ValueError, "stream (a 16610-bit int) is out of range"),
+    (lambda: nvtx.name_cuda_device(HUGE, "d"), ValueError, "device (a 16610-bit int) is out of range"),
+    (lambda: nvtx.get_domain("huge").get_event_attributes(payload=HUGE), OverflowError, "payload (a 16610-bit int)"),
+], ids=["end", "end pair", "end pair index", "domain end", "stream", "device", "attributes"])
+def test_huge_ints_in_ids_and_handles(call, error, text):
+    with pytest.raises(error) as info:
+        call()
+    assert str(info.value).startswith(text) and len(str(info.value)) < 200
+
+
+class Index:
+    """An integer-like that is not an int (what NumPy integers are to Python)."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __index__(self):
+        return self.value
+
+
+def integer_likes():
+    kinds = [Index]
+    try:
+        import numpy
+    except ImportError:
+        pass
+    else:
+        kinds += [numpy.int64, numpy.uint32]
+    return kinds
+
+
+@pytest.mark.parametrize("kind", integer_likes(), ids=lambda k: k.__name__)
+def test_integer_likes_are_accepted_wherever_an_int_is(kind):
+    """np.int64 was accepted as category and payload but not as colour or range id."""
+    d = nvtx.get_domain("intlike")
+    with recorder.capture() as got:
+        nvtx.push_range("il", color=kind(0x112233), category=kind(7), payload=kind(9))
+        nvtx.pop_range()
+        with nvtx.annotate("il2", color=kind(0x445566), category=kind(8), payload=kind(10)):
+            pass
+        rid, index = nvtx.start_range("il3", domain="intlike")
+        nvtx.end_range((kind(rid), kind(index)))
+        nvtx.end_range(kind(nvtx.start_range("il4")[0]))
+        d.end_range(kind(d.start_range(d.get_event_attributes(message="il5", color=kind(0x778899)))))
+        nvtx.name_cuda_stream(kind(0x1000), "il stream")
+    pushes = ranges(got, "push")
+    assert [(e.message, e.color, e.category, e.payload) for e in pushes] == [
+        ("il", 0x112233, 7, 9), ("il2", 0x445566, 8, 10)]
+    starts = {(e.domain, e.range_id): (e.message, e.color) for e in ranges(got, "start")}
+    ended = [starts[e.domain, e.range_id][0] for e in ranges(got, "end")]
+    assert ended == ["il3", "il4", "il5"] and ("il5", 0x778899) in starts.values()
+    (named,) = [e for e in got if e.name == "il stream"]
+    assert (named.resource, named.target) == ("cuda_stream", 0x1000)
+
+
+def test_integer_like_whose_index_is_not_an_int_is_rejected_by_name():
+    class Bad:
+        def __index__(self):
+            return "nope"
+
+    for kwargs, name in [(dict(color=Bad()), "color"), (dict(category=Bad()), "category"),
+                         (dict(payload=Bad()), "payload")]:
+        with pytest.raises(TypeError, match=f"^{name} must be"):
+            nvtx.mark("bad index", **kwargs)
+    with pytest.raises(TypeError, match="^range_id must be the value start_range returned, not Bad$"):
+        nvtx.end_range(Bad())

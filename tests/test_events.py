@@ -231,6 +231,88 @@ def test_async_with_uses_start_end():
     assert sorted(e.range_id for e in ranges(got, "end")) == sorted(starts)
 
 
+def _ended_by(got):
+    """{message of each started range: message of the range each matching end closed}, asserting
+    that every end closes a range that is open (same domain and id) and each range ends once."""
+    open_ranges, closed = {}, []
+    for e in got:
+        if e.kind == "start":
+            open_ranges[e.domain, e.range_id] = e.message
+        elif e.kind == "end":
+            assert (e.domain, e.range_id) in open_ranges, f"end of a range that is not open: {e}"
+            closed.append(open_ranges.pop((e.domain, e.range_id)))
+    assert not open_ranges, f"ranges left open: {open_ranges}"
+    return closed
+
+
+def test_async_with_in_async_generator_ends_its_own_range():
+    """Issue 11, item 1: an async generator runs in its consumer's context; its ``async with``
+    must not end the consumer's range (was: end M id=2, end G id=1)."""
+    async def agen():
+        async with nvtx.annotate("in_gen", domain="G"):
+            yield 1
+            yield 2
+
+    async def main():
+        g = agen()
+        async with nvtx.annotate("outer", domain="M"):
+            assert await g.__anext__() == 1
+        assert [x async for x in g] == [2]
+
+    with recorder.capture() as got:
+        asyncio.run(main())
+    starts = {(e.domain, e.range_id): e.message for e in ranges(got, "start")}
+    assert sorted(starts.values()) == ["in_gen", "outer"]
+    ends = [(e.domain, starts.get((e.domain, e.range_id))) for e in ranges(got, "end")]
+    assert ends == [("M", "outer"), ("G", "in_gen")]
+
+
+def test_shared_annotate_object_in_interleaved_async_generators_and_tasks():
+    """One cached annotate object entered by several async generators, consumed in an interleaved
+    order by two tasks, one generator finished by a task other than the one that started it, and an
+    AsyncExitStack inside a generator: every end closes the range its own entry started."""
+    import contextlib
+
+    shared = nvtx.annotate("shared", domain="S")
+
+    async def agen(tag):
+        async with shared:
+            async with nvtx.annotate(f"gen {tag}", domain="S"):
+                yield tag
+                await asyncio.sleep(0)
+                yield tag
+
+    async def with_stack():
+        async with contextlib.AsyncExitStack() as stack:
+            await stack.enter_async_context(nvtx.annotate("stacked", domain="S"))
+            yield "s"
+
+    async def consumer(gens, hand_over):
+        async with shared:
+            for g in gens:
+                await g.__anext__()
+            async with nvtx.annotate("consumer inner", domain="S"):
+                await asyncio.sleep(0)
+        return hand_over
+
+    async def main():
+        a, b, c, s = agen("a"), agen("b"), agen("c"), with_stack()
+        await s.__anext__()
+        left = await asyncio.gather(consumer([a, b], c), consumer([c], a))
+        await asyncio.sleep(0)
+        async with nvtx.annotate("main", domain="S"):
+            for g, tag in zip((*left, b), "cab"):  # c and a finish in another task than they started in
+                assert [x async for x in g] == [tag]
+            async for _ in s:
+                pass
+
+    with recorder.capture() as got:
+        asyncio.run(main())
+    closed = _ended_by(got)
+    assert sorted(closed) == sorted(["shared"] * 5 + ["gen a", "gen b", "gen c", "stacked", "main"]
+                                    + ["consumer inner"] * 2)
+
+
 def test_generator_range_spans_iteration():
     @nvtx.annotate("numbers")
     def numbers(n):

@@ -25,6 +25,7 @@ from nvtx_cffi._domain import MAX_REGISTERED_BYTES
 
 SCENARIO = r"""
 import json
+import warnings
 import nvtx_cffi as nvtx
 from nvtx_cffi import _accel, _annotate, _domain, _ranges
 
@@ -105,6 +106,71 @@ def scenario(tag):
         assert str(exc) == "inside"
     else:
         raise AssertionError("the exception did not propagate")
+    payloads(tag)
+
+
+def payloads(tag):
+    # Per-call payloads (issue 9/12): values that change every call, every spelling; the payload
+    # is a value sent with the prepared slot, never part of a cache key.
+    nvtx.mark("payloads")
+    for i in (10, 2 ** 40, -3, 2 ** 63, 0.25):  # the same in each run: the runs are compared
+        nvtx.mark("p", payload=i)
+        nvtx.mark("p", "red", "fastdom", "pc", i)
+        nvtx.push_range("p", color="red", payload=i); nvtx.pop_range()
+        nvtx.push_range(message="p", domain="fastdom", category=4, payload=i); nvtx.pop_range("fastdom")
+        nvtx.end_range(nvtx.start_range("p", color="red", payload=i))
+        with nvtx.annotate("p", payload=i):
+            pass
+        with nvtx.annotate("p", "red", "fastdom", "pc", i):
+            pass
+        with nvtx.annotate(message="p", color="green", domain="fastdom", category=5, payload=i):
+            pass
+        a = nvtx.annotate(f"p{len(LONG) % 2}", payload=i)  # a new str object each time
+        assert (a.payload, a.attributes.payload, a.message) == (i, i, "p1"), a
+        with a:
+            pass
+        d.push_range(message="p", color="red", payload=i); d.pop_range()
+        d.mark(message="p", category=6, payload=i)
+        d.end_range(d.start_range(message="p", payload=i))
+        d.push_range(message="p", color="red"); d.pop_range()
+        with nvtx.annotate(LONG, payload=i):
+            pass
+        d.mark(message=LONG, payload=i)
+    # An annotate object keeps its payload whatever is made after it (with the accelerator, an
+    # object nobody else holds is handed out again: none of this may notice).
+    nvtx.mark("objects")
+    a1 = nvtx.annotate("q", payload=1)
+    a2 = nvtx.annotate("q", payload=2)
+    assert a1 is not a2 and (a1.payload, a2.payload) == (1, 2)
+    with a1:
+        pass
+    with a2:
+        pass
+    with nvtx.annotate("q", payload=3) as a3:
+        with nvtx.annotate("q", payload=4):
+            pass
+        assert a3.payload == 3 and a3._args == ("q", None, None, None, 3)
+    enter = nvtx.annotate("q", payload=5).__enter__
+    assert nvtx.annotate("q", payload=6).payload == 6
+    enter()
+    nvtx.pop_range()
+    decorated = nvtx.annotate("q", payload=7)(lambda: None)
+    with nvtx.annotate("q", payload=8):
+        pass
+    decorated()
+    import asyncio
+
+    async def task(value):
+        async with nvtx.annotate("q", payload=value):
+            await asyncio.sleep(0)
+
+    async def both():
+        await asyncio.gather(task(9), task(10))
+
+    asyncio.run(both())
+    for value in (11, 12):
+        with nvtx.annotate("q", payload=value):
+            pass
 
 
 scenario(0)  # first use: general paths, caches filled
@@ -114,14 +180,49 @@ for cache in (_ranges._slot_cache, _ranges._blue_slots, _ranges._uncoloured_slot
     cache.clear()
 scenario(2)  # general paths again
 
+nvtx.mark("separator", domain="separator", payload=-1)  # the end of the compared runs
 errors = {}
+
+
+def outcome(call):
+    # [exception type, message], [warning category, message], or None when the call just works
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            call()
+        except Exception as exc:
+            return [type(exc).__name__, str(exc).split(". Did you mean")[0]]  # 3.14+ adds a suggestion
+    return [caught[0].category.__name__, str(caught[0].message)] if caught else None
+
+
 for name, bad in [("str id", ("a", 0)), ("too big", (2 ** 64, 0)), ("list", [1, 0]),
                   ("triple", (1, 0, 0)), ("bool", True), ("negative", -1)]:
     try:
         nvtx.end_range(bad)
         errors[name] = None
     except Exception as exc:
-        errors[name] = [type(exc).__name__, str(exc)]
+        errors[name] = [type(exc).__name__, str(exc).split(". Did you mean")[0]]  # 3.14+ adds a suggestion
+# Bad payloads fail the same way on the first call and on a hot one, in every spelling.
+for name, bad in [("str", "1"), ("huge", 2 ** 64), ("negative huge", -(2 ** 63) - 1), ("list", [1]),
+                  ("object", object())]:
+    for spelling, call in [
+            ("mark", lambda: nvtx.mark("p", payload=bad)),
+            ("push_range", lambda: nvtx.push_range("p", color="red", payload=bad)),
+            ("start_range", lambda: nvtx.start_range("p", color="red", payload=bad)),
+            ("annotate", lambda: nvtx.annotate("p", payload=bad)),
+            ("annotate positional", lambda: nvtx.annotate("p", "red", "fastdom", "pc", bad)),
+            ("Domain.mark", lambda: d.mark(message="p", payload=bad)),
+            ("Domain.push_range", lambda: d.push_range(message="p", color="red", payload=bad))]:
+        errors[f"payload {name} {spelling}"] = outcome(call)
+try:
+    d.mark(message="p", colour="red")
+except TypeError as exc:
+    errors["Domain.mark colour"] = [type(exc).__name__, str(exc).split(". Did you mean")[0]]  # 3.14+ adds a suggestion
+# Per-call payloads left no trace in the caches (value, not identity).
+for cache in (_ranges._slot_cache, _annotate._cache, d._by_keywords):
+    assert not any(isinstance(k, tuple) and any(isinstance(v, (int, float)) and v not in (0, 2, 3, 4, 5, 6)
+                                                  and not isinstance(v, bool) for v in k[1:])
+                   for k in cache), sorted(map(repr, cache))
 print(json.dumps({"errors": errors, "accelerated": _accel.accel is not None}))
 """
 
@@ -143,7 +244,7 @@ def _record(mode: str, directory: str):
     runs, current = {}, None
     for event in events:
         if event.kind == "mark" and event.domain == "separator":
-            current = runs.setdefault(event.payload, [])
+            current = runs.setdefault(event.payload, []) if event.payload >= 0 else None
         elif current is not None:
             current.append(event)
     report = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -188,9 +289,73 @@ def test_fast_paths_record_the_same_events_as_the_general_paths(recorded):
     assert [_content(e) for e in runs[2]] == first
 
 
+def test_per_call_payloads_reach_the_tool_with_their_slot(recorded):
+    runs, _ = recorded
+    red, green = nvtx_cffi.to_argb("red"), nvtx_cffi.to_argb("green")
+    blue = nvtx_cffi.to_argb(None)  # the default colour
+    long = "L" * (MAX_REGISTERED_BYTES + 1)
+    for tag, run in runs.items():
+        start = next(n for n, e in enumerate(run) if e.kind == "mark" and e.message == "payloads")
+        stop = next(n for n, e in enumerate(run) if e.kind == "mark" and e.message == "objects")
+        events = [e for e in run[start + 1:stop] if e.kind in ("push", "start", "mark")]
+        values = [10, 2 ** 40, -3, 2 ** 63, 0.25]
+        per_value = len(events) // len(values)
+        assert per_value * len(values) == len(events) and per_value == 15
+        for n, value in enumerate(values):
+            group = events[n * per_value:(n + 1) * per_value]
+            kind = "double" if isinstance(value, float) else ("uint64" if value >= 2 ** 63 else "int64")
+            expected = [(value, kind)] * 12 + [(None, None)] + [(value, kind)] * 2  # 13th: no payload
+            assert [(e.payload, e.payload_type) for e in group] == expected, (tag, n)
+            assert [(e.kind, e.message, e.domain, e.color, e.category) for e in group] == [
+                ("mark", "p", None, blue, 0),
+                ("mark", "p", "fastdom", red, 2),  # "pc": fastdom's second category name
+                ("push", "p", None, red, 0),
+                ("push", "p", "fastdom", blue, 4),
+                ("start", "p", None, red, 0),
+                ("push", "p", None, blue, 0),
+                ("push", "p", "fastdom", red, 2),
+                ("push", "p", "fastdom", green, 5),
+                ("push", "p1", None, blue, 0),
+                ("push", "p", "fastdom", red, 0),
+                ("mark", "p", "fastdom", blue, 6),
+                ("start", "p", "fastdom", blue, 0),
+                ("push", "p", "fastdom", red, 0),
+                ("push", long, None, blue, 0),
+                ("mark", long, "fastdom", blue, 0),
+            ], (tag, n)
+
+
+def test_annotate_objects_keep_their_payload(recorded):
+    runs, _ = recorded
+    for tag, run in runs.items():
+        start = next(n for n, e in enumerate(run) if e.kind == "mark" and e.message == "objects")
+        events = [(e.kind, e.message, e.payload) for e in run[start + 1:] if e.kind in ("push", "start")]
+        assert events[:8] == [("push", "q", 1), ("push", "q", 2), ("push", "q", 3), ("push", "q", 4),
+                              ("push", "q", 5), ("push", "q", 8), ("push", "q", 7), ("start", "q", 9)], tag
+        assert events[8:] == [("start", "q", 10), ("push", "q", 11), ("push", "q", 12)], tag
+
+
+def test_bad_payloads_fail_alike_in_every_spelling(recorded):
+    _, errors = recorded
+    for spelling in ("mark", "push_range", "start_range", "annotate", "annotate positional",
+                     "Domain.mark", "Domain.push_range"):
+        # as nvtx 0.2.16: a str (or any unsupported type) warns and sends no payload; a list is a
+        # binary payload (payload extension)
+        assert errors[f"payload str {spelling}"] == ["NvtxWarning", "Unsupported payload type: <class 'str'>."], spelling
+        assert errors[f"payload object {spelling}"] == [
+            "NvtxWarning", "Unsupported payload type: <class 'object'>."], spelling
+        assert errors[f"payload list {spelling}"] is None, spelling
+        for name in ("huge", "negative huge"):
+            assert errors[f"payload {name} {spelling}"][0] == "OverflowError", (name, spelling)
+            assert "int64 or uint64" in errors[f"payload {name} {spelling}"][1]
+    assert errors["Domain.mark colour"] == [
+        "TypeError", "Domain.mark() got an unexpected keyword argument 'colour'"]
+
+
 def test_fast_path_events_carry_the_right_content(recorded):
     runs, _ = recorded
     hot = runs[1]
+    hot = hot[:next(n for n, e in enumerate(hot) if e.kind == "mark" and e.message == "payloads")]
     push = hot[0]
     assert (push.kind, push.message, push.color, push.domain, push.category, push.payload) == (
         "push", "x", nvtx_cffi.to_argb("blue"), None, 0, None)
@@ -229,9 +394,10 @@ def test_every_end_closes_the_id_its_start_returned(recorded):
     for run in runs.values():
         starts = [e for e in run if e.kind == "start"]
         ends = [e for e in run if e.kind == "end"]
-        assert len(starts) == len(ends) == 5
-        assert [(s.range_id, s.domain) for s in starts] == [(e.range_id, e.domain) for e in ends]
-        assert len({s.range_id for s in starts}) == 5
+        assert len(starts) == len(ends) == 5 + 2 * 5 + 2  # + two per payload value, two async tasks
+        # (the two asyncio tasks end in either order)
+        assert sorted((s.range_id, s.domain or "") for s in starts) == sorted((e.range_id, e.domain or "") for e in ends)
+        assert len({(s.range_id, s.domain) for s in starts}) == 17
 
 
 def test_end_range_rejects_what_start_range_never_returns(recorded):
@@ -269,3 +435,63 @@ def test_domain_pop_range_takes_no_argument():
     assert nvtx_cffi.get_domain("fast_paths_pop").pop_range() is None
     with pytest.raises(TypeError):
         nvtx_cffi.get_domain("fast_paths_pop").pop_range(1)
+
+
+NO_TOOL = r"""
+import json
+import warnings
+import nvtx_cffi as nvtx
+from nvtx_cffi import _accel, _annotate, _ranges
+assert not nvtx.enabled()
+d = nvtx.get_domain("notool")
+out = {"accelerated": _accel.accel is not None}
+for i in (1, 2 ** 63, 0.5, -7):
+    a = nvtx.annotate("x", "red", "notool", "c", payload=i)
+    b = nvtx.annotate(message="x", payload=i)
+    with a, b:
+        pass
+    assert (a.payload, b.payload, a.attributes.payload, a.message, a.color) == (i, i, i, "x", "red")
+    nvtx.mark("x", payload=i); nvtx.push_range("x", color="red", payload=i); nvtx.pop_range()
+    assert d.start_range(message="x", payload=i) == 0
+    d.push_range(message="x", color="red", payload=i); d.pop_range()
+a1, a2 = nvtx.annotate("x", payload=1), nvtx.annotate("x", payload=2)
+assert a1 is not a2 and (a1.payload, a2.payload) == (1, 2)
+errors = {}
+for name, call in [("annotate", lambda: nvtx.annotate("x", payload="s")),
+                   ("Domain.mark", lambda: d.mark(message="x", payload=[1])),
+                   ("Domain.mark colour", lambda: d.mark(message="x", colour="red")),
+                   ("annotate huge", lambda: nvtx.annotate("x", payload=2 ** 64)),
+                   ("mark colour", lambda: nvtx.mark("x", colour="red")),
+                   ("mark colour again", lambda: nvtx.mark("x", colour="red")),
+                   ("push_range twice", lambda: nvtx.push_range("x", message="y"))]:
+    nvtx.mark("x", color="red", domain="d", category="c")  # a valid shape, before and after
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            call()
+        except Exception as exc:
+            errors[name] = [type(exc).__name__, str(exc).split(". Did you mean")[0]]  # 3.14+ adds a suggestion
+    if caught:
+        errors[name] = [caught[0].category.__name__, str(caught[0].message)]
+out["errors"] = errors
+out["annotate cache"] = len(_annotate._cache)
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_without_a_tool_payload_calls_check_and_keep_their_values(mode):
+    from conftest import run_python
+
+    proc = run_python(NO_TOOL, env=MODES[mode], remove=("NVTX_INJECTION64_PATH", "NVTX_CFFI_PURE_PYTHON"))
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["accelerated"] is (mode == "accelerated" and sys.implementation.name == "cpython")
+    assert out["errors"] == {
+        "annotate": ["NvtxWarning", "Unsupported payload type: <class 'str'>."],  # as nvtx; no error
+        "Domain.mark colour": ["TypeError", "Domain.mark() got an unexpected keyword argument 'colour'"],
+        "annotate huge": ["OverflowError", f"payload {2 ** 64} is out of range: it must fit in int64 or uint64"],
+        "mark colour": ["TypeError", "mark() got an unexpected keyword argument 'colour'"],
+        "mark colour again": ["TypeError", "mark() got an unexpected keyword argument 'colour'"],
+        "push_range twice": ["TypeError", "push_range() got multiple values for argument 'message'"],
+    }
+    assert out["annotate cache"] == 2  # ("x", "red", "notool", "c") and ("x",): no payload in any key

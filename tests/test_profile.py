@@ -320,11 +320,144 @@ def test_without_a_tool_enable_does_nothing(tmp_path):
     ({"exclude": ["ok", 4]}, TypeError, "exclude must contain str patterns, not int"),
     ({"include": [""]}, ValueError, "include must not contain an empty pattern"),
     ({"domain": 1}, TypeError, "domain must be a str, not int"),
+    # issue 11: was accepted, and enable() then raised an OverflowError that did not name it
+    ({"max_depth": 2**40}, OverflowError, r"^max_depth 1099511627776 is out of range \(at most 2147483647\)$"),
+    ({"max_depth": 10**5000}, OverflowError, r"^max_depth \(a 16610-bit int\) is out of range"),
 ])
 def test_bad_arguments(kwargs, error, match):
     import nvtx_cffi
     with pytest.raises(error, match=match):
         nvtx_cffi.Profile(**kwargs)
+
+
+def test_max_depth_takes_integer_likes():
+    import nvtx_cffi
+
+    class Index:
+        def __index__(self):
+            return 3
+
+    assert nvtx_cffi.Profile(max_depth=Index()).max_depth == 3
+
+
+# ------------------------------------------------ other profilers: cProfile, coverage, a user's hook
+# Issue 11, item 4: under `python -m cProfile`, disable() restored cProfile's profiler object with
+# sys.setprofile (TypeError: 'Profile' object is not callable), left the engine marked running
+# (every later enable() raised) and cProfile unhooked.
+
+COEXIST = """\
+import json, sys, warnings
+import nvtx_cffi
+import nvtx_cffi._profile as P
+P.C_ENGINE = P.C_ENGINE and {c_engine}
+warnings.simplefilter("ignore")
+def inside(n):
+    return n + 1
+def after(n):
+    return n * 2
+engines = []
+for _ in range(2):  # a second enable() must work: nothing left marked running
+    with nvtx_cffi.Profile(linenos=False) as p:
+        engines.append(p.engine)
+        inside(1)
+after(2)
+print(json.dumps({{"engines": engines, "tid": __import__("threading").get_native_id(),
+                  "profile": type(sys.getprofile()).__name__}}))
+"""
+
+
+@pytest.mark.parametrize("c_engine", [True, False], ids=["c-engine", "python-engine"])
+def test_profile_under_cprofile(tmp_path, c_engine):
+    import pstats
+
+    if sys.implementation.name == "pypy":
+        pytest.skip("PyPy: cProfile's hook is invisible to sys.getprofile(), so Profile replaces it (README)")
+
+    script = tmp_path / "coexist.py"
+    script.write_text(COEXIST.format(c_engine=c_engine))
+    out = run(tmp_path, "", args=("-m", "cProfile", "-o", str(tmp_path / "out.prof"), str(script)))
+    pushes = [item for item in ranges(tmp_path)[out["tid"]] if item[0] == "push"]
+    assert pushes.count(("push", "inside")) == 2 and ("push", "after") not in pushes
+    if ENGINE == "setprofile":  # cProfile still holds sys.setprofile afterwards (3.12+: sys.monitoring)
+        assert out["profile"] == "Profile"
+    # cProfile saw the calls after disable() (and, where it was not paused, those inside)
+    stats = {func[2]: counts[1] for func, counts in pstats.Stats(str(tmp_path / "out.prof")).stats.items()
+             if func[0] == str(script)}
+    assert stats["after"] == 1
+    # sys.monitoring leaves cProfile running; sys.setprofile (3.9-3.11, PyPy) pauses it meanwhile
+    assert stats.get("inside", 0) == (2 if ENGINE == "monitoring" else 0)
+
+
+@pytest.mark.parametrize("c_engine", [True, False], ids=["c-engine", "python-engine"])
+def test_profile_chains_a_python_profile_function(tmp_path, c_engine):
+    """A profile function set with sys.setprofile keeps getting its events, and is given back."""
+    out = run(tmp_path, f"import nvtx_cffi._profile as P\nP.C_ENGINE = P.C_ENGINE and {c_engine}\n" + """
+import json, sys, threading, warnings, nvtx_cffi
+warnings.simplefilter("ignore")
+seen = []
+def mine(frame, event, arg):
+    if event == "call" and frame.f_code.co_name == "work":
+        seen.append(threading.current_thread().name)
+def work():
+    return 1
+sys.setprofile(mine)
+with nvtx_cffi.Profile(linenos=False):
+    work()
+work()
+restored = sys.getprofile() is mine
+sys.setprofile(None)
+print(json.dumps({"seen": seen, "restored": restored, "tid": threading.get_native_id()}))
+""")
+    assert out["restored"] and out["seen"] == ["MainThread", "MainThread"]
+    assert ("push", "work") in ranges(tmp_path)[out["tid"]]
+
+
+def test_profile_under_coverage(tmp_path):
+    coverage = pytest.importorskip("coverage")
+    script = tmp_path / "covered.py"
+    script.write_text(COEXIST.format(c_engine=True))
+    env = {**os.environ, **recorder.environment(tmp_path / "rec"), "COVERAGE_FILE": str(tmp_path / ".coverage")}
+    proc = subprocess.run([sys.executable, "-m", "coverage", "run", str(script)], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert [p for p in ranges(tmp_path)[out["tid"]] if p[0] == "push"].count(("push", "inside")) == 2
+    data = coverage.CoverageData(basename=str(tmp_path / ".coverage"))
+    data.read()
+    lines = set(data.lines(str(script)))
+    source = script.read_text().splitlines()
+    for needle in ("    return n + 1", "    return n * 2", 'print(json.dumps({"engines"'):
+        assert [i + 1 for i, line in enumerate(source) if line.startswith(needle)][0] in lines, needle
+
+
+@pytest.mark.skipif(sys.implementation.name != "cpython", reason="the C engine is CPython's")
+def test_engine_not_left_running_after_a_failed_disable(tmp_path):
+    """An error while giving the profile hooks back must still stop the engine."""
+    out = run(tmp_path, """
+        import json, threading, nvtx_cffi
+        def work():
+            return 1
+        real = threading.setprofile
+        def broken(hook):
+            raise RuntimeError("setprofile broke")
+        p = nvtx_cffi.Profile(linenos=False, annotate_cfuncs=True)
+        p.enable()
+        work()
+        threading.setprofile = broken
+        try:
+            p.disable()
+            error = None
+        except RuntimeError as exc:
+            error = str(exc)
+        threading.setprofile = real
+        with nvtx_cffi.Profile(linenos=False) as again:
+            work()
+        print(json.dumps({"error": error, "tid": threading.get_native_id(), "enabled": p.enabled}))
+    """)
+    seq = ranges(tmp_path)[out["tid"]]
+    assert seq.count(("push", "work")) == 2 and not out["enabled"]
+    if ENGINE == "setprofile":
+        assert out["error"] == "setprofile broke"
 
 
 # --------------------------------------------------------------------------- the CLI

@@ -22,6 +22,12 @@ import pytest
 
 from nvtx_cffi import recorder
 
+try:
+    import numpy  # noqa: F401  (recorder.blocks needs it; the Event API does not)
+    HAVE_NUMPY = True
+except ImportError:
+    HAVE_NUMPY = False
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
@@ -64,6 +70,7 @@ PRELUDE = """
 import ctypes, json, os, sys, threading
 lib = ctypes.CDLL({lib!r})
 lib.client_start_end.restype = ctypes.c_uint64
+lib.client_start_end_open.restype = ctypes.c_uint64
 def recorder_lib():
     rec = ctypes.CDLL(os.environ["NVTX_INJECTION64_PATH"], mode=os.RTLD_NOLOAD | os.RTLD_NOW)
     rec.nvtx_recorder_dropped.restype = ctypes.c_uint64
@@ -112,7 +119,8 @@ def test_c_client_every_field(tmp_path, client_lib):
         ("category", None, None, None, 7, None, None, "ascii", "seven", 7, None),
         ("domain", "my-domain", None, None, 0, None, None, "ascii", "my-domain", 1, None),
         ("domain", "my-domain", None, None, 0, None, None, "ascii", "my-domain", 1, None),
-        ("string", "my-domain", None, None, 0, None, None, "ascii", "registered", 1, None),
+        # string ids are shared with interned messages: "outer", "mark-a" and the wide one came first
+        ("string", "my-domain", None, None, 0, None, None, "ascii", "registered", 4, None),
         ("category", "my-domain", None, None, 3, None, None, "ascii", "three", 3, None),
         ("push", "my-domain", "registered", 0xFF00FF00, 3, -42, "int64", "domain", None, None, None),
         ("pop", "my-domain", None, None, 0, None, None, "domain", None, None, None),
@@ -295,7 +303,7 @@ def test_fork_while_other_threads_record(tmp_path, client_lib):
         stop = True
         for t in threads: t.join()
         print(json.dumps({"children": children}))
-    """), timeout=60)
+    """), timeout=300)  # a bound on a hang: under ASan on a loaded 2-core machine it takes a minute
     rec = recorder.read(tmp_path)
     for pid in out["children"]:
         assert [(e.kind, e.message) for e in rec.events if e.pid == pid] == [("mark", "child")]
@@ -320,13 +328,26 @@ def test_dropped_events_are_counted_exactly(tmp_path, client_lib, threads):
     rec = recorder.read(tmp_path)
     kept = sum(1 for e in rec.events if e.kind == "mark")
     assert len(rec.events) == kept
-    assert kept == 3 * 8192 // 64  # three chunks of 64-byte records
-    assert rec.dropped == out["dropped"] == threads * n - kept
+    (path,) = tmp_path.glob("*.nvtxrec")
+    assert 0 < kept < threads * n and path.stat().st_size <= 4096 + 3 * 8192  # the bound holds
+    assert rec.dropped == out["dropped"] == threads * n - kept  # every event recorded or counted
     (info,) = rec.processes.values()
     assert info.dropped == rec.dropped and info.write_errors == 0
 
 
 # --------------------------------------------------------------------------- 6. torn tail
+
+
+def _words(data: bytes, chunk_off: int = 4096):
+    """(file offset, tag) of every record word of the chunk at chunk_off, up to the first zero word."""
+    size = struct.unpack_from("<Q", data, chunk_off)[0] >> 32
+    out = []
+    for off in range(chunk_off + 32, min(chunk_off + size, len(data)), 8):
+        w = struct.unpack_from("<Q", data, off)[0]
+        if w == 0:
+            break
+        out.append((off, w & 0xFF))
+    return out
 
 
 def test_torn_and_cut_records(tmp_path, client_lib):
@@ -337,34 +358,78 @@ def test_torn_and_cut_records(tmp_path, client_lib):
     data = path.read_bytes()
     full = recorder.read_file(path)
     assert [e.message for e in full.events] == [f"m{i}" for i in range(40)]
-    sizes = [56 + ((len(f"m{i}") + 7) & ~7) for i in range(40)]  # "m0".."m39": 64 bytes each
-    assert set(sizes) == {64}
-    header = 4096
+    marks = [off for off, tag in _words(data) if tag == 5]  # head words of the 40 marks
+    assert len(marks) == 40
 
-    def read_bytes(blob: bytes) -> list:
+    def messages(blob: bytes) -> list:
         p = tmp_path / "cut.nvtxrec"
         p.write_bytes(blob)
-        return [e.message for e in recorder.read_file(p).events]
+        listed = [e.message for e in recorder.read_file(p).events]
+        if HAVE_NUMPY:
+            columnar = [b.strings[i] for b in recorder.blocks(p) for i in b.events["message"]]
+            assert listed == columnar
+        return listed
 
-    # the file cut in the middle of record 10 (or of its size word): records 0..9 remain
-    for cut in (header + 10 * 64 + 1, header + 10 * 64 + 30, header + 11 * 64 - 1):
-        assert read_bytes(data[:cut]) == [f"m{i}" for i in range(10)]
-    assert read_bytes(data[:header + 10 * 64]) == [f"m{i}" for i in range(10)]
-    # an uncommitted record (size word still 0) ends the chunk
+    # the file cut in the middle of mark 10's record: marks 0..9 remain
+    for cut in (marks[10] + 1, marks[10] + 8, marks[10] + 13):
+        assert messages(data[:cut]) == [f"m{i}" for i in range(10)]
+    # an uncommitted record (head word still 0) ends the chunk
     torn = bytearray(data)
-    struct.pack_into("<I", torn, header + 25 * 64, 0)
-    assert read_bytes(bytes(torn)) == [f"m{i}" for i in range(25)]
-    # a corrupt size word too
-    struct.pack_into("<I", torn, header + 5 * 64, 12)
-    assert read_bytes(bytes(torn)) == [f"m{i}" for i in range(5)]
-    # a file cut inside its header, or still empty, is skipped
-    assert read_bytes(data[:100]) == []
-    assert read_bytes(b"") == []
-    # read(directory) tolerates such files next to good ones
-    shutil.copy(path, tmp_path / "rec" / "nvtx-1-0.nvtxrec")
-    Path(tmp_path / "rec" / "nvtx-1-0.nvtxrec").write_bytes(data[:header + 3 * 64 + 7])
-    both = recorder.read(tmp_path / "rec")
-    assert len(both.events) == 43
+    struct.pack_into("<Q", torn, marks[25], 0)
+    assert messages(bytes(torn)) == [f"m{i}" for i in range(25)]
+    # a corrupt word too, and the reader says how much it skipped
+    struct.pack_into("<Q", torn, marks[5], 0x0B)
+    assert messages(bytes(torn)) == [f"m{i}" for i in range(5)]
+    assert recorder.read_file(tmp_path / "cut.nvtxrec").skipped_bytes == marks[25] - marks[5]
+    # a file still being created (empty, or its reserved header still zero) is an empty recording
+    assert messages(b"") == [] and messages(bytes(4096)) == []
+    # a file cut inside its header is an error that names it
+    (tmp_path / "cut.nvtxrec").write_bytes(data[:100])
+    with pytest.raises(ValueError, match=r"cut\.nvtxrec.*cut inside its header"):
+        recorder.read_file(tmp_path / "cut.nvtxrec")
+    if HAVE_NUMPY:
+        with pytest.raises(ValueError, match=r"cut\.nvtxrec.*cut inside its header"):
+            recorder.blocks(tmp_path / "cut.nvtxrec")
+
+
+def test_reading_what_is_not_a_recording(tmp_path):
+    with pytest.raises(FileNotFoundError, match="missing"):
+        recorder.read(tmp_path / "missing")
+    if HAVE_NUMPY:
+        with pytest.raises(FileNotFoundError, match="missing"):
+            recorder.blocks(tmp_path / "missing")
+    with pytest.raises(ValueError, match="/etc/passwd: not an NVTX recording"):
+        recorder.read_file("/etc/passwd")
+    (tmp_path / "empty").mkdir()
+    rec = recorder.read(tmp_path / "empty")
+    assert (rec.events, rec.processes, rec.dropped, rec.skipped_bytes) == ([], {}, 0, 0)
+    if HAVE_NUMPY:
+        assert list(recorder.blocks(tmp_path / "empty")) == []
+    (tmp_path / "empty" / "nvtx-1-e0-0.nvtxrec").write_text("root:x:0:0:root:/root:/bin/bash\n" * 200)
+    with pytest.raises(ValueError, match="nvtx-1-e0-0.nvtxrec: not an NVTX recording"):
+        recorder.read(tmp_path / "empty")
+
+
+def test_corrupt_chunk_header_is_skipped_and_reported(tmp_path, client_lib):
+    # two threads: two chunks; the first one's header is damaged
+    run_recorded(tmp_path / "rec", script(client_lib, """
+        lib.client_numbered_marks(b"a", 20)
+        t = threading.Thread(target=lambda: lib.client_numbered_marks(b"b", 20))
+        t.start(); t.join()
+    """))
+    (path,) = (tmp_path / "rec").glob("*.nvtxrec")
+    data = bytearray(path.read_bytes())
+    first = struct.unpack_from("<Q", data, 4096)[0] >> 32
+    assert len(data) > 4096 + first
+    struct.pack_into("<Q", data, 4096, 0x30 | (3 << 32))  # a size that is not a whole page
+    path.write_bytes(bytes(data))
+    rec = recorder.read(tmp_path / "rec")
+    assert [e.message for e in rec.events] == [f"b{i}" for i in range(20)]
+    assert (rec.skipped_chunks, rec.skipped_bytes) == (1, first)
+    if HAVE_NUMPY:
+        s = recorder.blocks(tmp_path / "rec")
+        assert (s.skipped_chunks, s.skipped_bytes) == (1, first)
+        assert sum(len(b.events) for b in s) == 20
 
 
 # --------------------------------------------------------------------------- API
@@ -445,7 +510,8 @@ def test_write_errors_are_counted_as_dropped(tmp_path, client_lib):
     """), extra_env={"NVTX_CFFI_RECORD_CHUNK_BYTES": "8192"})
     rec = recorder.read(tmp_path)
     kept = sum(1 for e in rec.events if e.kind == "mark")
-    assert kept == 2 * 8192 // 64
+    (path,) = tmp_path.glob("*.nvtxrec")
+    assert 0 < kept < n and path.stat().st_size <= 4096 + 2 * 8192
     assert rec.dropped == out["dropped"] == n - kept
     (info,) = rec.processes.values()
     assert info.write_errors > 0
@@ -487,3 +553,226 @@ def test_blob_records_reach_the_reader(tmp_path, client_lib, blob_recorder):
     assert (b2.name, b2.target, len(b2.data), b2.truncated) == ("schema", 7, 65536, True)
     assert b2.data == b"x" * 65536
     assert (b3.name, b3.data) == ("unknown(200)", b"")
+
+
+# --------------------------------------------------------------------------- full disk, exec, sizes, threads, liveness
+
+
+def _mount_tmpfs(path: Path, size: str) -> None:
+    path.mkdir()
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a small tmpfs needs root")
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
+
+
+def _fill(path: Path) -> None:
+    fd = os.open(path / "filler", os.O_WRONLY | os.O_CREAT)
+    try:
+        while os.write(fd, b"\1" * 4096) == 4096:
+            pass
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("room", ["none", "header"])
+def test_full_disk_warns_and_runs_unrecorded(tmp_path, client_lib, room):
+    # A real full filesystem: a 64 KiB tmpfs filled up (none: not even the header fits; header: the
+    # header and the first chunk fit, later chunks do not). Before: SIGBUS (exit 135).
+    disk = tmp_path / "disk"
+    _mount_tmpfs(disk, "64k")
+    try:
+        _fill(disk)
+        if room == "header":
+            os.truncate(disk / "filler", max(0, os.path.getsize(disk / "filler") - 2 * 4096))
+        env = {**os.environ, **recorder.environment(disk / "rec")}
+        code = script(client_lib, """
+            lib.client_marks(b"x", 5000)
+            print(json.dumps({"dropped": recorder_lib().nvtx_recorder_dropped()}))
+        """)
+        proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        warnings = [line for line in proc.stderr.splitlines() if line.startswith("nvtx-cffi recorder:")]
+        assert len(warnings) == 1, proc.stderr
+        assert "No space left on device" in warnings[0]
+        dropped = json.loads(proc.stdout.strip().splitlines()[-1])["dropped"]
+        if room == "none":
+            assert "cannot reserve space for" in warnings[0]
+            assert dropped == 5000 and list((disk / "rec").glob("*.nvtxrec")) == []
+        else:
+            assert "cannot extend" in warnings[0]
+            rec = recorder.read(disk / "rec")
+            kept = sum(1 for e in rec.events if e.kind == "mark")
+            (info,) = rec.processes.values()
+            assert 0 < kept < 5000 and dropped == rec.dropped == 5000 - kept and info.write_errors > 0
+    finally:
+        subprocess.run(["umount", str(disk)], check=False)
+
+
+def test_exec_images_are_kept_apart(tmp_path, client_lib):
+    second = script(client_lib, """
+        lib.client_pop()
+        lib.client_marks(b"second", 3)
+        print(json.dumps({"pid": os.getpid()}))
+    """)
+    first = script(client_lib, f"""
+        lib.client_push(b"left open")
+        rid = lib.client_start_end_open()
+        lib.client_name_thread(threading.get_native_id(), b"first-main")
+        lib.client_marks(b"first", 2000)  # more than the bound: the first image drops
+        dropped = recorder_lib().nvtx_recorder_dropped()
+        sys.stdout.write(json.dumps({{"rid": rid, "dropped": dropped}}) + "\\n")
+        sys.stdout.flush()
+        os.execv(sys.executable, [sys.executable, "-c", {second!r}])
+    """)
+    env = {**os.environ, **recorder.environment(tmp_path, max_bytes=4096 + 3 * 4096)}
+    proc = subprocess.run([sys.executable, "-c", first], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(line) for line in proc.stdout.strip().splitlines()]
+    (pid,) = {line["pid"] for line in lines if "pid" in line}
+    rec = recorder.read(tmp_path)
+    assert sorted((i.pid, i.exec_gen) for i in rec.images) == [(pid, 0), (pid, 1)]
+    img0, img1 = sorted(rec.images, key=lambda i: i.exec_gen)
+    assert img0.dropped == lines[0]["dropped"] > 0 and img1.dropped == 0
+    assert rec.dropped == img0.dropped + img1.dropped
+    assert img0.thread_names == {pid: "first-main"} and img1.thread_names == {}
+    assert rec.processes[pid] is img1
+    by_gen = Counter((e.exec_gen, e.kind, e.message) for e in rec.events)
+    assert by_gen[(0, "push", "left open")] == 1 and by_gen[(0, "start", "open")] == 1
+    assert by_gen[(1, "pop", None)] == 1 and by_gen[(1, "mark", "second")] == 3
+    assert not any(e.exec_gen == 1 and e.kind in ("push", "start") for e in rec.events)
+    (start,) = [e for e in rec.events if e.kind == "start"]
+    assert start.range_id == lines[0]["rid"] and start.exec_gen == 0
+    names = sorted(os.path.basename(i.path) for i in rec.images)
+    assert names[0].startswith(f"nvtx-{pid}-e0-") and names[1].startswith(f"nvtx-{pid}-e1-")
+
+
+@pytest.mark.parametrize("value, dropped", [("64K", True), ("64kb", True), ("64M", False), ("12Q", False),
+                                            ("-5", False)])
+def test_max_bytes_takes_size_suffixes(tmp_path, client_lib, value, dropped):
+    env = {**os.environ, **recorder.environment(tmp_path), "NVTX_CFFI_RECORD_MAX_BYTES": value}
+    code = script(client_lib, """
+        lib.client_marks(b"x", 20000)
+        print(json.dumps({"dropped": recorder_lib().nvtx_recorder_dropped()}))
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    (path,) = tmp_path.glob("*.nvtxrec")
+    if dropped:  # 64 KiB: bounded there, the rest counted
+        assert path.stat().st_size <= 64 * 1024 and out["dropped"] > 0
+    else:
+        assert out["dropped"] == 0
+    garbage = value in ("12Q", "-5")
+    assert (f"NVTX_CFFI_RECORD_MAX_BYTES={value} is not a size" in proc.stderr) == garbage
+    rec = recorder.read(tmp_path)
+    assert sum(1 for e in rec.events if e.kind == "mark") + rec.dropped == 20000
+
+
+def test_thousands_of_short_threads_fit_a_small_bound(tmp_path, client_lib):
+    # Before: every thread took a whole 256 KiB chunk of the bound. Now a first chunk is one page.
+    n = 3000
+    out = run_recorded(tmp_path, script(client_lib, f"""
+        tids = []
+        def work():
+            tids.append(threading.get_native_id())
+            lib.client_marks(b"t", 2)
+        for _ in range({n}):
+            t = threading.Thread(target=work); t.start(); t.join()
+        print(json.dumps({{"dropped": recorder_lib().nvtx_recorder_dropped(), "tids": tids}}))
+    """), max_bytes=16 << 20)
+    rec = recorder.read(tmp_path)
+    assert out["dropped"] == rec.dropped == 0
+    per_thread = Counter(e.tid for e in rec.events if e.kind == "mark")
+    assert set(per_thread) == set(out["tids"]) and len(per_thread) == n
+    assert set(per_thread.values()) == {2}
+    (path,) = tmp_path.glob("*.nvtxrec")
+    assert path.stat().st_size <= 4096 + (n + 1) * 4096
+
+
+def test_active_files_tell_which_processes_still_record(tmp_path, client_lib):
+    code = script(client_lib, """
+        lib.client_marks(b"alive", 1)
+        print(json.dumps({"file": recorder_lib().nvtx_recorder_file().decode()}), flush=True)
+        sys.stdin.readline()
+    """)
+    env = {**os.environ, **recorder.environment(tmp_path)}
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        path = json.loads(proc.stdout.readline())["file"]
+        assert recorder.active_files(tmp_path) == [path]
+        assert recorder.active_files(tmp_path) == [path]  # testing does not take the lock away
+        proc.kill()  # SIGKILL: the kernel drops the lock
+        proc.wait(timeout=30)
+        assert recorder.active_files(tmp_path) == []
+        assert [e.message for e in recorder.read(tmp_path).events] == ["alive"]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+# --------------------------------------------------------------------------- the columnar reader
+
+
+@pytest.mark.skipif(not HAVE_NUMPY, reason="recorder.blocks needs NumPy")
+def test_blocks_carry_what_the_events_carry(tmp_path, client_lib, blob_recorder):
+    run_recorded(tmp_path, script(client_lib, """
+        lib.client_scenario(threading.get_native_id())
+        t = threading.Thread(target=lambda: lib.client_push_pop(b"in thread", 5000))
+        t.start(); t.join()
+        rec = ctypes.CDLL(os.environ["NVTX_INJECTION64_PATH"], mode=os.RTLD_NOLOAD | os.RTLD_NOW)
+        rec.test_emit_blob(4, 0, ctypes.c_uint64(99), b"raw", 3)
+        lib.client_numbered_marks(b"n", 3)
+    """), extra_env={"NVTX_INJECTION64_PATH": blob_recorder})
+    events = [e for e in recorder.iter_events(tmp_path) if e.kind in ("push", "pop", "start", "end", "mark")]
+    s = recorder.blocks(tmp_path, max_events=1000)  # several blocks
+    got = list(s)
+    assert len(got) > 2 and all(len(b.events) <= 1000 for b in got)
+    assert s.start_ns <= min(e.time_ns for e in events) and s.end_ns >= max(e.time_ns for e in events)
+    rows = []
+    for b in got:
+        values, valid = recorder.decode_payloads(b.events)
+        for ev, value, ok in zip(b.events, values, valid):
+            rows.append((recorder._KINDS[ev["kind"]], int(ev["time_ns"]), b.pid, int(ev["tid"]),
+                         b.domains[int(ev["domain"])], b.strings[int(ev["message"])],
+                         int(ev["color"]) if ev["flags"] & recorder.FLAG_COLOR else None, int(ev["category"]),
+                         float(value) if ok else None,
+                         int(ev["range_id"]) if ev["kind"] in (3, 4) else None, recorder._APIS[ev["api"]]))
+    expected = [(e.kind, e.time_ns, e.pid, e.tid, e.domain, e.message, e.color, e.category,
+                 float(e.payload) if e.payload is not None else None, e.range_id, e.api) for e in events]
+    assert rows == expected  # same order: file order, per thread chunk
+    blobs = [x for b in got for x in b.blobs]
+    assert [(x.kind, x.kind_id, x.arg, x.data, x.truncated) for x in blobs] == [("payload", 4, 99, b"raw", False)]
+    assert sum(1 for r in rows if r[5] == "in thread") == 5000
+
+
+@pytest.mark.parametrize("clock", ["tsc", "monotonic"])
+def test_times_are_clock_monotonic_even_after_sigkill(tmp_path, client_lib, clock):
+    # TSC timestamps are mapped to CLOCK_MONOTONIC through the clock pairs in the file; a process
+    # killed with SIGKILL writes no last pair, so its last event must still come out right.
+    code = script(client_lib, """
+        import signal, time
+        times = []
+        for i in range(3):
+            a = time.monotonic_ns(); lib.client_marks(b"m", 1); b = time.monotonic_ns()
+            times.append((a, b))
+            time.sleep(0.05)
+        print(json.dumps(times), flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    env = {**os.environ, **recorder.environment(tmp_path)}
+    if clock == "monotonic":
+        env["NVTX_CFFI_RECORD_CLOCK"] = "monotonic"
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -9, proc.stderr
+    bounds = json.loads(proc.stdout)
+    marks = [e for e in recorder.read(tmp_path).events if e.kind == "mark"]
+    assert len(marks) == 3
+    for e, (a, b) in zip(marks, bounds):
+        assert a <= e.time_ns <= b

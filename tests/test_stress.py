@@ -138,44 +138,25 @@ def test_threads_exact_events(tmp_path):
 def _stream(path: str):
     """Counts per (tid, kind), nesting per (tid, domain), start/end ids: one pass, no Event objects.
 
-    Walks the file layout of c/recorder.h with the reader's own struct definitions.
+    Reads the file with the columnar reader (recorder.blocks, NumPy arrays of events).
     """
-    header, record = recorder._HEADER, recorder._RECORD
+    pytest.importorskip("numpy")
     counts = Counter()
     depth = Counter()
     negative = 0
     starts, ends = set(), set()
-    size = os.path.getsize(path)
-    with open(path, "rb") as f:
-        import mmap
-
-        buf = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
-    try:
-        fields = header.unpack_from(buf, 0)
-        header_size, chunk, dropped = fields[2], fields[3], fields[10]
-        unpack = record.unpack_from
-        for cstart in range(header_size, size, chunk):
-            cend = min(cstart + chunk, size)
-            off = cstart
-            while off + record.size <= cend:
-                r = unpack(buf, off)
-                if r[0] < record.size or off + r[0] > cend:
-                    break
-                off += r[0]
-                kind, tid, dom = r[1], r[5], r[8]
-                counts[tid, kind] += 1
-                if kind == 1:
-                    depth[tid, dom] += 1
-                elif kind == 2:
-                    depth[tid, dom] -= 1
-                    negative += depth[tid, dom] < 0
-                elif kind == 3:
-                    starts.add(r[13])
-                elif kind == 4:
-                    ends.add(r[13])
-    finally:
-        buf.close()
-    return counts, depth, negative, starts, ends, dropped
+    s = recorder.blocks(path)
+    for b in s:
+        ev = b.events
+        for (tid, kind), c in Counter(zip(ev["tid"].tolist(), ev["kind"].tolist())).items():
+            counts[tid, kind] += c
+        pp = ev[(ev["kind"] == 1) | (ev["kind"] == 2)]
+        for tid, dom, kind in zip(pp["tid"].tolist(), pp["domain"].tolist(), pp["kind"].tolist()):
+            depth[tid, dom] += 1 if kind == 1 else -1
+            negative += depth[tid, dom] < 0
+        starts.update(ev["range_id"][ev["kind"] == 3].tolist())
+        ends.update(ev["range_id"][ev["kind"] == 4].tolist())
+    return counts, depth, negative, starts, ends, s.dropped
 
 
 @pytest.mark.slow

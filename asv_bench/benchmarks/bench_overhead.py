@@ -70,8 +70,40 @@ def _make(name):
     return type(f"Shape_{name}", (_Shape,), attrs)
 
 
-for _name in (name for name, shape in shapes.SHAPES.items() if shape.libraries):
+for _name in (name for name, shape in shapes.SHAPES.items() if shape.libraries and not shape.plainest):
     globals()[f"Shape_{_name}"] = _make(_name)
+del _name
+
+
+class _Spellings(_Shape):
+    """Every spelling of one call (issue 12): parameters spelling x library x tool. The first
+    spelling is the plainest one; the others should cost at most twice as much."""
+
+    spellings: list = []
+
+    def setup(self, spelling, library, tool):
+        self.shape = spelling
+        super().setup(library, tool)
+
+    def time_call(self, spelling, library, tool):
+        self._bench_once()
+
+    def track_ns(self, spelling, library, tool):
+        return self.overhead_ns()
+
+    track_ns.unit = "ns"
+
+
+def _make_spellings(plainest):
+    names = [plainest] + [n for n, s in shapes.SHAPES.items() if s.plainest == plainest]
+    attrs = {"params": [names, ["nvtx_cffi", "nvtx"], list(shapes.TOOLS)],
+             "param_names": ["spelling", "library", "tool"],
+             "__doc__": "Spellings of " + shapes.SHAPES[plainest].title}
+    return type(f"Spellings_{plainest}", (_Spellings,), attrs)
+
+
+for _name in sorted({shape.plainest for shape in shapes.SHAPES.values() if shape.plainest}):
+    globals()[f"Spellings_{_name}"] = _make_spellings(_name)
 del _name
 
 

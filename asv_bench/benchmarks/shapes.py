@@ -44,9 +44,84 @@ class Shape(NamedTuple):
     needs: str = ""  # attribute L must have ("" = none)
     libraries: tuple = ("nvtx_cffi", "nvtx")
     plain_setup: str = ""  # setup of the plain body (no L there)
+    plainest: str = ""  # the plainest spelling of the same call (a shape name; "" = this is one)
 
 
 _F = "def f():\n    pass\n"
+# Per-call values: ``i`` changes every call (an int past the small-int cache, as a step counter
+# soon is; ``x`` a float), so nothing keyed by the value can be reused. The plain body pays the
+# same increment.
+_I = "i = 1000\n"
+_X = "x = 0.5\n"
+_ANN = "annotate = L.annotate\n"
+_PP = "push_range = L.push_range\npop_range = L.pop_range\n"
+_SE = "start_range = L.start_range\nend_range = L.end_range\n"
+_FA = "def f(a, b=1):\n    return a\n"
+
+#: The spellings users write (issue 12), each against the plainest spelling of the same call.
+CALL_SHAPES = [
+    Shape("with_color_kw", "with annotate('x', color='red')", _ANN,
+          "with annotate('x', color='red'):\n    pass", "pass", plainest="with_new"),
+    Shape("with_color_pos", "with annotate('x', 'red')", _ANN,
+          "with annotate('x', 'red'):\n    pass", "pass", plainest="with_new"),
+    Shape("with_full_kw", "with annotate(x,color,domain,category=)", _ANN,
+          "with annotate('x', color='red', domain='d', category='c'):\n    pass", "pass",
+          plainest="with_new"),
+    Shape("with_full_pos", "with annotate('x','red','d','c')", _ANN,
+          "with annotate('x', 'red', 'd', 'c'):\n    pass", "pass", plainest="with_new"),
+    Shape("with_payload", "with annotate('x', payload=i), i+=1", _ANN + _I,
+          "i += 1\nwith annotate('x', payload=i):\n    pass", "i += 1", plain_setup=_I,
+          plainest="with_new"),
+    Shape("with_payload_float", "with annotate('x',color,payload=x+.5)", _ANN + _X,
+          "x += 0.5\nwith annotate('x', color='red', payload=x):\n    pass", "x += 0.5",
+          plain_setup=_X, plainest="with_new"),
+    Shape("with_fstring", "with annotate(f'step {i%8}', color=)", _ANN + _I,
+          "i += 1\nwith annotate(f'step {i & 7}', color='red'):\n    pass",
+          "i += 1\ns = f'step {i & 7}'", plain_setup=_I, plainest="with_new"),
+    Shape("decorated_args", "@annotate(color,domain) g(1, b=2)",
+          _FA + "g = L.annotate('f', color='red', domain='d')(f)\n", "g(1, b=2)", "f(1, b=2)",
+          plain_setup=_FA, plainest="decorated"),
+    Shape("push_pop_color_kw", "push_range('x', color='red') + pop", _PP,
+          "push_range('x', color='red')\npop_range()", "pass", plainest="push_pop"),
+    Shape("push_pop_color_pos", "push_range('x', 'red') + pop", _PP,
+          "push_range('x', 'red')\npop_range()", "pass", plainest="push_pop"),
+    Shape("push_pop_full_kw", "push_range(x,color,domain,category=)+pop", _PP,
+          "push_range('x', color='red', domain='d', category='c')\npop_range(domain='d')", "pass",
+          plainest="push_pop"),
+    Shape("push_pop_payload", "push_range('x',color,payload=i) + pop", _PP + _I,
+          "i += 1\npush_range('x', color='red', payload=i)\npop_range()", "i += 1",
+          plain_setup=_I, plainest="push_pop"),
+    Shape("push_pop_fstring", "push_range(f'step {i%8}') + pop", _PP + _I,
+          "i += 1\npush_range(f'step {i & 7}')\npop_range()", "i += 1\ns = f'step {i & 7}'",
+          plain_setup=_I, plainest="push_pop"),
+    Shape("mark_payload", "mark('x', payload=i), i+=1", "mark = L.mark\n" + _I,
+          "i += 1\nmark('x', payload=i)", "i += 1", plain_setup=_I, plainest="mark"),
+    Shape("mark_payload_float", "mark('x', payload=x), x+=.5", "mark = L.mark\n" + _X,
+          "x += 0.5\nmark('x', payload=x)", "x += 0.5", plain_setup=_X, plainest="mark"),
+    Shape("mark_full_kw", "mark(x,color,domain,category=)", "mark = L.mark\n",
+          "mark('x', color='red', domain='d', category='c')", "pass", plainest="mark"),
+    Shape("mark_fstring", "mark(f'step {i%8}')", "mark = L.mark\n" + _I,
+          "i += 1\nmark(f'step {i & 7}')", "i += 1\ns = f'step {i & 7}'", plain_setup=_I,
+          plainest="mark"),
+    Shape("start_end_kw", "end_range(start_range(message=,color=,domain=))", _SE,
+          "end_range(start_range(message='x', color='red', domain='d'))", "pass",
+          plainest="start_end"),
+    Shape("start_end_payload", "end_range(start_range('x', payload=i))", _SE + _I,
+          "i += 1\nend_range(start_range('x', payload=i))", "i += 1", plain_setup=_I,
+          plainest="start_end"),
+    Shape("domain_kw", "Domain push_range(message=,color=)+pop",
+          "d = L.get_domain('bench')\n",
+          "d.push_range(message='x', color='red')\nd.pop_range()", "pass", plainest="domain_attrs"),
+    Shape("domain_mark", "Domain mark(attrs)",
+          "d = L.get_domain('bench')\nattrs = d.get_event_attributes(message='x')\n",
+          "d.mark(attrs)", "pass"),
+    Shape("domain_start_end", "Domain end_range(start_range(attrs))",
+          "d = L.get_domain('bench')\nattrs = d.get_event_attributes(message='x')\n",
+          "d.end_range(d.start_range(attrs))", "pass"),
+    Shape("domain_payload", "Domain mark(message='x', payload=i)",
+          "d = L.get_domain('bench')\n" + _I,
+          "i += 1\nd.mark(message='x', payload=i)", "i += 1", plain_setup=_I, plainest="domain_mark"),
+]
 
 SHAPES: Dict[str, Shape] = {s.name: s for s in [
     Shape("decorated", "@annotate call (above f())", _F + "g = L.annotate('f')(f)\n", "g()", "f()",
@@ -65,6 +140,7 @@ SHAPES: Dict[str, Shape] = {s.name: s for s in [
     Shape("domain_attrs", "Domain pre-built attrs push+pop",
           "d = L.get_domain('bench')\nattrs = d.get_event_attributes(message='x')\n",
           "d.push_range(attrs)\nd.pop_range()", "pass"),
+    *CALL_SHAPES,
     Shape("profile", "Profile enabled, per call of f()",
           _F + "profile = L.Profile()\n", "f()", "f()", needs="Profile", plain_setup=_F),
     # The raw C calls of this shim, GIL kept, against the same shim built by stock CFFI
@@ -201,3 +277,17 @@ SHAPES.update({s.name: s for s in [
 ]})
 
 EMPTY = Shape("empty", "empty loop", "", "pass", "pass")
+
+
+def _grouped(shapes: Dict[str, Shape]) -> Dict[str, Shape]:
+    """Each plainest spelling followed by the other spellings of the same call (table order)."""
+    ordered: Dict[str, Shape] = {}
+    for name, shape in shapes.items():
+        if not shape.plainest:
+            ordered[name] = shape
+            ordered.update((n, s) for n, s in shapes.items() if s.plainest == name)
+    ordered.update((n, s) for n, s in shapes.items() if n not in ordered)
+    return ordered
+
+
+SHAPES = _grouped(SHAPES)

@@ -97,6 +97,7 @@ def _build(root: str) -> str:
     ffi.set_source(MODULE, _PREAMBLE, sources=sources,
                    include_dirs=[build_ffi.nvtx_include_dir(), shim],
                    extra_compile_args=build_ffi.C_FLAGS, libraries=["dl", "pthread"],
+                   define_macros=[("NVTXCFFI_VERSION", '"%s"' % build_ffi.package_version())],
                    py_limited_api=False)
     os.makedirs(cache, exist_ok=True)
     work = tempfile.mkdtemp(prefix="build-", dir=cache)

@@ -23,14 +23,32 @@ Perfetto and chrome://tracing sort them. Names (``"M"``) and ``otherData`` come 
 """
 from __future__ import annotations
 
+import io
 import json
-from typing import IO, Any, Callable, Dict, Optional, Tuple
+import math
+from typing import IO, Any, Callable, Dict, List, Optional, Tuple
 
+from .fixedwidth import fixed_rows
 from .model import Mark, Range, Timeline
 
-__all__ = ["ChromeTraceWriter", "write_chrome_trace", "hex_color"]
+__all__ = ["ChromeTraceWriter", "write_chrome_trace", "hex_color", "json_value"]
 
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=repr).encode
+
+#: Strict JSON has no NaN or infinities (JSON.parse, which chrome://tracing uses, rejects them):
+#: they are written as these strings.
+_NON_FINITE = {"nan": '"NaN"', "inf": '"Infinity"', "-inf": '"-Infinity"'}
+
+
+def json_value(value: Any) -> str:
+    """``value`` as strict JSON text: non-finite floats become ``"NaN"``, ``"Infinity"``, ``"-Infinity"``.
+
+    >>> json_value(float("nan")), json_value(-float("inf")), json_value(1.5), json_value(7)
+    ('"NaN"', '"-Infinity"', '1.5', '7')
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        return _NON_FINITE[repr(value)]
+    return _dumps(value)
 
 
 def hex_color(argb: Optional[int]) -> Optional[str]:
@@ -80,8 +98,13 @@ class ChromeTraceWriter:
     [('i', 0.5), ('M', None), ('M', None)]
     """
 
-    def __init__(self, out: IO[str], start_ns: int) -> None:
-        self._write = out.write
+    def __init__(self, out: IO[Any], start_ns: int) -> None:
+        if isinstance(out, (io.RawIOBase, io.BufferedIOBase)):  # binary: blocks go out as bytes
+            self._write = lambda text: out.write(text.encode("utf-8"))
+            self._write_bytes = out.write
+        else:
+            self._write = out.write
+            self._write_bytes = lambda data: out.write(data.decode("utf-8"))
         self._t0 = start_ns
         self._sep = ""
         self.count = 0
@@ -131,11 +154,169 @@ class ChromeTraceWriter:
         self.count += 1
         self._sep = ",\n"
 
+    # ----------------------------------------------------------------- columns (the tracer's path)
+
+    def batch(self, pb: Any) -> None:
+        """Write a :class:`~.pairing.PairedBatch`: its ranges, start/end ranges and marks, in bulk.
+
+        The same events as :meth:`range`/:meth:`mark` would write for them (timestamps printed
+        from integers, ``%d.%03d`` µs, which JSON reads as the same numbers).
+        """
+        self._ranges(pb)
+        self._asyncs(pb)
+        self._marks(pb)
+
+    def _styles(self, pb: Any, ph: str, text: List[int], dom: List[int], cat: List[int], color: List[int],
+                has: List[int]) -> List[Tuple[str, str]]:
+        """Per row: the cached (prefix, static args) of its name, domain, category and colour."""
+        heads = []
+        local: Dict[tuple, Tuple[str, str]] = {}
+        for key in zip(text, dom, cat, color, has):
+            head = local.get(key)
+            if head is None:
+                t, d, c, argb, h = key
+                domain = pb.domain_name(d)
+                head = local[key] = self._head(ph, pb.text(t), domain, pb.category_name(d, c), argb if h else None)
+            heads.append(head)
+        return heads
+
+    def _times(self, pb: Any, cols: Any, *names: str) -> List[List[int]]:
+        """``[µs, ns remainder]`` lists per named time column, relative to t0."""
+        out: List[List[int]] = []
+        for name in names:
+            col = getattr(cols, name)
+            if hasattr(col, "dtype"):  # NumPy: one vectorised pass
+                import numpy as np
+
+                rel = np.asarray(col, dtype=np.int64) - self._t0
+                out += [(rel // 1000).tolist(), (rel % 1000).tolist()]
+            else:
+                rel = [t - self._t0 for t in col]
+                out += [[t // 1000 for t in rel], [t % 1000 for t in rel]]
+        return out
+
+    def _payload_args(self, static: List[str], ptype: List[int], payload: List[int], unterminated: bool) -> List[str]:
+        from .columns import ext_payload_value
+        from .pairing import payload_value
+
+        tail = ',"unterminated":true' if unterminated else ""
+        out = []
+        for s, pt, raw in zip(static, ptype, payload):
+            parts = s
+            if pt:
+                value = ext_payload_value(raw) if pt == 7 else payload_value(pt, raw)  # 7: binary payload
+                if value is not None:
+                    parts = f'{parts},"payload":{json_value(value)}' if parts else f'"payload":{json_value(value)}'
+            if tail:
+                parts = parts + tail if parts else tail[1:]
+            out.append(parts)
+        return out
+
+    def _args_column(self, heads: List[Tuple[str, str]], ptype: List[int], payload: List[int],
+                     unterminated: bool) -> List[str]:
+        static = [h[1] for h in heads]
+        if unterminated or any(ptype):
+            return self._payload_args(static, ptype, payload, unterminated)
+        return static
+
+    def _ranges(self, pb: Any) -> None:
+        """Push/pop ranges: rows without payload in fixed-width blocks per (name, domain, category,
+        colour), each block formatted at once (:mod:`.fixedwidth`); the others row by row."""
+        r = pb.ranges
+        if not len(r):
+            return
+        numpy = hasattr(r.start, "dtype")
+        pid = str(pb.pid)
+        fast, slow = _split_rows(r, numpy, pb.unterminated)
+        if fast is not None:
+            groups = _groups([r.text, r.domain, r.category, r.color, r.has_color], fast, numpy)
+            if len(groups) * 64 <= len(fast):  # few styles: blocks pay off
+                for rows in groups:
+                    i = int(rows[0])
+                    head, static = self._head("X", pb.text(int(r.text[i])), pb.domain_name(int(r.domain[i])),
+                                              pb.category_name(int(r.domain[i]), int(r.category[i])),
+                                              int(r.color[i]) if r.has_color[i] else None)
+                    start = _pick(r.start, rows, numpy)
+                    dur = _pick(r.end, rows, numpy)
+                    if numpy:
+                        start = start - self._t0
+                        dur = dur - (start + self._t0)
+                        cols = [start // 1000, start % 1000, dur // 1000, dur % 1000, _pick(r.tid, rows, numpy)]
+                    else:
+                        start = [t - self._t0 for t in start]
+                        dur = [e - self._t0 - s for s, e in zip(start, dur)]
+                        cols = [[t // 1000 for t in start], [t % 1000 for t in start], [d // 1000 for d in dur],
+                                [d % 1000 for d in dur], _pick(r.tid, rows, numpy)]
+                    parts = [",\n" + head + ',"ts":', ".", ',"dur":', ".", ',"pid":' + pid + ',"tid":',
+                             ',"args":{' + static + "}}"]
+                    self._write_block(fixed_rows(parts, cols, zero_pad=(1, 3), use_numpy=numpy))
+                self.count += len(fast)
+            else:
+                slow = sorted(list(fast) + list(slow)) if slow is not None else list(fast)
+        if slow is not None and len(slow):
+            self._ranges_by_row(pb, r, slow)
+
+    def _write_block(self, data: bytes) -> None:
+        if not data:
+            return
+        if not self._sep:  # the first event of the file: no separator before it
+            data = data[2:]
+        self._write_bytes(data)
+        self._sep = ",\n"
+
+    def _ranges_by_row(self, pb: Any, r: Any, rows: Any) -> None:
+        sub = _subset(r, rows)
+        tid, start, end, text, dom, cat, color, has, ptype, payload = sub.lists(
+            "tid", "start", "end", "text", "domain", "category", "color", "has_color", "ptype", "payload")
+        heads = self._styles(pb, "X", text, dom, cat, color, has)
+        t0 = self._t0
+        args = self._args_column(heads, ptype, payload, pb.unterminated)
+        fmt = '%s,"ts":%d.%03d,"dur":%d.%03d,"pid":' + str(pb.pid) + ',"tid":%d,"args":{%s}}'
+        text_out = ",\n".join([fmt % (h[0], (s - t0) // 1000, (s - t0) % 1000, (e - s) // 1000, (e - s) % 1000, t, x)
+                               for h, s, e, t, x in zip(heads, start, end, tid, args)])
+        self._write(self._sep + text_out)
+        self._sep = ",\n"
+        self.count += len(tid)
+
+    def _asyncs(self, pb: Any) -> None:
+        r = pb.asyncs
+        if not len(r):
+            return
+        tid, end_tid, rid, text, dom, cat, color, has, ptype, payload = r.lists(
+            "tid", "end_tid", "range_id", "text", "domain", "category", "color", "has_color", "ptype", "payload")
+        heads = self._styles(pb, "b", text, dom, cat, color, has)
+        ends = self._styles(pb, "e", text, dom, cat, color, has)
+        s_us, s_ns, e_us, e_ns = self._times(pb, r, "start", "end")
+        args = self._args_column(heads, ptype, payload, pb.unterminated)
+        pid = str(pb.pid)
+        fmt = ('%s,"id2":{"local":"0x%x"},"ts":%d.%03d,"pid":' + pid + ',"tid":%d,"args":{%s}},\n'
+               '%s,"id2":{"local":"0x%x"},"ts":%d.%03d,"pid":' + pid + ',"tid":%d,"args":{}}')
+        text_out = ",\n".join([fmt % (h[0], i, a, b, t, x, e[0], i, c, d, et)
+                               for h, e, i, a, b, c, d, t, et, x in zip(heads, ends, rid, s_us, s_ns, e_us, e_ns,
+                                                                        tid, end_tid, args)])
+        self._write(self._sep + text_out)
+        self._sep = ",\n"
+        self.count += 2 * len(r)
+
+    def _marks(self, pb: Any) -> None:
+        m = pb.marks
+        if not len(m):
+            return
+        tid, text, dom, cat, color, has, ptype, payload = m.lists(
+            "tid", "text", "domain", "category", "color", "has_color", "ptype", "payload")
+        heads = self._styles(pb, "i", text, dom, cat, color, has)
+        t_us, t_ns = self._times(pb, m, "time")
+        args = self._args_column(heads, ptype, payload, False)
+        fmt = '%s,"ts":%d.%03d,"pid":' + str(pb.pid) + ',"tid":%d,"args":{%s}}'
+        text_out = ",\n".join([fmt % (h[0], a, b, t, x) for h, a, b, t, x in zip(heads, t_us, t_ns, tid, args)])
+        self._write(self._sep + text_out)
+        self._sep = ",\n"
+        self.count += len(m)
+
     def counter(self, pid: int, name: str, unit: Optional[str], time_ns: int, value: float) -> None:
-        """One counter sample: a ``"C"`` event of process ``pid`` (Perfetto: a track per name);
-        the series is named by ``unit``."""
+        """One counter sample: a ``"C"`` event of process ``pid``; the series is named by ``unit``."""
         self._write(f'{self._sep}{{"name":{_dumps(name)},"ph":"C","ts":{(time_ns - self._t0) / 1000.0!r},'
-                    f'"pid":{pid},"args":{{{_dumps(unit or "value")}:{_dumps(value)}}}}}')
+                    f'"pid":{pid},"args":{{{_dumps(unit or "value")}:{json_value(value)}}}}}')
         self._sep = ",\n"
         self.count += 1
 
@@ -174,10 +355,83 @@ class ChromeTraceWriter:
         return self.count
 
 
+class _Sub:
+    """Some rows of a :class:`~.pairing.Columns` (same ``lists`` method)."""
+
+    def __init__(self, cols: Any, rows: Any) -> None:
+        self._cols = cols
+        self._rows = rows
+
+    def lists(self, *names: str) -> List[list]:
+        out = []
+        for name in names:
+            col = getattr(self._cols, name)
+            if hasattr(col, "dtype"):
+                out.append(col[self._rows].tolist())
+            else:
+                out.append([col[i] for i in self._rows])
+        return out
+
+
+def _subset(cols: Any, rows: Any) -> _Sub:
+    return _Sub(cols, rows)
+
+
+def _pick(col: Any, rows: Any, numpy: bool) -> Any:
+    return col[rows] if numpy else [col[i] for i in rows]
+
+
+def _split_rows(r: Any, numpy: bool, unterminated: bool) -> Tuple[Any, Any]:
+    """(rows for fixed-width blocks, rows formatted one by one): a payload or the unterminated flag
+    makes a row's text vary beyond its numbers."""
+    n = len(r)
+    if unterminated:
+        return None, (_np_arange(n) if numpy else list(range(n)))
+    if numpy:
+        import numpy as np
+
+        has = r.ptype != 0
+        return np.flatnonzero(~has), np.flatnonzero(has)
+    return [i for i, p in enumerate(r.ptype) if not p], [i for i, p in enumerate(r.ptype) if p]
+
+
+def _np_arange(n: int) -> Any:
+    import numpy as np
+
+    return np.arange(n)
+
+
+def _groups(cols: List[Any], rows: Any, numpy: bool) -> List[Any]:
+    """``rows`` grouped by equal values in ``cols``: groups in order of first row, rows in order."""
+    if not len(rows):
+        return []
+    if numpy:
+        import numpy as np
+
+        keys = [np.asarray(c)[rows] for c in cols]
+        order = np.lexsort(tuple(reversed(keys)))  # stable: rows stay in order within a group
+        change = np.zeros(len(order), dtype=bool)
+        change[0] = True
+        for k in keys:
+            ks = k[order]
+            change[1:] |= ks[1:] != ks[:-1]
+        parts = np.split(rows[order], np.flatnonzero(change)[1:])
+        parts.sort(key=lambda g: int(g[0]))
+        return parts
+    groups: Dict[tuple, list] = {}
+    for i in rows:
+        key = tuple(c[i] for c in cols)
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = []
+        group.append(i)
+    return list(groups.values())
+
+
 def _args_text(static_args: str, payload: Any, unterminated: bool) -> str:
     parts = [static_args] if static_args else []
     if payload is not None:
-        parts.append(f'"payload":{_dumps(payload)}')
+        parts.append(f'"payload":{json_value(payload)}')
     if unterminated:
         parts.append('"unterminated":true')
     return ",".join(parts)

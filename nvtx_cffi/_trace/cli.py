@@ -18,18 +18,20 @@ not writable, recorder library or matplotlib missing), before the program runs.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import glob
 import os
 import shutil
+import signal
 import sys
 import tempfile
-from typing import List, Optional, Tuple
+from typing import Iterator, List, Optional, Tuple
 
 from .._profile_cli import add_profile_options
-from .chrome import ChromeTraceWriter
-from .counters import CounterStats, counter_series, decode_stream
-from .model import Mark, Range, pair_events
+from .convert import FORMATS, convert, format_for
+from .counters import CounterStats
 from .progress import Progress
-from .runner import command_for, exit_status, run
+from .runner import command_for, exit_status, run, wait_for_recording
 from .stats import StatsCollector, format_summary
 
 __all__ = ["main", "TraceError"]
@@ -39,7 +41,9 @@ PERFETTO_URL = "https://ui.perfetto.dev"
 
 # Options that take a value: needed to find where the program's command line starts.
 _VALUE_OPTIONS = {"-o", "--output", "--png", "--max-bytes", "--record-dir", "--include", "--exclude",
-                  "--max-depth"}
+                  "--max-depth", "--wait"}
+#: Seconds to wait, after the program exits, for processes it left running that still record.
+DEFAULT_WAIT = 10.0
 _SUFFIXES = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 
 
@@ -57,24 +61,39 @@ def _byte_size(text: str) -> int:
     try:
         n = int(value) * scale
     except ValueError:
-        msg = f"--max-bytes: expected a size like 4096, 64k, 16M or 2G, got {text!r}"
+        msg = f"--max-bytes: expected a size like 4096, 64k, 16M or 2G, got {text[:50]!r}"
         raise argparse.ArgumentTypeError(msg) from None
     if n <= 0:
-        msg = f"--max-bytes must be positive, got {text!r}"
+        msg = f"--max-bytes must be positive, got {text[:50]!r}"
         raise argparse.ArgumentTypeError(msg)
     return n
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        msg = f"--wait: expected a number of seconds >= 0, got {text[:50]!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=PROG,
+        # No abbreviations: the splitter above must know each option (and whether it takes a
+        # value) by its full name, or "--out x script.py" would run "x".
+        allow_abbrev=False,
         usage=f"{PROG} [options] [--] script.py [args...]\n       {PROG} [options] -m module [args...]",
         description="Run a Python program with nvtx-cffi's NVTX recorder attached (child processes "
                     "included) and write its NVTX ranges and marks as a Chrome Trace Event JSON file "
                     f"for {PERFETTO_URL} or chrome://tracing.",
         epilog="Exit status: the program's (128+N if signal N killed it); 2 for usage errors.")
     p.add_argument("-o", "--output", metavar="TRACE.json",
-                   help="trace file to write (default: <script or module name>.trace.json)")
+                   help="trace file to write (default: <script or module name>.trace.json); its ending picks "
+                        f"the format: {', '.join(FORMATS)} (JSON, Perfetto protobuf, SQLite in Nsight's schema)")
     p.add_argument("--stats", action="store_true",
                    help="print a summary table per range name (count, total, avg, median, min, max, stddev)")
     p.add_argument("--png", metavar="TIMELINE.png", help="also draw a timeline picture (needs matplotlib)")
@@ -84,6 +103,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--record-dir", metavar="DIR",
                    help="keep the raw per-process recordings in DIR (default: a temporary directory, removed)")
     p.add_argument("--progress", action="store_true", help="always report conversion progress on stderr")
+    p.add_argument("--wait", type=_seconds, default=DEFAULT_WAIT, metavar="SECONDS",
+                   help="after the program exits, wait this long for processes it left running that "
+                        f"still record (default {DEFAULT_WAIT:g}); the summary names any cut off")
     p.add_argument("-m", dest="module", metavar="MODULE", help="run a module, like python -m")
     profile = p.add_argument_group(
         "profile", "--profile: a range around every Python call (nvtx_cffi.Profile, domain nvtx.py); "
@@ -184,13 +206,93 @@ def _prepare_record_dir(record_dir: Optional[str]) -> Tuple[str, bool]:
     return record_dir, False
 
 
+@contextlib.contextmanager
+def _atomic_output(output: str) -> Iterator[str]:
+    """A temporary file beside ``output`` to write; renamed over ``output`` only when complete.
+
+    An interrupted or failed conversion leaves the previous ``output`` as it was and removes the
+    partial file; two tracers writing the same ``output`` each rename a complete file (the last
+    one wins), never a mix.
+    """
+    directory, name = os.path.split(output)
+    fd, partial = tempfile.mkstemp(prefix=f".{name}.", suffix=".partial", dir=directory or ".")
+    os.close(fd)
+    try:
+        yield partial
+        try:
+            os.chmod(partial, 0o666 & ~_umask())  # as open(output, "w") would have made it
+        except OSError:
+            pass
+        os.replace(partial, output)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(partial)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+class _Terminated(Exception):
+    """SIGTERM/SIGHUP/SIGQUIT reached the tracer while it converted: clean up and exit 128+N."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _terminate_cleanly() -> Iterator[None]:
+    """While converting, turn SIGTERM/SIGHUP/SIGQUIT into an exception: temporary files (the
+    recording, the partial trace) are removed on the way out instead of left behind."""
+    def raise_terminated(signum, _frame):
+        raise _Terminated(signum)
+
+    previous = {}
+    try:
+        for name in ("SIGTERM", "SIGHUP", "SIGQUIT"):
+            sig = getattr(signal, name, None)
+            if sig is not None:
+                previous[sig] = signal.signal(sig, raise_terminated)
+    except ValueError:  # not the main thread
+        pass
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _share_with_enclosing_trace(record_dir: str) -> Optional[str]:
+    """Under another tracer (a traced program running ``python -m nvtx_cffi trace``), put this
+    run's recordings into the enclosing recording too, so both traces hold the program's events.
+    Returns that directory, or None when there is none (or it cannot be written)."""
+    outer = os.environ.get("NVTX_CFFI_RECORD_DIR")
+    if not outer or not os.path.isdir(outer) or os.path.realpath(outer) == os.path.realpath(record_dir):
+        return None
+    shared = False
+    for path in glob.glob(os.path.join(glob.escape(record_dir), "*.nvtxrec")):
+        target = os.path.join(outer, os.path.basename(path))
+        if os.path.exists(target):
+            continue
+        try:
+            try:
+                os.link(path, target)  # same file system: no copy
+            except OSError:
+                shutil.copyfile(path, target)
+            shared = True
+        except OSError:
+            return None
+    return outer if shared else None
+
+
 def _convert(opts: argparse.Namespace, record_dir: str, root_pid: int, root_name: str, output: str,
              png: Optional[str]) -> None:
-    """Stream the recording into the trace file: memory for what is open, not for what was recorded."""
-    from .. import recorder
-
+    """Convert the recording in batches into the trace file: memory for a batch and what is open."""
     progress = Progress(force=opts.progress)
-    events = recorder.stream(record_dir, progress=lambda done, total: progress.update("reading", done, total))
     stats = StatsCollector() if opts.stats else None
     counter_stats = CounterStats() if opts.stats else None
     picture = None
@@ -198,41 +300,10 @@ def _convert(opts: argparse.Namespace, record_dir: str, root_pid: int, root_name
         from .png import PngCollector
 
         picture = PngCollector()
-    with open(output, "w", encoding="utf-8") as out:
-        writer = ChromeTraceWriter(out, events.start_ns or 0)
-        if stats is None and picture is None:
-            on_range = writer.range
-            on_mark = writer.mark
-        else:
-            range_sinks = [writer.range]
-            mark_sinks = [writer.mark]
-            if stats is not None:
-                range_sinks.append(stats.add)
-            if picture is not None:
-                range_sinks.append(picture.range)
-                mark_sinks.append(picture.mark)
-
-            def on_range(r: Range) -> None:
-                for sink in range_sinks:
-                    sink(r)
-
-            def on_mark(m: Mark) -> None:
-                for sink in mark_sinks:
-                    sink(m)
-
-        def on_sample(sample) -> None:  # counters (payload extension): "C" events, table, picture
-            for name, unit, value in counter_series(sample):
-                writer.counter(sample.pid, name, unit, sample.time_ns, value)
-                if picture is not None and hasattr(picture, "counter"):
-                    picture.counter(sample.pid, name, unit, sample.time_ns, value)
-            if counter_stats is not None:
-                counter_stats.add(sample)
-
-        timeline = pair_events(decode_stream(events, on_sample), events.processes, events.dropped,
-                               on_range=on_range, on_mark=on_mark)
-        if root_pid in timeline.process_names or any(pid == root_pid for pid, _ in timeline.threads):
-            timeline.process_names[root_pid] = root_name
-        writer.finish(timeline)
+    with _atomic_output(output) as partial:
+        timeline = convert(record_dir, partial, format_for(output), stats=stats, picture=picture,
+                           progress=lambda done, total: progress.update("converting", done, total),
+                           root_pid=root_pid, root_name=root_name, counter_stats=counter_stats)
     progress.done()
     if stats is not None:
         sys.stdout.write("\n" + format_summary(timeline, stats.rows()))
@@ -276,6 +347,10 @@ def main(argv: Optional[List[str]] = None) -> int:
             raise TraceError(msg)
         name = module if module is not None else os.path.splitext(os.path.basename(script or ""))[0]
         output = _check_writable(opts.output or f"{name}.trace.json", "trace")
+        try:
+            format_for(output)
+        except ValueError as exc:
+            raise TraceError(str(exc)) from None
         png = _check_writable(opts.png, "PNG") if opts.png else None
         if png is not None:
             from .png import _load_pyplot
@@ -302,12 +377,33 @@ def main(argv: Optional[List[str]] = None) -> int:
             print(f"{PROG}: the program was killed by signal {-returncode}; writing what it recorded",
                   file=sys.stderr)
         root_name = " ".join(["python", "-m", module] if module else ["python", script or ""])
-        try:
-            _convert(opts, record_dir, root_pid, root_name, output, png)
-        except (OSError, RuntimeError) as exc:
-            print(f"{PROG}: error: could not write the trace: {exc}", file=sys.stderr)
-            return status or 2
+        with _terminate_cleanly():
+            still = wait_for_recording(record_dir, opts.wait)
+            if still:
+                # Processes the program left running (daemons, background children): what they
+                # record from now on is not in this trace; their recording is left in place.
+                remove = False
+                print(f"{PROG}: WARNING: {len(still)} process(es) still recording {opts.wait:g} s after "
+                      f"the program exited (pid {', '.join(map(str, still[:10]))}"
+                      f"{', ...' if len(still) > 10 else ''}): the trace holds their events up to now; "
+                      f"their recordings stay in {record_dir}", file=sys.stderr)
+            outer = _share_with_enclosing_trace(record_dir)
+            if outer is not None:
+                print(f"{PROG}: traced inside another trace: these events are also in its recording "
+                      f"({outer})", file=sys.stderr)
+            try:
+                _convert(opts, record_dir, root_pid, root_name, output, png)
+            except (OSError, RuntimeError) as exc:
+                print(f"{PROG}: error: could not write the trace: {exc}", file=sys.stderr)
+                return status or 2
         return status
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted; {output} was not written (a previous file there is left as it was)",
+              file=sys.stderr)
+        return 130
+    except _Terminated as exc:
+        print(f"{PROG}: terminated by signal {exc.signum}; {output} was not written", file=sys.stderr)
+        return 128 + exc.signum
     finally:
         if remove:
             shutil.rmtree(record_dir, ignore_errors=True)

@@ -113,3 +113,82 @@ def decode_stream(events: Iterable[Any], on_sample: Callable[[CounterSample], No
             if truncated:
                 set_(event, "payload_truncated", True)
         yield event
+
+
+class _BlobEvent:
+    """A ``recorder.Blob`` of a columnar batch, seen as the ``blob`` Event that :class:`ExtDecoder` takes."""
+
+    __slots__ = ("kind", "name", "pid", "tid", "time_ns", "domain", "target", "data", "truncated")
+
+    def __init__(self, blob: Any, pid: int, domain: Optional[str]) -> None:
+        self.kind = "blob"
+        self.name = blob.kind
+        self.pid = pid
+        self.tid = blob.tid
+        self.time_ns = blob.time_ns
+        self.domain = domain
+        self.target = blob.arg
+        self.data = blob.data
+        self.truncated = blob.truncated
+
+
+class _RowEvent:
+    """A push/start/mark row with a binary payload, seen as the Event that :class:`ExtDecoder` takes."""
+
+    __slots__ = ("kind", "pid", "tid", "domain")
+
+    def __init__(self, kind: str, pid: int, tid: int, domain: Optional[str]) -> None:
+        self.kind, self.pid, self.tid, self.domain = kind, pid, tid, domain
+
+
+_ROW_KINDS = {1: "push", 3: "start", 5: "mark"}
+_PT_EXT = 7
+
+
+class BatchExtDecoder:
+    """Counters and binary payloads of a conversion's batches (:mod:`.columns`), in file order.
+
+    :meth:`feed` takes each :class:`~.columns.RecordBatch` before it is paired: its blobs go through
+    one :class:`ExtDecoder` (per-process state across batches), counter samples to ``on_sample``; the
+    payload column of each push/start/mark with a binary payload becomes a key of
+    :data:`.columns.EXT_PAYLOADS`, which holds the decoded value (JSON-ready) for the writers.
+    """
+
+    def __init__(self, on_sample: Callable[[CounterSample], None]) -> None:
+        self.decoder = ExtDecoder()
+        self.on_sample = on_sample
+
+    def feed(self, batch: Any) -> None:
+        blobs = batch.blobs
+        if not blobs:
+            return
+        from .columns import store_ext_payload
+
+        pid = batch.pid
+        domains = batch.domains
+        items: List[Tuple[int, int, int, int]] = []
+        for j, blob in enumerate(blobs):
+            items.append((blob.tid, blob.time_ns, 0, j))
+        if batch.numpy:
+            import numpy as np
+
+            rows = np.flatnonzero((batch.ptype == _PT_EXT) & ((batch.kind == 1) | (batch.kind == 3) | (batch.kind == 5)))
+            rows = rows.tolist()
+        else:
+            rows = [i for i, (pt, k) in enumerate(zip(batch.ptype, batch.kind)) if pt == _PT_EXT and k in _ROW_KINDS]
+        for i in rows:
+            items.append((int(batch.tid[i]), int(batch.time[i]), 1, i))
+        items.sort()  # per thread in time order; a payload's blobs come just before its event
+        decoder = self.decoder
+        for tid, _t, is_row, j in items:
+            if not is_row:
+                blob = blobs[j]
+                event = blob if hasattr(blob, "name") else _BlobEvent(blob, pid, domains.get(blob.domain))
+                for sample in decoder.feed(event):
+                    self.on_sample(sample)
+                continue
+            row = _RowEvent(_ROW_KINDS[int(batch.kind[j])], pid, tid, domains.get(int(batch.domain[j])))
+            decoder.feed(row)
+            value, truncated = decoder.payload_of(row)
+            if value is not None:
+                batch.payload[j] = store_ext_payload(json_safe(value), truncated)

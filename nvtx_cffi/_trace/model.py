@@ -104,6 +104,7 @@ class Timeline:
         self.dropped_by_pid: Dict[int, int] = {}
         self.start_ns = 0
         self.end_ns = 0
+        #: NVTX events read: pushes, pops, starts, ends and marks (not definitions or names)
         self.event_count = 0
         #: ranges (terminated or not) and marks handed out
         self.range_count = 0
@@ -116,6 +117,8 @@ def _category_name(names: Dict[Tuple[Optional[str], int], str], domain: Optional
         return None
     return names.get((domain, category)) or str(category)
 
+
+_NVTX_KINDS = frozenset(("push", "pop", "start", "end", "mark"))
 
 RangeSink = Callable[[Range], None]
 MarkSink = Callable[[Mark], None]
@@ -174,11 +177,14 @@ def pair_events(events: Iterable[Any], processes: Dict[int, Any], dropped: int =
     first: Optional[int] = None
     last = 0
     count = 0
+    nvtx_events = 0  # push, pop, start, end, mark: what ``event_count`` reports
     for ev in events:
         count += 1
         if progress is not None and not count & 0xFFFF:
             progress(count)
         kind = ev.kind
+        if kind in _NVTX_KINDS:
+            nvtx_events += 1
         pid = ev.pid
         t = ev.time_ns
         if first is None or t < first:
@@ -242,7 +248,7 @@ def pair_events(events: Iterable[Any], processes: Dict[int, Any], dropped: int =
             if getattr(ev, "name", None):
                 tl.thread_names.setdefault((pid, int(target)), ev.name)
         # domain/string/category/resource definitions are already resolved by the reader.
-    tl.event_count = count
+    tl.event_count = nvtx_events
     tl.unmatched_ends += len(early_ends)
     # Still open when the process stopped (crash, exit inside a range): keep them, flagged.
     still_open = [r for stack in stacks.values() for r in stack]

@@ -1,0 +1,265 @@
+"""Read a recording as columns, one batch of events at a time: NumPy arrays or Python lists.
+
+The tracer's conversion reads a recording this way instead of one :class:`~nvtx_cffi.recorder.Event`
+object at a time: a :class:`RecordBatch` holds the NVTX events (push, pop, start, end, mark) of
+part of one process's file as parallel columns, so the pairing (:mod:`.pairing`) and the writers
+work on whole arrays. Memory is that of one batch whatever the recording's length.
+
+Sources:
+
+* ``recorder.blocks()`` — the recorder's columnar reader (READER-API in :mod:`nvtx_cffi.recorder`):
+  its :data:`EVENT_DTYPE` blocks become batches (field views, no copy);
+* without NumPy (PyPy), the Event API (``recorder.stream``): the same columns as Python lists.
+
+Conventions (those of the READER-API): ``text`` indexes ``strings`` and 0 means no text
+(``strings[0] is None``); ``ptype`` is the reader's payload code (``PT_*``: 1 uint64, 2 int64,
+3 double, 4 uint32, 5 int32, 6 float, 7 extension, 8 unknown), ``payload`` its raw 64 bits;
+``domain`` is the file's domain id (``batch.domains`` names it, 0 the default domain).
+"""
+from __future__ import annotations
+
+import struct
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+
+from .. import recorder as _rec
+
+try:  # CPython fast path; PyPy and NumPy-less installs use lists
+    import numpy as _np
+except ImportError:  # pragma: no cover - exercised on PyPy
+    _np = None
+
+__all__ = ["RecordBatch", "Source", "open_recording", "HAVE_NUMPY", "BATCH_EVENTS", "payload_value",
+           "PUSH", "POP", "START", "END", "MARK"]
+
+HAVE_NUMPY = _np is not None
+
+PUSH, POP, START, END, MARK = 1, 2, 3, 4, 5
+_KIND_CODES = {"push": PUSH, "pop": POP, "start": START, "end": END, "mark": MARK}
+_F_COLOR = 1
+PT_EXT, PT_UNKNOWN = 7, 8
+_PT_CODES = {"uint64": 1, "int64": 2, "double": 3, "uint32": 4, "int32": 5, "float": 6, "ext": PT_EXT}
+
+#: Events per batch: big enough that NumPy's per-call costs vanish, small enough that a batch and
+#: the temporaries of its pairing and formatting stay some tens of MB.
+BATCH_EVENTS = 1 << 16
+
+_D, _Q, _F, _I = struct.Struct("<d"), struct.Struct("<Q"), struct.Struct("<f"), struct.Struct("<I")
+
+
+#: Decoded binary payloads (payload extension) of the conversion in progress, by the key that
+#: stands in the payload column of their rows (:class:`.counters.BatchExtDecoder`). Bounded: a
+#: value is kept for the next EXT_PAYLOADS_MAX binary payloads, long enough for its range to end.
+EXT_PAYLOADS: Dict[int, Any] = {}
+EXT_PAYLOADS_MAX = 1 << 16
+_ext_keys = [0]
+
+
+def store_ext_payload(value: Any, truncated: bool = False) -> int:
+    """Keep a decoded binary payload for the writers; returns its key (never 0)."""
+    _ext_keys[0] += 1
+    key = _ext_keys[0]
+    EXT_PAYLOADS[key] = {"value": value, "truncated": True} if truncated else value
+    if len(EXT_PAYLOADS) > EXT_PAYLOADS_MAX:
+        del EXT_PAYLOADS[next(iter(EXT_PAYLOADS))]
+    return key
+
+
+def ext_payload_value(raw: int) -> Any:
+    """The decoded binary payload stored under ``raw`` (None when unknown or evicted)."""
+    return EXT_PAYLOADS.get(int(raw))
+
+
+def payload_value(ptype: int, raw: int) -> Any:
+    """The payload as a Python number from its ``PT_*`` code and raw bits (None: none or extension)."""
+    if ptype == 1 or ptype == PT_UNKNOWN:
+        return raw
+    if ptype == 2:
+        return raw - (1 << 64) if raw >= 1 << 63 else raw
+    if ptype == 3:
+        return _D.unpack(_Q.pack(raw))[0]
+    if ptype == 4:
+        return raw & 0xFFFFFFFF
+    if ptype == 5:
+        v = raw & 0xFFFFFFFF
+        return v - (1 << 32) if v >= 1 << 31 else v
+    if ptype == 6:
+        return _F.unpack(_I.pack(raw & 0xFFFFFFFF))[0]
+    return None
+
+
+class RecordBatch:
+    """NVTX events of part of one process's file, as parallel columns.
+
+    Columns (NumPy arrays, or lists without NumPy): ``kind`` (1..5), ``tid``, ``time`` (ns),
+    ``domain``, ``text``, ``color`` (ARGB), ``has_color`` (0/1), ``category``, ``ptype``,
+    ``payload``, ``arg`` (range id of start/end). Within a thread, events are in time order;
+    threads interleave by chunk. ``strings``, ``domains`` and ``category_names`` resolve the ids.
+    """
+
+    __slots__ = ("pid", "image", "numpy", "strings", "domains", "category_names", "kind", "tid", "time", "domain",
+                 "text", "color", "has_color", "category", "ptype", "payload", "arg", "blobs")
+
+    def __init__(self, pid: int, numpy: bool, strings: Any, domains: Dict[int, Optional[str]],
+                 category_names: Dict[Tuple[Optional[str], int], str], image: int = 0) -> None:
+        self.pid = pid
+        #: exec generation: a program that exec()s itself keeps its pid, not its ranges
+        self.image = image
+        #: the reader's variable-length records of this batch (``recorder.Blob``: counter groups and
+        #: samples, payload schemas): what counter tracks are made of
+        self.blobs: List[Any] = []
+        self.numpy = numpy
+        self.strings = strings
+        self.domains = domains
+        self.category_names = category_names
+
+    def __len__(self) -> int:
+        return len(self.kind)
+
+
+class Source:
+    """What the pairing needs of a recording: process infos, bounds, and :meth:`batches`."""
+
+    numpy = False
+    processes: Dict[int, Any]
+    dropped = 0
+    start_ns: Optional[int] = None
+    end_ns: Optional[int] = None
+    total_bytes = 0
+
+    def batches(self) -> Iterator[RecordBatch]:
+        raise NotImplementedError
+
+
+def open_recording(source: str, numpy: Optional[bool] = None,
+                   progress: Optional[Callable[[int, int], None]] = None) -> Source:
+    """The best :class:`Source` for a directory (every ``*.nvtxrec``) or one record file.
+
+    ``numpy=False`` forces the pure-Python source (what PyPy gets); ``None``: NumPy when importable.
+    ``progress(done_bytes, total_bytes)`` is called as the batches are read.
+    """
+    if numpy is None:
+        numpy = HAVE_NUMPY
+    if not numpy or not HAVE_NUMPY:
+        return _EventSource(source, progress)
+    return _BlockSource(_rec.blocks(source, progress=progress, max_events=BATCH_EVENTS))
+
+
+# --------------------------------------------------------------------------- recorder.blocks()
+
+
+class _BlockSource(Source):
+    numpy = True
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self.processes = stream.processes
+        self.dropped = stream.dropped
+        self.start_ns = stream.start_ns
+        self.end_ns = stream.end_ns
+        self.total_bytes = stream.total_bytes
+
+    def batches(self) -> Iterator[RecordBatch]:
+        for block in self._stream:
+            ev = block.events
+            info = block.info
+            b = RecordBatch(block.pid, True, block.strings, block.domains,
+                            dict(getattr(info, "category_names", None) or {}), getattr(block, "exec_gen", 0))
+            b.kind = ev["kind"]
+            b.tid = ev["tid"]
+            b.time = ev["time_ns"]
+            b.domain = ev["domain"]
+            b.text = ev["message"]
+            b.color = ev["color"]
+            b.has_color = ev["flags"] & _F_COLOR
+            b.category = ev["category"]
+            b.ptype = ev["payload_type"]
+            b.payload = ev["payload"]
+            b.arg = ev["range_id"]
+            b.blobs = list(getattr(block, "blobs", None) or [])
+            yield b
+
+
+# --------------------------------------------------------------------------- pure Python: the Event API
+
+
+def _raw_payload(ptype: Optional[str], value: Any) -> Tuple[int, int]:
+    """The (``PT_*`` code, raw bits) of a decoded :class:`~nvtx_cffi.recorder.Event` payload."""
+    if ptype is None:
+        return 0, 0
+    code = _PT_CODES.get(ptype)
+    if code is None:
+        return PT_UNKNOWN, int(value) & 0xFFFFFFFFFFFFFFFF
+    if code == 3:
+        return code, _Q.unpack(_D.pack(value))[0]
+    if code == 6:
+        return code, _I.unpack(_F.pack(value))[0]
+    if code == PT_EXT:
+        return code, 0
+    return code, int(value) & 0xFFFFFFFFFFFFFFFF
+
+
+class _EventSource(Source):
+    """Batches of Python lists from the Event API (no NumPy needed): PyPy's path."""
+
+    def __init__(self, source: str, progress: Optional[Callable[[int, int], None]] = None) -> None:
+        self._source = source
+        stream = _rec.stream(source, progress=progress)
+        self._stream = stream
+        self.processes = stream.processes
+        self.dropped = stream.dropped
+        self.start_ns = stream.start_ns
+        self.end_ns = stream.end_ns
+        self.total_bytes = stream.total_bytes
+
+    def batches(self) -> Iterator[RecordBatch]:
+        domain_ids: Dict[int, Dict[Optional[str], int]] = {}
+        batch: Optional[RecordBatch] = None
+        ids: Dict[str, int] = {}
+        for ev in self._stream:
+            kind = _KIND_CODES.get(ev.kind)
+            if kind is None and ev.kind != "blob":
+                continue
+            pid = ev.pid
+            image = getattr(ev, "exec_gen", 0)
+            if (batch is None or batch.pid != pid or batch.image != image or len(batch.kind) >= BATCH_EVENTS
+                    or len(batch.blobs) >= BATCH_EVENTS):
+                if batch is not None:
+                    yield batch
+                info = self.processes.get(pid)
+                per_pid = domain_ids.setdefault(pid, {None: 0})
+                batch = RecordBatch(pid, False, [None], {i: name for name, i in per_pid.items()},
+                                    dict(getattr(info, "category_names", None) or {}), image)
+                for name in ("kind", "tid", "time", "domain", "text", "color", "has_color", "category", "ptype",
+                             "payload", "arg"):
+                    setattr(batch, name, [])
+                ids = {}
+            if kind is None:  # counters, schemas, binary payloads (as Event objects): .counters
+                batch.blobs.append(ev)
+                continue
+            per_pid = domain_ids[pid]
+            dom = per_pid.get(ev.domain)
+            if dom is None:
+                dom = per_pid[ev.domain] = len(per_pid)
+                batch.domains[dom] = ev.domain
+            message = ev.message
+            if message is None:
+                text = 0
+            else:
+                text = ids.get(message)
+                if text is None:
+                    text = ids[message] = len(batch.strings)
+                    batch.strings.append(message)
+            ptype, raw = _raw_payload(ev.payload_type, ev.payload)
+            batch.kind.append(kind)
+            batch.tid.append(ev.tid)
+            batch.time.append(ev.time_ns)
+            batch.domain.append(dom)
+            batch.text.append(text)
+            batch.color.append(ev.color or 0)
+            batch.has_color.append(1 if ev.color is not None else 0)
+            batch.category.append(ev.category)
+            batch.ptype.append(ptype)
+            batch.payload.append(raw)
+            batch.arg.append(ev.range_id or 0)
+        if batch is not None:
+            yield batch

@@ -1,0 +1,437 @@
+"""Pair a recording's records batch by batch, as columns: the tracer's conversion pipeline.
+
+:func:`pair_batches` turns the :class:`~.columns.RecordBatch` es of a recording into
+:class:`PairedBatch` es — complete push/pop ranges, start/end ranges and marks as columns — that the
+writers (:mod:`.chrome`, :mod:`.pftrace`, :mod:`.sqlite`) format in bulk. The rules are those of
+:func:`.model.pair_events`: push/pop nest per (pid, tid, domain); start/end match by (pid, domain,
+range id) and may end on another thread (an end read before its start waits for it); a pop with
+nothing open and an end that finds no start are counted, never guessed; ranges still open when the
+recording ends are closed at their process's last record and flagged ``unterminated``.
+
+Two implementations give the same batches, in the same order:
+
+* NumPy (CPython): per batch, the pushes and pops are sorted by (thread, domain) (stable, so each
+  group stays in time order); the nesting depth is a cumulative sum of +1/-1 per group; a pop
+  that would take the depth below the group's floor is unmatched (the running minimum finds
+  them); then every push is followed, among the events of its group at its own depth, by its pop.
+  Pushes still open at the end of a batch are carried into the next one.
+* Pure Python (PyPy, no NumPy): a stack per (thread, domain), one record at a time.
+
+Start/end ranges are paired by one shared Python routine in both (they are few; their order
+across threads needs the waiting logic). Memory: one batch, plus what is open.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+from .columns import END, MARK, POP, PUSH, START, RecordBatch, Source, payload_value
+from .model import UNNAMED, Mark, Range, Timeline
+
+try:
+    import numpy as _np
+except ImportError:  # pragma: no cover - PyPy
+    _np = None
+
+__all__ = ["Columns", "PairedBatch", "pair_batches", "ranges_of", "marks_of", "RANGE_FIELDS", "ASYNC_FIELDS",
+           "MARK_FIELDS"]
+
+#: Columns of a range batch (push/pop or start/end) and of a mark batch.
+RANGE_FIELDS = ("tid", "start", "end", "depth", "text", "domain", "category", "color", "has_color",
+                "ptype", "payload")
+ASYNC_FIELDS = ("tid", "end_tid", "start", "end", "range_id", "text", "domain", "category", "color",
+                "has_color", "ptype", "payload")
+MARK_FIELDS = ("tid", "time", "text", "domain", "category", "color", "has_color", "ptype", "payload")
+
+
+class Columns:
+    """Parallel columns (NumPy arrays or lists), named by ``fields``; ``len()`` rows."""
+
+    def __init__(self, fields: Tuple[str, ...], values: List[Any]) -> None:
+        self.fields = fields
+        for name, value in zip(fields, values):
+            setattr(self, name, value)
+        self._n = len(values[0]) if values else 0
+
+    def __len__(self) -> int:
+        return self._n
+
+    def lists(self, *names: str) -> List[list]:
+        """The named columns as Python lists (what the text writers format)."""
+        out = []
+        for name in names:
+            col = getattr(self, name)
+            out.append(col.tolist() if hasattr(col, "tolist") else list(col))
+        return out
+
+
+class PairedBatch:
+    """What one batch of one process adds to the trace, as columns.
+
+    ``ranges``: push/pop ranges complete in this batch, in the order of their pops; ``asyncs``:
+    start/end ranges complete in this batch, in the order their second event was read; ``marks``:
+    in record order. Text columns index ``strings``; ``domain`` columns are the file's domain ids
+    (:meth:`domain_name`). ``unterminated``: the ranges of this batch were still open at the end
+    (closed at their process's last record). ``records``: the source :class:`RecordBatch` (None for
+    the final batch of unterminated ranges) and ``skip``: its records that the trace leaves out
+    (unmatched pops), for writers that follow each thread's records in order (Perfetto).
+    """
+
+    def __init__(self, pid: int, strings: Any, domains: Dict[int, Optional[str]],
+                 category_names: Dict[Tuple[Optional[str], int], str], ranges: Columns, asyncs: Columns,
+                 marks: Columns, unterminated: bool = False, records: Optional[RecordBatch] = None,
+                 skip: Any = None) -> None:
+        self.pid = pid
+        self.strings = strings
+        self._domains = domains
+        self._category_names = category_names
+        self.ranges = ranges
+        self.asyncs = asyncs
+        self.marks = marks
+        self.unterminated = unterminated
+        self.records = records
+        self.skip = skip
+
+    def text(self, i: int) -> str:
+        """The name shown for text id ``i`` (``(unnamed)`` for none or empty)."""
+        return self.strings[i] or UNNAMED
+
+    def domain_name(self, d: int) -> Optional[str]:
+        if not d:
+            return None
+        name = self._domains.get(d, _MISSING)
+        return f"<unknown domain {d}>" if name is _MISSING else name  # type: ignore[return-value]
+
+    def category_name(self, d: int, category: int) -> Optional[str]:
+        if not category:
+            return None
+        return self._category_names.get((self.domain_name(d), category)) or str(category)
+
+
+_MISSING = object()
+
+
+#: Ids of the texts a batch adds to a reader's table (ranges carried in from an earlier batch).
+_EXTRA = 1 << 40
+
+
+class _Strings:
+    """A reader's string table (id -> text, not copied) plus the texts carried into this batch."""
+
+    def __init__(self, base: Any) -> None:
+        self._base = base
+        self._extra: List[Optional[str]] = []
+
+    def __getitem__(self, i: int) -> Optional[str]:
+        return self._extra[i - _EXTRA] if i >= _EXTRA else self._base[i]
+
+    def add(self, text: str) -> int:
+        self._extra.append(text)
+        return _EXTRA + len(self._extra) - 1
+
+
+def _take(col: Any, idx: Any, numpy: bool) -> Any:
+    if numpy:
+        return col[idx]
+    return [col[i] for i in idx]
+
+
+def pair_batches(recording: Source, timeline: Timeline) -> Iterator[PairedBatch]:
+    """Yield the paired batches of ``recording``, then one batch per process of unterminated ranges.
+
+    ``timeline`` receives the bookkeeping as it goes (threads, counts, unmatched pops/ends) and is
+    complete (names, times) when the iteration ends.
+    """
+    tl = timeline
+    tl.dropped = recording.dropped
+    for pid, info in recording.processes.items():
+        tl.process_names[pid] = f"child of {info.ppid}" if info.ppid else "process"
+        tl.dropped_by_pid[pid] = int(info.dropped or 0)
+    # keyed by (pid, exec generation): an exec()ed image does not close its predecessor's ranges
+    carry: Dict[Tuple[int, int], Any] = {}  # open pushes (tuples, in (tid, domain, depth) order)
+    async_state: Dict[Tuple[int, int], Tuple[dict, dict]] = {}  # (open starts, early ends)
+    numpy = recording.numpy
+    last_ns: Dict[Tuple[int, int], int] = {}  # latest event of each image: where its open ranges end
+    domains_of: Dict[Tuple[int, int], Any] = {}
+    categories_of: Dict[Tuple[int, int], Any] = {}
+    for batch in recording.batches():
+        pid = batch.pid
+        image = (pid, batch.image)
+        if not len(batch):
+            continue
+        tl.event_count += len(batch)
+        latest = int(batch.time.max()) if numpy else max(batch.time)
+        if latest > last_ns.get(image, -1):
+            last_ns[image] = latest
+        domains = domains_of[image] = batch.domains
+        categories = categories_of[image] = batch.category_names
+        strings = batch.strings if isinstance(batch.strings, list) else _Strings(batch.strings)
+        opened = carry.get(image, [])
+        if numpy:
+            ranges, skip, still_open = _pair_numpy(batch, opened, strings)
+            threads = _np.unique(batch.tid).tolist()
+        else:
+            ranges, skip, still_open = _pair_python(batch, opened, strings)
+            threads = sorted(set(batch.tid))
+        carry[image] = still_open
+        tl.unmatched_pops += _count(skip, numpy)
+        for tid in threads:
+            tl.threads.add((pid, tid))
+        state = async_state.get(image)
+        if state is None:
+            state = async_state[image] = ({}, {})
+        asyncs = _pair_async(batch, state, strings, tl)
+        marks = _marks(batch, numpy)
+        tl.range_count += len(ranges) + len(asyncs)
+        tl.mark_count += len(marks)
+        yield PairedBatch(pid, strings, domains, categories, ranges, asyncs, marks, records=batch, skip=skip)
+    # Still open when the recording ends: closed at their process's last record, flagged.
+    for image in sorted(set(carry) | set(async_state)):
+        pid = image[0]
+        strings: List[Optional[str]] = [None]
+        last = last_ns.get(image, 0)
+        rows = sorted(carry.get(image, []), key=lambda r: (r[2], r[0], r[1], r[9]))
+        cols: List[list] = [[] for _ in RANGE_FIELDS]
+        for tid, dom, t, text, cat, color, has_color, ptype, payload, depth in rows:
+            values = (tid, t, max(last, t), depth, _intern(strings, text), dom, cat, color, has_color, ptype,
+                      payload)
+            for col, value in zip(cols, values):
+                col.append(value)
+        opened, early = async_state.get(image, ({}, {}))
+        tl.unmatched_ends += len(early)
+        acols: List[list] = [[] for _ in ASYNC_FIELDS]
+        for (dom, rid), (tid, t, text, cat, color, has_color, ptype, payload) in sorted(
+                opened.items(), key=lambda item: (item[1][1], item[0])):
+            values = (tid, tid, t, max(last, t), rid, _intern(strings, text), dom, cat, color, has_color, ptype,
+                      payload)
+            for col, value in zip(acols, values):
+                col.append(value)
+        if not cols[0] and not acols[0]:
+            continue
+        ranges = Columns(RANGE_FIELDS, cols)
+        asyncs = Columns(ASYNC_FIELDS, acols)
+        tl.unterminated += len(ranges) + len(asyncs)
+        tl.range_count += len(ranges) + len(asyncs)
+        yield PairedBatch(pid, strings, domains_of.get(image, {0: None}), categories_of.get(image, {}), ranges, asyncs,
+                          Columns(MARK_FIELDS, [[] for _ in MARK_FIELDS]), unterminated=True)
+    for pid, info in recording.processes.items():  # complete now (a reader may learn them as it reads)
+        for tid, name in (info.thread_names or {}).items():
+            tl.thread_names[(pid, tid)] = name
+    for pid, _tid in tl.threads:
+        tl.process_names.setdefault(pid, "process")
+    tl.start_ns = recording.start_ns or 0
+    tl.end_ns = max([recording.end_ns or 0] + list(last_ns.values()))
+
+
+def _count(skip: Any, numpy: bool) -> int:
+    return int(_np.count_nonzero(skip)) if numpy else sum(skip)
+
+
+def _intern(strings: Any, text: Optional[str]) -> int:
+    """Add ``text`` to a batch's strings; its id (0: no text)."""
+    if text is None:
+        return 0
+    if isinstance(strings, list):
+        strings.append(text)
+        return len(strings) - 1
+    return strings.add(text)
+
+
+def _pair_python(b: RecordBatch, opened: list, strings: List[str]) -> Tuple[Columns, list, list]:
+    """Stacks per (tid, domain), record by record; carried pushes first (in their stack order)."""
+    stacks: Dict[Tuple[int, int], list] = {}
+    for tid, dom, t, text, cat, color, has_color, ptype, payload, depth in opened:
+        stacks.setdefault((tid, dom), []).append(
+            [tid, dom, t, _intern(strings, text), cat, color, has_color, ptype, payload, depth])
+    kind, tid_, time_, dom_, text_ = b.kind, b.tid, b.time, b.domain, b.text
+    cols: List[list] = [[] for _ in RANGE_FIELDS]
+    (c_tid, c_start, c_end, c_depth, c_text, c_dom, c_cat, c_color, c_has, c_ptype, c_payload) = cols
+    skip = [0] * len(kind)
+    for i, k in enumerate(kind):
+        if k == PUSH:
+            key = (tid_[i], dom_[i])
+            stack = stacks.get(key)
+            if stack is None:
+                stack = stacks[key] = []
+            stack.append([tid_[i], dom_[i], time_[i], text_[i], b.category[i], b.color[i], b.has_color[i],
+                          b.ptype[i], b.payload[i], len(stack)])
+        elif k == POP:
+            stack = stacks.get((tid_[i], dom_[i]))
+            if stack:
+                tid, dom, t, text, cat, color, has_color, ptype, payload, depth = stack.pop()
+                c_tid.append(tid)
+                c_start.append(t)
+                c_end.append(time_[i])
+                c_depth.append(depth)
+                c_text.append(text)
+                c_dom.append(dom)
+                c_cat.append(cat)
+                c_color.append(color)
+                c_has.append(has_color)
+                c_ptype.append(ptype)
+                c_payload.append(payload)
+            else:
+                skip[i] = 1
+    still_open = []
+    for key in sorted(stacks):
+        for tid, dom, t, text, cat, color, has_color, ptype, payload, depth in stacks[key]:
+            still_open.append((tid, dom, t, strings[text], cat, color, has_color, ptype,
+                               payload, depth))
+    return Columns(RANGE_FIELDS, cols), skip, still_open
+
+
+def _pair_numpy(b: RecordBatch, opened: list, strings: List[str]) -> Tuple[Columns, Any, list]:
+    """Vectorised push/pop pairing of one batch (see the module docstring); same result as Python."""
+    np = _np
+    pp = np.flatnonzero((b.kind == PUSH) | (b.kind == POP))
+    nc = len(opened)
+    if nc:
+        o_tid, o_dom, o_t, o_text, o_cat, o_color, o_has, o_ptype, o_payload, _depth = zip(*opened)
+        o_text_ids = [_intern(strings, text) for text in o_text]
+
+        def col(carried: Any, source: Any, dtype: Any) -> Any:
+            return np.concatenate([np.asarray(carried, dtype=dtype), source[pp].astype(dtype)])
+
+        tid = col(o_tid, b.tid, np.int64)
+        dom = col(o_dom, b.domain, np.int64)
+        time = col(o_t, b.time, np.int64)
+        text = col(o_text_ids, b.text, np.int64)
+        cat = col(o_cat, b.category, np.int64)
+        color = col(o_color, b.color, np.int64)
+        has_color = col(o_has, b.has_color, np.int64)
+        ptype = col(o_ptype, b.ptype, np.int64)
+        payload = col(o_payload, b.payload, np.uint64)
+        kind = np.concatenate([np.full(nc, PUSH, dtype=np.uint8), b.kind[pp]])
+    else:
+        tid, dom, time, text = b.tid[pp], b.domain[pp], b.time[pp], b.text[pp]
+        cat, color, has_color, ptype, payload = b.category[pp], b.color[pp], b.has_color[pp], b.ptype[pp], b.payload[pp]
+        kind = b.kind[pp]
+    n = len(kind)
+    skip = np.zeros(len(b.kind), dtype=bool)
+    if not n:
+        return Columns(RANGE_FIELDS, [np.zeros(0, np.int64) for _ in RANGE_FIELDS]), skip, []
+    g = (tid.astype(np.int64) << 32) | dom.astype(np.int64)
+    order = np.argsort(g, kind="stable")  # by (tid, domain); each group stays in record order
+    gs = g[order]
+    ks = kind[order]
+    step = np.where(ks == PUSH, 1, -1).astype(np.int64)
+    csum = np.cumsum(step)
+    first = np.empty(n, dtype=bool)
+    first[0] = True
+    np.not_equal(gs[1:], gs[:-1], out=first[1:])
+    gidx = np.cumsum(first) - 1
+    running = csum - (csum - step)[first][gidx]  # depth change since the group's start, after each event
+    big = 2 * n + 2  # separates groups so one running minimum serves them all
+    floor = np.minimum(np.minimum.accumulate(running - gidx * big) + gidx * big, 0)
+    prev_floor = np.empty(n, dtype=np.int64)
+    prev_floor[0] = 0
+    prev_floor[1:] = floor[:-1]
+    prev_floor[first] = 0
+    is_pop = ks == POP
+    unmatched = is_pop & (floor < prev_floor)  # a pop below everything open: nothing to close
+    depth_after = running - floor
+    level = np.where(is_pop, depth_after, depth_after - 1)
+    keep = np.flatnonzero(~unmatched)
+    by_level = keep[np.lexsort((keep, level[keep], gidx[keep]))]
+    kk = ks[by_level]
+    same = (gidx[by_level[:-1]] == gidx[by_level[1:]]) & (level[by_level[:-1]] == level[by_level[1:]])
+    pair = (kk[:-1] == PUSH) & (kk[1:] == POP) & same
+    push_s = by_level[:-1][pair]  # indices into the sorted order
+    pop_s = by_level[1:][pair]
+    by_pop = np.argsort(order[pop_s], kind="stable")  # hand ranges out in the order of their pops
+    push_s = push_s[by_pop]
+    pop_s = pop_s[by_pop]
+    pi = order[push_s]  # indices into the combined columns
+    qi = order[pop_s]
+    ranges = Columns(RANGE_FIELDS, [tid[pi], time[pi], time[qi], level[push_s], text[pi], dom[pi], cat[pi],
+                                    color[pi], has_color[pi], ptype[pi], payload[pi]])
+    bad = order[np.flatnonzero(unmatched)] - nc
+    skip[pp[bad]] = True
+    paired = np.zeros(n, dtype=bool)
+    paired[push_s] = True
+    open_s = np.flatnonzero((ks == PUSH) & ~paired)  # sorted: by (tid, domain), then depth
+    still_open = []
+    if len(open_s):
+        oi = order[open_s]
+        for row in zip(tid[oi].tolist(), dom[oi].tolist(), time[oi].tolist(), text[oi].tolist(), cat[oi].tolist(),
+                       color[oi].tolist(), has_color[oi].tolist(), ptype[oi].tolist(), payload[oi].tolist(),
+                       level[open_s].tolist()):
+            still_open.append(row[:3] + (strings[row[3]],) + row[4:])
+    return ranges, skip, still_open
+
+
+def _pair_async(b: RecordBatch, state: Tuple[dict, dict], strings: List[str], tl: Timeline) -> Columns:
+    """Start/end pairing, shared by both backends: record order, ends may wait for their start."""
+    opened, early = state
+    if b.numpy:
+        se = _np.flatnonzero((b.kind == START) | (b.kind == END))
+        if not len(se):
+            return Columns(ASYNC_FIELDS, [[] for _ in ASYNC_FIELDS])
+        rows = zip(*(col[se].tolist() for col in (b.kind, b.tid, b.time, b.domain, b.arg, b.text, b.category,
+                                                   b.color, b.has_color, b.ptype, b.payload)))
+    else:
+        rows = ((b.kind[i], b.tid[i], b.time[i], b.domain[i], b.arg[i], b.text[i], b.category[i], b.color[i],
+                 b.has_color[i], b.ptype[i], b.payload[i]) for i, k in enumerate(b.kind) if k == START or k == END)
+    cols: List[list] = [[] for _ in ASYNC_FIELDS]
+
+    def emit(values: tuple) -> None:
+        for col, value in zip(cols, values):
+            col.append(value)
+
+    for kind, tid, t, dom, rid, text, cat, color, has_color, ptype, payload in rows:
+        key = (dom, rid)
+        if kind == START:
+            text_str = strings[text]
+            ended = early.pop(key, None) if early else None
+            if ended is not None and ended[0] >= t:
+                emit((tid, ended[1], t, ended[0], rid, text, dom, cat, color, has_color, ptype, payload))
+            else:
+                if ended is not None:
+                    tl.unmatched_ends += 1  # an end from before this start: not its end
+                opened[key] = (tid, t, text_str, cat, color, has_color, ptype, payload)
+        else:
+            r = opened.pop(key, None)
+            if r is None:
+                early[key] = (t, tid)  # its start may be in a chunk further on
+            else:
+                s_tid, s_t, s_text, s_cat, s_color, s_has, s_ptype, s_payload = r
+                emit((s_tid, tid, s_t, t, rid, _intern(strings, s_text), dom, s_cat, s_color, s_has, s_ptype,
+                      s_payload))
+    return Columns(ASYNC_FIELDS, cols)
+
+
+def _marks(b: RecordBatch, numpy: bool) -> Columns:
+    if numpy:
+        mk = _np.flatnonzero(b.kind == MARK)
+    else:
+        mk = [i for i, k in enumerate(b.kind) if k == MARK]
+    return Columns(MARK_FIELDS, [_take(col, mk, numpy) for col in (b.tid, b.time, b.text, b.domain, b.category,
+                                                                   b.color, b.has_color, b.ptype, b.payload)])
+
+
+# --------------------------------------------------------------------------- objects, for slow consumers
+
+
+def ranges_of(pb: PairedBatch) -> Iterator[Range]:
+    """The batch's ranges as :class:`~.model.Range` objects (for ``--png`` and other per-range consumers)."""
+    pid = pb.pid
+    for tid, start, end, depth, text, dom, cat, color, has, ptype, payload in zip(*pb.ranges.lists(*RANGE_FIELDS)):
+        r = Range("push", pb.text(text), pb.domain_name(dom), pb.category_name(dom, cat), color if has else None,
+                  payload_value(ptype, payload), pid, tid, start, depth=depth)
+        r.end_ns = end
+        r.unterminated = pb.unterminated
+        yield r
+    for tid, end_tid, start, end, rid, text, dom, cat, color, has, ptype, payload in zip(
+            *pb.asyncs.lists(*ASYNC_FIELDS)):
+        r = Range("start", pb.text(text), pb.domain_name(dom), pb.category_name(dom, cat), color if has else None,
+                  payload_value(ptype, payload), pid, tid, start, range_id=rid)
+        r.end_ns = end
+        r.end_tid = end_tid
+        r.unterminated = pb.unterminated
+        yield r
+
+
+def marks_of(pb: PairedBatch) -> Iterator[Mark]:
+    """The batch's marks as :class:`~.model.Mark` objects."""
+    for tid, t, text, dom, cat, color, has, ptype, payload in zip(*pb.marks.lists(*MARK_FIELDS)):
+        yield Mark(pb.text(text), pb.domain_name(dom), pb.category_name(dom, cat), color if has else None,
+                   payload_value(ptype, payload), pb.pid, tid, t)

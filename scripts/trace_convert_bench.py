@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Conversion time, output size and peak RSS of the tracer, per output format, side by side in one run.
+
+    python scripts/trace_convert_bench.py 1e6            # record 1e6 push/pop ranges once, convert it 4 ways
+    python scripts/trace_convert_bench.py 1e7 --keep DIR # keep the recording (and reuse it next time)
+
+Records ``examples/many_ranges.py N`` with the recorder, then converts the same recording, each in
+a fresh process under ``/usr/bin/time -v`` (``--stats`` included, as ``trace --stats`` does):
+``before`` (the object-per-event streaming conversion: ``pair_events`` + ``ChromeTraceWriter.range``),
+then ``json``, ``pftrace`` and ``sqlite`` with the columnar conversion, and ``read`` (the
+recorder's ``blocks()`` alone, no pairing or writing: the reader's share). Prints one table.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+CONVERT = r"""
+import sys, time
+mode, raw, out = sys.argv[1:4]
+t = time.perf_counter()
+from nvtx_cffi._trace.stats import StatsCollector, format_summary
+stats = StatsCollector()
+if mode == "before":
+    from nvtx_cffi import recorder
+    from nvtx_cffi._trace.chrome import ChromeTraceWriter
+    from nvtx_cffi._trace.model import pair_events
+    events = recorder.stream(raw)
+    with open(out, "w") as f:
+        w = ChromeTraceWriter(f, events.start_ns or 0)
+        def on_range(r):
+            w.range(r); stats.add(r)
+        tl = pair_events(events, events.processes, events.dropped, on_range=on_range, on_mark=w.mark)
+        w.finish(tl)
+elif mode == "read":  # the recorder's columnar reader alone: what the tracer's own work adds to
+    from nvtx_cffi import recorder
+    from nvtx_cffi._trace.columns import BATCH_EVENTS
+    from nvtx_cffi._trace.model import Timeline
+    tl = Timeline()
+    for block in recorder.blocks(raw, max_events=BATCH_EVENTS):
+        tl.event_count += len(block.events)
+    open(out, "w").close()
+else:
+    from nvtx_cffi._trace.convert import convert
+    tl = convert(raw, out, stats=stats)
+format_summary(tl, stats.rows())
+print("seconds", time.perf_counter() - t, "events", tl.event_count)
+"""
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("n", type=float, help="ranges to record (1e6, 1e7)")
+    ap.add_argument("--keep", metavar="DIR", help="recording directory to keep / reuse")
+    ap.add_argument("--formats", default="before,read,json,pftrace,sqlite")
+    args = ap.parse_args()
+    n = int(args.n)
+    work = tempfile.mkdtemp(prefix="nvtx-bench-")
+    raw = args.keep or os.path.join(work, "raw")
+    try:
+        if not (os.path.isdir(raw) and os.listdir(raw)):
+            sys.path.insert(0, ROOT)
+            from nvtx_cffi import recorder
+
+            env = {**os.environ, **recorder.environment(raw)}
+            subprocess.run([sys.executable, os.path.join(ROOT, "examples", "many_ranges.py"), str(n)], env=env,
+                           check=True)
+        recorded = sum(os.path.getsize(os.path.join(raw, f)) for f in os.listdir(raw))
+        print(f"{n} ranges, {recorded / 1e6:.0f} MB of records; {sys.implementation.name} "
+              f"{sys.version.split()[0]}; conversion with --stats, one run each")
+        print(f"{'format':8} {'seconds':>8} {'output MB':>10} {'B/event':>8} {'peak RSS MB':>12}")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("NVTX_INJECTION", "NVTX_CFFI_RECORD"))}
+        for fmt in args.formats.split(","):
+            out = os.path.join(work, {"before": "before.json", "json": "t.json", "pftrace": "t.pftrace",
+                                      "sqlite": "t.sqlite", "read": "nothing"}[fmt])
+            proc = subprocess.run(["/usr/bin/time", "-v", sys.executable, "-c", CONVERT, fmt, raw, out], env=env,
+                                  capture_output=True, text=True, cwd=work)
+            if proc.returncode:
+                print(fmt, "failed:", proc.stderr[-2000:])
+                continue
+            seconds = float(re.search(r"seconds (\S+)", proc.stdout).group(1))
+            events = int(re.search(r"events (\d+)", proc.stdout).group(1))
+            rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr).group(1))
+            size = os.path.getsize(out)
+            print(f"{fmt:8} {seconds:8.2f} {size / 1e6:10.1f} {size / max(events, 1):8.1f} {rss / 1024:12.0f}")
+            os.remove(out)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
