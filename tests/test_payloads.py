@@ -268,3 +268,39 @@ def test_png_collector_draws_a_line_per_counter(tmp_path):
     path = tmp_path / "t.png"
     write_png(timeline, str(path), collected=collected)
     assert path.stat().st_size > 1000
+
+
+def test_counters_and_binary_payloads_convert_alike_with_and_without_numpy(tmp_path):
+    """The columnar conversion (NumPy blocks) and the Event-API one (PyPy's) decode the same counter
+    samples and binary payloads, in every output format."""
+    import sqlite3
+
+    from nvtx_cffi._trace.convert import convert
+    from nvtx_cffi._trace.counters import CounterStats
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    raw = tmp_path / "raw"
+    env = {k: v for k, v in os.environ.items() if k not in ("NVTX_INJECTION64_PATH", "NVTX_CFFI_RECORD_DIR")}
+    env.update(recorder.environment(str(raw)))
+    proc = subprocess.run([sys.executable, os.path.join(root, "examples", "counters.py")], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    seen = {}
+    for use_numpy in (True, False):
+        table = CounterStats()
+        out = tmp_path / f"t{int(use_numpy)}.json"
+        convert(str(raw), str(out), numpy=use_numpy, counter_stats=table)
+        events = json.loads(out.read_text())["traceEvents"]
+        counters = sorted((e["name"], e["ts"], json.dumps(e["args"])) for e in events if e["ph"] == "C")
+        payloads = [e["args"].get("payload") for e in events if e["ph"] == "i" and e["name"] == "gradients"]
+        db = tmp_path / f"t{int(use_numpy)}.sqlite"
+        convert(str(raw), str(db), numpy=use_numpy)
+        with sqlite3.connect(db) as con:
+            rows = con.execute("SELECT name, unit, count(*), sum(value) FROM NVTX_CFFI_COUNTERS GROUP BY name, unit"
+                               " ORDER BY name").fetchall()
+        seen[use_numpy] = (counters, payloads, table.rows(), rows)
+    assert seen[True] == seen[False]
+    counters, payloads, table, rows = seen[True]
+    assert len(payloads) == 50 and all(isinstance(p, list) and len(p) == 4 for p in payloads)
+    assert {r["counter"] for r in table} == {"loss", "queue depth", "memory.allocated", "memory.reserved"}
+    assert [r[:3] for r in rows if r[0] == "queue depth"] == [("queue depth", "items", 55)]
