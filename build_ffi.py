@@ -57,18 +57,19 @@ def _cdef_from_header(text: str) -> str:
 
 
 #: C files compiled into the module, and what a rebuild depends on (asv's stock-CFFI twin reuses these).
-SOURCES = [os.path.join("c", "nvtx_shim.c")]
-DEPENDS = SOURCES + [os.path.join("c", name) for name in ("nvtx_shim.h", "nvtx_api.h", "keep_gil.h", "cuda.h")]
+SOURCES = [os.path.join("c", name) for name in ("nvtx_shim.c", "payload.c")]
+DEPENDS = SOURCES + [os.path.join("c", name) for name in ("nvtx_shim.h", "nvtx_api.h", "keep_gil.h", "cuda.h", "payload.h", "shim_internal.h")]
 
 #: The optional accelerator (a plain CPython extension, not CFFI; setup.py builds it when it can).
-SPEEDUPS_SOURCES = [os.path.join("c", name) for name in ("speedups.c", "accel.c", "profiler.c")]
+SPEEDUPS_SOURCES = [os.path.join("c", name) for name in ("speedups.c", "accel.c", "profiler.c", "counters_speedups.c")]
 SPEEDUPS_DEPENDS = SPEEDUPS_SOURCES + [os.path.join("c", name) for name in ("speedups.h", "nvtx_api.h", "nvtx_shim.h")]
 
 ffi = FFI()
 ffi.cdef(_cdef_from_header(_read("c/nvtx_shim.h")))
+ffi.cdef(_cdef_from_header(_read("c/payload.h")))  # counters, extended payloads (c/payload.c)
 ffi.set_source(
     "nvtx_cffi._native._ffi",
-    '#include "nvtx_shim.h"\n#include "keep_gil.h"\n',
+    '#include "nvtx_shim.h"\n#include "payload.h"\n#include "keep_gil.h"\n',
     sources=SOURCES,
     include_dirs=[nvtx_include_dir(), os.path.join(HERE, "c")],
     extra_compile_args=C_FLAGS,

@@ -38,7 +38,7 @@ def build_speedups() -> bool:
     return os.environ.get("NVTX_CFFI_SPEEDUPS", "1").strip().lower() not in {"0", "false", "no", "off"}
 
 NVTX_TOOLS = {
-    "nvtx_cffi.libnvtx_recorder": ["c/recorder.c"],
+    "nvtx_cffi.libnvtx_recorder": ["c/recorder.c", "c/recorder_ext.c"],
     "nvtx_cffi.libnvtx_null_tool": ["c/null_tool.c"],
 }
 

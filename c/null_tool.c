@@ -121,3 +121,46 @@ EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t getExportTable) {
     install(cb, NVTX_CB_MODULE_CORE2, core2, NVTX_CBID_CORE2_SIZE);
     return 1;
 }
+
+/* ---- payload and counters extensions (nvToolsExtPayload.h, nvToolsExtCounters.h) -------------
+ * Handlers that do nothing, so a counter sample reaches a tool (benchmarks compare its cost). */
+#include <nvtx3/nvToolsExtCounters.h>
+#include <nvtx3/nvToolsExtPayload.h>
+
+static uint64_t g_ext_ids = 1;
+static uint64_t n_SchemaRegister(nvtxDomainHandle_t d, const nvtxPayloadSchemaAttr_t *a) {
+    (void)d;
+    (void)a;
+    return __atomic_add_fetch(&g_ext_ids, 1, __ATOMIC_RELAXED) + NVTX_PAYLOAD_SCHEMA_ID_DYNAMIC_START;
+}
+static uint8_t n_DomainIsEnabled(nvtxDomainHandle_t d) { (void)d; return 1; }
+static uint64_t n_CounterRegister(nvtxDomainHandle_t d, const nvtxCounterAttr_t *a) {
+    (void)d;
+    (void)a;
+    return __atomic_add_fetch(&g_ext_ids, 1, __ATOMIC_RELAXED) + NVTX_COUNTER_ID_DYNAMIC_START;
+}
+static void n_SampleInt64(nvtxDomainHandle_t d, uint64_t c, int64_t v) { (void)d; (void)c; (void)v; }
+static void n_SampleFloat64(nvtxDomainHandle_t d, uint64_t c, double v) { (void)d; (void)c; (void)v; }
+static void n_Sample(nvtxDomainHandle_t d, uint64_t c, const void *v, size_t s) { (void)d; (void)c; (void)v; (void)s; }
+static void n_SampleNoValue(nvtxDomainHandle_t d, uint64_t c, uint8_t r) { (void)d; (void)c; (void)r; }
+static void n_BatchSubmit(nvtxDomainHandle_t d, const nvtxCounterBatch_t *b) { (void)d; (void)b; }
+
+EXPORT int InitializeInjectionNvtxExtension(nvtxExtModuleInfo_t *info) {
+    if (!info || info->segmentsCount < 1 || !info->segments || !info->segments[0].functionSlots) return 0;
+    intptr_t *slots = info->segments[0].functionSlots;
+    size_t n = info->segments[0].slotCount;
+#define PUT(cbid, fn) if ((cbid) < n) slots[cbid] = (intptr_t)(fn)
+    if (info->moduleId == NVTX_EXT_PAYLOAD_MODULEID) {
+        PUT(NVTX3EXT_CBID_nvtxPayloadSchemaRegister, n_SchemaRegister);
+        PUT(NVTX3EXT_CBID_nvtxDomainIsEnabled, n_DomainIsEnabled);
+    } else if (info->moduleId == NVTX_EXT_COUNTERS_MODULEID) {
+        PUT(NVTX3EXT_CBID_nvtxCounterRegister, n_CounterRegister);
+        PUT(NVTX3EXT_CBID_nvtxCounterSampleInt64, n_SampleInt64);
+        PUT(NVTX3EXT_CBID_nvtxCounterSampleFloat64, n_SampleFloat64);
+        PUT(NVTX3EXT_CBID_nvtxCounterSample, n_Sample);
+        PUT(NVTX3EXT_CBID_nvtxCounterSampleNoValue, n_SampleNoValue);
+        PUT(NVTX3EXT_CBID_nvtxCounterBatchSubmit, n_BatchSubmit);
+    }
+#undef PUT
+    return 1;
+}

@@ -285,6 +285,33 @@ uint64_t nvtxcffi_emit(int op, int domain, const char *message, uint32_t color, 
     return dispatch(op, domains[domain], &attr);
 }
 
+/* ---- for c/payload.c (shim_internal.h): read access to the tables ---------------------------- */
+#include "shim_internal.h"
+
+int nvtxcffi_internal_domain(int domain, nvtxDomainHandle_t *handle)
+{
+    if (!domain_valid(domain))
+        return -1;
+    *handle = domains[domain];
+    return 0;
+}
+
+int nvtxcffi_slot_domain(int slot)
+{
+    const slot_t *s = slot_get(slot);
+    return s ? s->domain_index : -1;
+}
+
+int nvtxcffi_internal_slot(int slot, nvtxEventAttributes_t *attr, nvtxDomainHandle_t *handle)
+{
+    const slot_t *s = slot_get(slot);
+    if (s == NULL)
+        return -1;
+    *attr = s->attr;
+    *handle = s->domain;
+    return 0;
+}
+
 uint32_t nvtxcffi_os_thread_id(void)
 {
     return (uint32_t)syscall(SYS_gettid);

@@ -51,6 +51,7 @@
 
 #include "recorder.h"
 #include "recorder_internal.h"
+#include "recorder_ext.h" /* payload/counters extensions (recorder_ext.c) */
 
 #define EXPORT __attribute__((visibility("default")))
 #define LIKELY(x) __builtin_expect(!!(x), 1)
@@ -665,6 +666,8 @@ static uint32_t wide_id(struct tstate *t, const wchar_t *w, uint8_t api, uint64_
 
 static void rec(uint8_t kind, uint8_t api, uint32_t domain, const nvtxEventAttributes_t *a, uint64_t range_id,
                 const char *ascii, const wchar_t *wide) {
+    /* A binary payload (payload extension) goes first, as blobs: recorder_ext.c */
+    if (a && UNLIKELY((uint32_t)a->payloadType == 0xDFBD0009u)) nvtxrec_ext_event_payload(domain, a);
     struct tstate *t = begin();
     if (!t) return;
     uint64_t ts = rel_time();

@@ -22,7 +22,8 @@
 #define NVTXREC_BLOB_COUNTER_GROUP 2  /* a counter (group) registration */
 #define NVTXREC_BLOB_COUNTER_SAMPLE 3 /* one sample of a counter (group) */
 #define NVTXREC_BLOB_PAYLOAD 4        /* a binary payload attached to an event */
-/* 5..63 reserved for nvtx-cffi; 64..255 free for experiments */
+#define NVTXREC_BLOB_SCOPE 5          /* a counter scope registration (its path) */
+/* 6..63 reserved for nvtx-cffi; 64..255 free for experiments */
 
 #define NVTXREC_BLOB_MAX_BYTES 65536u
 

@@ -77,7 +77,8 @@ PyMODINIT_FUNC PyInit__speedups(void)
     if (module == NULL)
         return NULL;
     if (PyModule_AddStringConstant(module, "build_version", NVTXCFFI_VERSION) < 0
-        || nvtxcffi_accel_init(module) < 0 || nvtxcffi_prof_init(module) < 0) {
+        || nvtxcffi_accel_init(module) < 0 || nvtxcffi_prof_init(module) < 0
+        || nvtxcffi_counters_init(module) < 0 /* c/counters_speedups.c */) {
         Py_DECREF(module);
         return NULL;
     }

@@ -28,6 +28,7 @@ extern nvtxcffi_api_t nvtxcffi_shim;
 /* Each part adds its functions, types and constants to the module (0, or -1 with an exception). */
 int nvtxcffi_accel_init(PyObject *module);
 int nvtxcffi_prof_init(PyObject *module);
+int nvtxcffi_counters_init(PyObject *module); /* c/counters_speedups.c: counter samplers */
 
 /* A METH_FASTCALL / METH_NOARGS function cast for PyMethodDef, without -Wcast-function-type. */
 #define FUNC_CAST(f) ((PyCFunction)(void (*)(void))(f))

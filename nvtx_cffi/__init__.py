@@ -20,6 +20,10 @@ from ._ranges import RangeId, end_range, mark, pop_range, push_range, start_rang
 from ._profile import Profile
 from ._cuda import name_cuda_context, name_cuda_device, name_cuda_event, name_cuda_stream
 from . import _threads
+from ._payload import (BatchOrdering, EntryKind, EventKind, PayloadEntryType, PredefinedScope, TimestampType,
+                       numpy_dtype)
+from ._counters import (Counter, CounterInterpolation, CounterNoValueReason, CounterSemantics, CounterValueType,
+                        ExtCounter, Float64Counter, Int64Counter)
 
 __all__ = [
     "annotate",
@@ -41,6 +45,10 @@ __all__ = [
     "name_cuda_device",
     "name_cuda_event",
     "name_cuda_context",
+    # counters and extended payloads (nvtx 0.2.16)
+    "Counter", "Int64Counter", "Float64Counter", "ExtCounter", "CounterSemantics", "CounterValueType",
+    "CounterInterpolation", "CounterNoValueReason", "TimestampType", "numpy_dtype", "EntryKind",
+    "PayloadEntryType", "EventKind", "BatchOrdering", "PredefinedScope",
 ]
 
 # Name Python threads in NVTX (existing ones then, new ones at start, renames); only with a tool,

@@ -170,8 +170,8 @@ class annotate(_Base):  # noqa: N801 - the name nvtx users know
         # What closes the range: a C function called with no argument (no frame, no conversion).
         self._close = _pop_default if index == 0 else functools.partial(_pop, index)
         with _cache_lock:
-            if len(_cache) < MAX_CACHED_ANNOTATIONS:
-                _cache[key] = self
+            if len(_cache) < MAX_CACHED_ANNOTATIONS and (payload is None or payload.__hash__ is not None):
+                _cache[key] = self  # (a list or array payload is unhashable: not cached)
                 if plain:
                     _by_message[message] = self
         return self

@@ -18,6 +18,8 @@ from ._colors import ColorLike, to_argb
 from ._locks import hold_across_fork
 from ._native import ffi, lib
 from ._validate import Payload, as_index, describe_int, payload_fields, short_repr, to_category_id, to_utf8
+from . import _payload
+from ._payload import KIND_EXT as _KIND_EXT
 
 __all__ = ["Domain", "EventAttributes", "RegisteredString", "get_domain", "MAX_REGISTERED_BYTES"]
 
@@ -115,6 +117,8 @@ class EventAttributes:
     def _emit(self, op: int) -> int:
         """The general call: payload and/or inline message. Returns the range id for OP_START."""
         kind, ivalue, fvalue = self._fields
+        if kind == _KIND_EXT:  # a binary payload (nvtx_cffi/_payload.py)
+            return _payload.emit(op, self._slot, self._domain._index, self._inline, self._fields.payload)
         if self._inline is None:
             return lib.nvtxcffi_emit_slot(op, self._slot, kind, ivalue, fvalue)
         message, argb, category = self._inline
@@ -395,6 +399,17 @@ class Domain:
 _FAST = {OP_PUSH: _push, OP_START: _start, OP_MARK: _mark}
 #: Bound of each domain's dict of attributes prepared for keyword calls.
 MAX_KEYWORD_ATTRIBUTES = 4096
+
+
+def _counter_methods() -> None:
+    # Domain.get_counter / Domain.get_timestamp live in _counters.py (nvtx 0.2.16's counter API).
+    from . import _counters
+
+    Domain.get_counter = _counters.get_counter
+    Domain.get_timestamp = _counters.get_timestamp
+
+
+_counter_methods()
 
 _CHANGEABLE_ORDER = ("message", "color", "category", "payload")
 _CHANGEABLE = frozenset(_CHANGEABLE_ORDER)

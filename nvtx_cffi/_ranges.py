@@ -25,6 +25,8 @@ from ._locks import hold_across_fork
 from ._domain import OP_MARK, OP_PUSH, OP_START, EventAttributes, _bad_range_id, get_domain
 from ._native import lib
 from ._validate import Payload, as_index, payload_fields
+from . import _payload
+from ._payload import KIND_EXT as _KIND_EXT
 
 __all__ = ["push_range", "pop_range", "start_range", "end_range", "mark", "RangeId"]
 
@@ -97,6 +99,8 @@ def _dispatch(op: int, fast, message, color, domain, category, payload):
 
 def _with_payload(op: int, slot: int, payload) -> int:
     kind, ivalue, fvalue = payload_fields(payload)
+    if kind == _KIND_EXT:  # a binary payload (nvtx_cffi/_payload.py)
+        return _payload.emit(op, slot, lib.nvtxcffi_slot_domain(slot), None, payload)
     return lib.nvtxcffi_emit_slot(op, slot, kind, ivalue, fvalue)
 
 

@@ -9,7 +9,7 @@ from ._native import lib
 
 __all__ = ["Payload", "to_utf8", "to_category_id", "payload_fields", "as_index", "describe_int", "short_repr"]
 
-Payload = Union[int, float, None]
+Payload = Union[int, float, list, tuple, range, bytes, None, "numpy.ndarray"]
 
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
@@ -117,5 +117,10 @@ def payload_fields(payload: object) -> Tuple[int, int, float]:
         except (TypeError, ValueError) as exc:
             msg = f"payload {type(payload).__name__} cannot be converted to a float (double)"
             raise type(exc)(msg) from None
-    msg = f"payload must be an int, a float or None, not {type(payload).__name__}"
-    raise TypeError(msg)
+    if hasattr(type(payload), "__index__") and not hasattr(payload, "__array_interface__"):
+        msg = f"payload must be an int, a float or None: {type(payload).__name__}.__index__ did not return an int"
+        raise TypeError(msg)
+    # Arrays, lists, tuples, ranges, bytes: an extended payload; anything else warns (as nvtx).
+    from ._payload import fields_for
+
+    return fields_for(payload)

@@ -974,7 +974,7 @@ KIND_PUSH, KIND_POP, KIND_START, KIND_END, KIND_MARK = 1, 2, 3, 4, 5
 FLAG_COLOR, FLAG_TRUNCATED = 1, 4
 PT_NONE, PT_UINT64, PT_INT64, PT_DOUBLE, PT_UINT32, PT_INT32, PT_FLOAT, PT_EXT, PT_UNKNOWN = range(9)
 #: names of the blob kinds (c/recorder_internal.h NVTXREC_BLOB_*)
-BLOB_KINDS = {1: "schema", 2: "counter_group", 3: "counter_sample", 4: "payload"}
+BLOB_KINDS = {1: "schema", 2: "counter_group", 3: "counter_sample", 4: "payload", 5: "scope"}
 
 _EVENT_FIELDS = [
     ("time_ns", "<i8"), ("kind", "u1"), ("api", "u1"), ("flags", "u1"), ("payload_type", "u1"),

@@ -25,6 +25,7 @@ from nvtx_cffi._domain import MAX_REGISTERED_BYTES
 
 SCENARIO = r"""
 import json
+import warnings
 import nvtx_cffi as nvtx
 from nvtx_cffi import _accel, _annotate, _domain, _ranges
 
@@ -179,7 +180,21 @@ for cache in (_ranges._slot_cache, _ranges._blue_slots, _ranges._uncoloured_slot
     cache.clear()
 scenario(2)  # general paths again
 
+nvtx.mark("separator", domain="separator", payload=-1)  # the end of the compared runs
 errors = {}
+
+
+def outcome(call):
+    # [exception type, message], [warning category, message], or None when the call just works
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            call()
+        except Exception as exc:
+            return [type(exc).__name__, str(exc).split(". Did you mean")[0]]  # 3.14+ adds a suggestion
+    return [caught[0].category.__name__, str(caught[0].message)] if caught else None
+
+
 for name, bad in [("str id", ("a", 0)), ("too big", (2 ** 64, 0)), ("list", [1, 0]),
                   ("triple", (1, 0, 0)), ("bool", True), ("negative", -1)]:
     try:
@@ -188,7 +203,8 @@ for name, bad in [("str id", ("a", 0)), ("too big", (2 ** 64, 0)), ("list", [1, 
     except Exception as exc:
         errors[name] = [type(exc).__name__, str(exc).split(". Did you mean")[0]]  # 3.14+ adds a suggestion
 # Bad payloads fail the same way on the first call and on a hot one, in every spelling.
-for name, bad in [("str", "1"), ("huge", 2 ** 64), ("negative huge", -(2 ** 63) - 1), ("list", [1])]:
+for name, bad in [("str", "1"), ("huge", 2 ** 64), ("negative huge", -(2 ** 63) - 1), ("list", [1]),
+                  ("object", object())]:
     for spelling, call in [
             ("mark", lambda: nvtx.mark("p", payload=bad)),
             ("push_range", lambda: nvtx.push_range("p", color="red", payload=bad)),
@@ -197,11 +213,7 @@ for name, bad in [("str", "1"), ("huge", 2 ** 64), ("negative huge", -(2 ** 63) 
             ("annotate positional", lambda: nvtx.annotate("p", "red", "fastdom", "pc", bad)),
             ("Domain.mark", lambda: d.mark(message="p", payload=bad)),
             ("Domain.push_range", lambda: d.push_range(message="p", color="red", payload=bad))]:
-        try:
-            call()
-            errors[f"payload {name} {spelling}"] = None
-        except Exception as exc:
-            errors[f"payload {name} {spelling}"] = [type(exc).__name__, str(exc).split(". Did you mean")[0]]  # 3.14+ adds a suggestion
+        errors[f"payload {name} {spelling}"] = outcome(call)
 try:
     d.mark(message="p", colour="red")
 except TypeError as exc:
@@ -232,7 +244,7 @@ def _record(mode: str, directory: str):
     runs, current = {}, None
     for event in events:
         if event.kind == "mark" and event.domain == "separator":
-            current = runs.setdefault(event.payload, [])
+            current = runs.setdefault(event.payload, []) if event.payload >= 0 else None
         elif current is not None:
             current.append(event)
     report = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -327,10 +339,12 @@ def test_bad_payloads_fail_alike_in_every_spelling(recorded):
     _, errors = recorded
     for spelling in ("mark", "push_range", "start_range", "annotate", "annotate positional",
                      "Domain.mark", "Domain.push_range"):
-        assert errors[f"payload str {spelling}"] == [
-            "TypeError", "payload must be an int, a float or None, not str"], spelling
-        assert errors[f"payload list {spelling}"] == [
-            "TypeError", "payload must be an int, a float or None, not list"], spelling
+        # as nvtx 0.2.16: a str (or any unsupported type) warns and sends no payload; a list is a
+        # binary payload (payload extension)
+        assert errors[f"payload str {spelling}"] == ["NvtxWarning", "Unsupported payload type: <class 'str'>."], spelling
+        assert errors[f"payload object {spelling}"] == [
+            "NvtxWarning", "Unsupported payload type: <class 'object'>."], spelling
+        assert errors[f"payload list {spelling}"] is None, spelling
         for name in ("huge", "negative huge"):
             assert errors[f"payload {name} {spelling}"][0] == "OverflowError", (name, spelling)
             assert "int64 or uint64" in errors[f"payload {name} {spelling}"][1]
@@ -425,6 +439,7 @@ def test_domain_pop_range_takes_no_argument():
 
 NO_TOOL = r"""
 import json
+import warnings
 import nvtx_cffi as nvtx
 from nvtx_cffi import _accel, _annotate, _ranges
 assert not nvtx.enabled()
@@ -450,10 +465,14 @@ for name, call in [("annotate", lambda: nvtx.annotate("x", payload="s")),
                    ("mark colour again", lambda: nvtx.mark("x", colour="red")),
                    ("push_range twice", lambda: nvtx.push_range("x", message="y"))]:
     nvtx.mark("x", color="red", domain="d", category="c")  # a valid shape, before and after
-    try:
-        call()
-    except Exception as exc:
-        errors[name] = [type(exc).__name__, str(exc).split(". Did you mean")[0]]  # 3.14+ adds a suggestion
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            call()
+        except Exception as exc:
+            errors[name] = [type(exc).__name__, str(exc).split(". Did you mean")[0]]  # 3.14+ adds a suggestion
+    if caught:
+        errors[name] = [caught[0].category.__name__, str(caught[0].message)]
 out["errors"] = errors
 out["annotate cache"] = len(_annotate._cache)
 print(json.dumps(out))
@@ -468,8 +487,7 @@ def test_without_a_tool_payload_calls_check_and_keep_their_values(mode):
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["accelerated"] is (mode == "accelerated" and sys.implementation.name == "cpython")
     assert out["errors"] == {
-        "annotate": ["TypeError", "payload must be an int, a float or None, not str"],
-        "Domain.mark": ["TypeError", "payload must be an int, a float or None, not list"],
+        "annotate": ["NvtxWarning", "Unsupported payload type: <class 'str'>."],  # as nvtx; no error
         "Domain.mark colour": ["TypeError", "Domain.mark() got an unexpected keyword argument 'colour'"],
         "annotate huge": ["OverflowError", f"payload {2 ** 64} is out of range: it must fit in int64 or uint64"],
         "mark colour": ["TypeError", "mark() got an unexpected keyword argument 'colour'"],

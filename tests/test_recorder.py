@@ -529,7 +529,7 @@ def blob_recorder(tmp_path_factory) -> str:
     out = tmp_path_factory.mktemp("blobrec") / "libnvtx_recorder_blob.so"
     cmd = [cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-fPIC", "-shared", "-fvisibility=hidden",
            "-I", _nvtx_include_dir(), "-I", str(ROOT / "c"), str(ROOT / "c" / "recorder.c"),
-           str(HERE / "blob_hook.c"), "-o", str(out), "-lpthread"]
+           str(ROOT / "c" / "recorder_ext.c"), str(HERE / "blob_hook.c"), "-o", str(out), "-lpthread"]
     subprocess.run(cmd, check=True)
     return str(out)
 

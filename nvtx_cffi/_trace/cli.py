@@ -29,6 +29,7 @@ from typing import Iterator, List, Optional, Tuple
 
 from .._profile_cli import add_profile_options
 from .convert import FORMATS, convert, format_for
+from .counters import CounterStats
 from .progress import Progress
 from .runner import command_for, exit_status, run, wait_for_recording
 from .stats import StatsCollector, format_summary
@@ -293,6 +294,7 @@ def _convert(opts: argparse.Namespace, record_dir: str, root_pid: int, root_name
     """Convert the recording in batches into the trace file: memory for a batch and what is open."""
     progress = Progress(force=opts.progress)
     stats = StatsCollector() if opts.stats else None
+    counter_stats = CounterStats() if opts.stats else None
     picture = None
     if png is not None:
         from .png import PngCollector
@@ -301,10 +303,12 @@ def _convert(opts: argparse.Namespace, record_dir: str, root_pid: int, root_name
     with _atomic_output(output) as partial:
         timeline = convert(record_dir, partial, format_for(output), stats=stats, picture=picture,
                            progress=lambda done, total: progress.update("converting", done, total),
-                           root_pid=root_pid, root_name=root_name)
+                           root_pid=root_pid, root_name=root_name, counter_stats=counter_stats)
     progress.done()
     if stats is not None:
         sys.stdout.write("\n" + format_summary(timeline, stats.rows()))
+        if counter_stats:
+            sys.stdout.write("\n" + counter_stats.format())
         sys.stdout.flush()
     if png is not None:
         from .png import write_png

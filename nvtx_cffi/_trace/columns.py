@@ -46,6 +46,29 @@ BATCH_EVENTS = 1 << 16
 _D, _Q, _F, _I = struct.Struct("<d"), struct.Struct("<Q"), struct.Struct("<f"), struct.Struct("<I")
 
 
+#: Decoded binary payloads (payload extension) of the conversion in progress, by the key that
+#: stands in the payload column of their rows (:class:`.counters.BatchExtDecoder`). Bounded: a
+#: value is kept for the next EXT_PAYLOADS_MAX binary payloads, long enough for its range to end.
+EXT_PAYLOADS: Dict[int, Any] = {}
+EXT_PAYLOADS_MAX = 1 << 16
+_ext_keys = [0]
+
+
+def store_ext_payload(value: Any, truncated: bool = False) -> int:
+    """Keep a decoded binary payload for the writers; returns its key (never 0)."""
+    _ext_keys[0] += 1
+    key = _ext_keys[0]
+    EXT_PAYLOADS[key] = {"value": value, "truncated": True} if truncated else value
+    if len(EXT_PAYLOADS) > EXT_PAYLOADS_MAX:
+        del EXT_PAYLOADS[next(iter(EXT_PAYLOADS))]
+    return key
+
+
+def ext_payload_value(raw: int) -> Any:
+    """The decoded binary payload stored under ``raw`` (None when unknown or evicted)."""
+    return EXT_PAYLOADS.get(int(raw))
+
+
 def payload_value(ptype: int, raw: int) -> Any:
     """The payload as a Python number from its ``PT_*`` code and raw bits (None: none or extension)."""
     if ptype == 1 or ptype == PT_UNKNOWN:
@@ -194,11 +217,12 @@ class _EventSource(Source):
         ids: Dict[str, int] = {}
         for ev in self._stream:
             kind = _KIND_CODES.get(ev.kind)
-            if kind is None:
+            if kind is None and ev.kind != "blob":
                 continue
             pid = ev.pid
             image = getattr(ev, "exec_gen", 0)
-            if batch is None or batch.pid != pid or batch.image != image or len(batch.kind) >= BATCH_EVENTS:
+            if (batch is None or batch.pid != pid or batch.image != image or len(batch.kind) >= BATCH_EVENTS
+                    or len(batch.blobs) >= BATCH_EVENTS):
                 if batch is not None:
                     yield batch
                 info = self.processes.get(pid)
@@ -209,6 +233,9 @@ class _EventSource(Source):
                              "payload", "arg"):
                     setattr(batch, name, [])
                 ids = {}
+            if kind is None:  # counters, schemas, binary payloads (as Event objects): .counters
+                batch.blobs.append(ev)
+                continue
             per_pid = domain_ids[pid]
             dom = per_pid.get(ev.domain)
             if dom is None:

@@ -100,18 +100,48 @@ def _add_stats(stats: Any, pb: PairedBatch) -> None:
                 stats.add_many(domain, name, style, durations_list)
 
 
+def _decode_extensions(recording: Any, writer: Any, picture: Any, counter_stats: Any) -> None:
+    """Make ``recording.batches()`` decode each batch's counters and binary payloads on the way
+    (:class:`~.counters.BatchExtDecoder`): samples to the writer, the picture and the table."""
+    from .columns import EXT_PAYLOADS
+    from .counters import BatchExtDecoder, counter_series
+
+    EXT_PAYLOADS.clear()
+    draw = getattr(picture, "counter", None)
+
+    def on_sample(sample: Any) -> None:
+        for name, unit, value in counter_series(sample):
+            writer.counter(sample.pid, name, unit, sample.time_ns, value)
+            if draw is not None:
+                draw(sample.pid, name, unit, sample.time_ns, value)
+        if counter_stats is not None:
+            counter_stats.add(sample)
+
+    ext = BatchExtDecoder(on_sample)
+    batches = recording.batches
+
+    def decoded() -> Any:
+        for batch in batches():
+            ext.feed(batch)
+            yield batch
+
+    recording.batches = decoded
+
+
 def convert(source: str, output: str, fmt: Optional[str] = None, *, stats: Any = None, picture: Any = None,
             progress: Optional[Callable[[int, int], None]] = None, root_pid: Optional[int] = None,
-            root_name: Optional[str] = None, numpy: Optional[bool] = None) -> Timeline:
+            root_name: Optional[str] = None, numpy: Optional[bool] = None, counter_stats: Any = None) -> Timeline:
     """Convert the recording ``source`` (directory or record file) into ``output``; returns the timeline.
 
     ``stats`` (a :class:`~.stats.StatsCollector`) and ``picture`` (a :class:`~.png.PngCollector`)
-    receive the ranges too. ``numpy=False`` forces the pure-Python path (what PyPy runs).
+    receive the ranges too; counter samples (payload extension) become the writer's counter events,
+    ``counter_stats`` rows (a :class:`~.counters.CounterStats`) and ``picture`` lines. ``numpy=False`` forces the pure-Python path (what PyPy runs).
     """
     recording = open_recording(source, numpy, progress)
     fmt = fmt or format_for(output)
     timeline = Timeline()
     writer = open_writer(fmt, output, recording.start_ns or 0)
+    _decode_extensions(recording, writer, picture, counter_stats)
     try:
         for pb in pair_batches(recording, timeline):
             writer.batch(pb)

@@ -74,6 +74,22 @@ class PngCollector:
         if len(self.marks) < self._max_marks:
             self.marks.append((m.time_ns, m.pid, m.tid, m.color))
 
+    #: Counter tracks drawn (the first ones seen) and points kept per track (the first ones).
+    MAX_COUNTER_TRACKS = 8
+    MAX_COUNTER_POINTS = 20000
+
+    def counter(self, pid: int, name: str, unit: Optional[str], time_ns: int, value: float) -> None:
+        """A counter sample (payload extension): a line per (process, counter) under the timeline."""
+        tracks = self.__dict__.setdefault("counters", {})
+        key = (pid, name, unit)
+        points = tracks.get(key)
+        if points is None:
+            if len(tracks) >= self.MAX_COUNTER_TRACKS:
+                return
+            points = tracks[key] = []
+        if len(points) < self.MAX_COUNTER_POINTS:
+            points.append((time_ns, value))
+
 
 def write_png(timeline: Timeline, path: str, *, title: str = "NVTX timeline",
               collected: Optional[PngCollector] = None) -> int:
@@ -102,7 +118,20 @@ def write_png(timeline: Timeline, path: str, *, title: str = "NVTX timeline",
     bars = sorted(collected.bars(), key=lambda b: b[4])  # parents first, so nested bars are drawn on top
     max_depth = max((b[4] for b in bars), default=0)
     fig_h = 1.4 + 0.6 * max(len(row_keys), 1)
-    fig, ax = plt.subplots(figsize=(14, fig_h), dpi=100)
+    counters = getattr(collected, "counters", {})
+    if counters:  # one small line plot per counter track under the timeline, same time axis
+        fig, axes = plt.subplots(1 + len(counters), 1, sharex=True, dpi=100,
+                                 figsize=(14, fig_h + 1.2 * len(counters)),
+                                 gridspec_kw={"height_ratios": [fig_h] + [1.2] * len(counters)})
+        ax = axes[0]
+        for cax, ((cpid, cname, cunit), points) in zip(axes[1:], sorted(counters.items(), key=lambda kv: kv[0][:2])):
+            points.sort()
+            cax.step([(t - t0) / 1e9 for t, _ in points], [v for _, v in points], where="post", linewidth=1)
+            cax.set_ylabel(f"{cname}" + (f" [{cunit}]" if cunit else "") + f"\npid {cpid}", fontsize=7)
+            cax.tick_params(labelsize=7)
+            cax.grid(axis="x", linestyle=":", linewidth=0.5)
+    else:
+        fig, ax = plt.subplots(figsize=(14, fig_h), dpi=100)
     polys, colors, labels = [], [], []
     for _dur, _seq, start_ns, end_ns, depth, pid, tid, push, name, color in bars:
         key = (pid, tid, "thread") if push else (pid, 0, "async")
@@ -134,7 +163,7 @@ def write_png(timeline: Timeline, path: str, *, title: str = "NVTX timeline",
     ax.set_yticklabels(names, fontsize=8)
     ax.set_ylim(len(row_keys) - 0.5, -0.5)
     ax.set_xlim(0, span_s * 1.01)
-    ax.set_xlabel("seconds since the first event")
+    (fig.axes[-1] if counters else ax).set_xlabel("seconds since the first event")
     ax.set_title(title)
     ax.grid(axis="x", linestyle=":", linewidth=0.5)
     fig.tight_layout()

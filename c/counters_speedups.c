@@ -1,0 +1,220 @@
+/* counters_speedups.c - the C sample function of int64/float64 counters, in nvtx_cffi._speedups.
+ *
+ * A Sampler is a callable object (vectorcall, one positional argument) that converts its argument
+ * to int64 or double and calls the shim's nvtxcffi_counter_sample_int64/_float64(counter, value):
+ * nvtx_cffi/_counters.py binds one as a counter's `sample` when the accelerator is loaded. The
+ * function's address comes from the CFFI module (ffi.addressof), checked against the two the shim
+ * exports when bound (bind_samplers), so no other address is ever called.
+ * Errors are those of the conversion: TypeError for a non-number (a float for int64), OverflowError
+ * out of range; nvtx 0.2.16's Cython methods raise the same types. */
+#include "speedups.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef void (*sample_i64_fn)(int, int64_t);
+typedef void (*sample_f64_fn)(int, double);
+
+static sample_i64_fn g_i64;
+static sample_f64_fn g_f64;
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    int counter;
+    int is_float;
+} Sampler;
+
+static PyObject *sampler_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Sampler *s = (Sampler *)self;
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    if (n != 1 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0)) {
+        PyErr_Format(PyExc_TypeError, "sample() takes exactly one argument (value), %zd given",
+                     n + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0));
+        return NULL;
+    }
+    PyObject *v = args[0];
+    if (s->is_float) {
+        double d = PyFloat_Check(v) ? PyFloat_AS_DOUBLE(v) : PyFloat_AsDouble(v);
+        if (d == -1.0 && PyErr_Occurred())
+            return NULL;
+        g_f64(s->counter, d);
+    } else {
+        if (PyFloat_Check(v)) {
+            PyErr_Format(PyExc_TypeError, "sample() of an int64 counter takes an int, not float");
+            return NULL;
+        }
+        long long x = PyLong_AsLongLong(v);
+        if (x == -1 && PyErr_Occurred())
+            return NULL;
+        g_i64(s->counter, (int64_t)x);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *sampler_repr(PyObject *self)
+{
+    Sampler *s = (Sampler *)self;
+    return PyUnicode_FromFormat("<sample of %s counter %d>", s->is_float ? "float64" : "int64", s->counter);
+}
+
+static PyTypeObject SamplerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "nvtx_cffi._speedups.Sampler",
+    .tp_basicsize = sizeof(Sampler),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(Sampler, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_repr = sampler_repr,
+    .tp_doc = "counter.sample(value): one NVTX counter sample (C).",
+};
+
+/* bind_samplers(i64_address, f64_address): the shim's two sample functions (ffi.addressof). */
+static PyObject *bind_samplers(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "bind_samplers(i64_address, f64_address)");
+        return NULL;
+    }
+    void *a = PyLong_AsVoidPtr(args[0]);
+    void *b = PyLong_AsVoidPtr(args[1]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (a == NULL || b == NULL) {
+        PyErr_SetString(PyExc_ValueError, "bind_samplers: NULL address");
+        return NULL;
+    }
+    if ((g_i64 != NULL && (void *)g_i64 != a) || (g_f64 != NULL && (void *)g_f64 != b)) {
+        PyErr_SetString(PyExc_ValueError, "bind_samplers: already bound to other functions");
+        return NULL;
+    }
+    g_i64 = (sample_i64_fn)a;
+    g_f64 = (sample_f64_fn)b;
+    Py_RETURN_NONE;
+}
+
+/* sampler(counter, is_float) -> Sampler (after bind_samplers). */
+static PyObject *make_sampler(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "sampler(counter, is_float)");
+        return NULL;
+    }
+    if (g_i64 == NULL || g_f64 == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "sampler: bind_samplers() was not called");
+        return NULL;
+    }
+    long counter = PyLong_AsLong(args[0]);
+    if (counter == -1 && PyErr_Occurred())
+        return NULL;
+    int is_float = PyObject_IsTrue(args[1]);
+    if (is_float < 0)
+        return NULL;
+    if (counter < 0 || counter > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "sampler: counter index out of range");
+        return NULL;
+    }
+    Sampler *s = PyObject_New(Sampler, &SamplerType);
+    if (s == NULL)
+        return NULL;
+    s->vectorcall = sampler_vectorcall;
+    s->counter = (int)counter;
+    s->is_float = is_float;
+    return (PyObject *)s;
+}
+
+/* CounterBase: the C base of nvtx_cffi's counter classes. `sample` is a METH_O method of the type,
+ * so `counter.sample(v)` is CPython's specialised method-descriptor call (no bound object, no
+ * argument tuple); the Python subclasses set the index with _bind_sample(counter, is_float). */
+typedef struct {
+    PyObject_HEAD
+    int counter;
+    int kind; /* 0: not bound (sample raises), 1: int64, 2: float64 */
+} CounterBase;
+
+static PyObject *counter_sample(PyObject *self, PyObject *v)
+{
+    CounterBase *c = (CounterBase *)self;
+    if (c->kind == 2) {
+        double d = PyFloat_Check(v) ? PyFloat_AS_DOUBLE(v) : PyFloat_AsDouble(v);
+        if (d == -1.0 && PyErr_Occurred())
+            return NULL;
+        g_f64(c->counter, d);
+    } else if (c->kind == 1) {
+        if (PyFloat_Check(v)) {
+            PyErr_Format(PyExc_TypeError, "sample() of an int64 counter takes an int, not float");
+            return NULL;
+        }
+        long long x = PyLong_AsLongLong(v);
+        if (x == -1 && PyErr_Occurred())
+            return NULL;
+        g_i64(c->counter, (int64_t)x);
+    } else {
+        PyErr_SetString(PyExc_NotImplementedError, "Use Domain.get_counter() to create a concrete counter.");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *counter_bind_sample(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    CounterBase *c = (CounterBase *)self;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "_bind_sample(counter, is_float)");
+        return NULL;
+    }
+    if (g_i64 == NULL || g_f64 == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "_bind_sample: bind_samplers() was not called");
+        return NULL;
+    }
+    long counter = PyLong_AsLong(args[0]);
+    if (counter == -1 && PyErr_Occurred())
+        return NULL;
+    int is_float = PyObject_IsTrue(args[1]);
+    if (is_float < 0)
+        return NULL;
+    if (counter < 0 || counter > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "_bind_sample: counter index out of range");
+        return NULL;
+    }
+    c->counter = (int)counter;
+    c->kind = is_float ? 2 : 1;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef counter_base_methods[] = {
+    {"sample", counter_sample, METH_O, "sample(value): record one counter sample (C)."},
+    {"_bind_sample", FUNC_CAST(counter_bind_sample), METH_FASTCALL, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject CounterBaseType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "nvtx_cffi._speedups.CounterBase",
+    .tp_basicsize = sizeof(CounterBase),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_new = PyType_GenericNew,
+    .tp_methods = counter_base_methods,
+    .tp_doc = "C base of nvtx_cffi's counters: sample() as a C method.",
+};
+
+static PyMethodDef counters_functions[] = {
+    {"bind_samplers", FUNC_CAST(bind_samplers), METH_FASTCALL, "bind_samplers(i64_address, f64_address)"},
+    {"sampler", FUNC_CAST(make_sampler), METH_FASTCALL, "sampler(counter, is_float) -> a counter's sample()"},
+    {NULL, NULL, 0, NULL},
+};
+
+int nvtxcffi_counters_init(PyObject *module)
+{
+    if (PyType_Ready(&SamplerType) < 0 || PyType_Ready(&CounterBaseType) < 0)
+        return -1;
+    Py_INCREF(&CounterBaseType);
+    if (PyModule_AddObject(module, "CounterBase", (PyObject *)&CounterBaseType) < 0) {
+        Py_DECREF(&CounterBaseType);
+        return -1;
+    }
+    return PyModule_AddFunctions(module, counters_functions);
+}

@@ -1,0 +1,458 @@
+"""NVTX counters (nvToolsExtCounters.h): nvtx 0.2.16's counter API.
+
+``Domain.get_counter(name, dtype, ...)`` registers a counter once and returns the same object for
+the same arguments. ``int`` and ``float`` counters sample with one C call: their ``sample``
+attribute *is* a C function (CFFI, one argument) bound to the counter, for the first
+``NVTXCFFI_FAST_COUNTERS`` of each type; later ones use a ``functools.partial`` of the general
+call. Without a tool (or with ``NVTX_DISABLE``) ``get_counter`` checks its arguments and returns a
+do-nothing counter, like nvtx.
+"""
+from __future__ import annotations
+
+import array as pyarray
+import dataclasses
+import enum
+import functools
+import threading
+from typing import Dict, Iterable, Optional, Union
+
+from . import _state
+from ._native import ffi, lib
+from ._payload import (
+    ENTRY_TYPE_FLOAT64, ENTRY_TYPE_INT64, TimestampType, np, registry,
+)
+
+__all__ = [
+    "Counter", "Int64Counter", "Float64Counter", "ExtCounter", "CounterSemantics", "CounterValueType",
+    "CounterInterpolation", "CounterNoValueReason", "get_counter", "get_timestamp",
+]
+
+_INT64_MIN = -(1 << 63)
+_INT64_MAX = (1 << 63) - 1
+_UINT64_MAX = (1 << 64) - 1
+_LIMIT_UNDEFINED, _LIMIT_I64, _LIMIT_U64, _LIMIT_F64 = 0, 1, 2, 3
+_FLAG_LIMIT_MIN, _FLAG_LIMIT_MAX = 1 << 2, 1 << 3
+
+
+class ArgumentTypeError(TypeError, AttributeError):
+    """An argument of the wrong type: a TypeError, and also the AttributeError nvtx 0.2.16 raises
+    there (it reads ``.value`` / calls ``.encode()`` on what it is given)."""
+
+
+class CounterNoValueReason(enum.Enum):
+    """Why a sample has no value (``NVTX_COUNTER_SAMPLE_*``), for :meth:`Counter.sample_no_value`."""
+
+    ZERO = 0
+    UNCHANGED = 1
+    UNAVAILABLE = 2
+
+
+class CounterValueType(enum.Enum):
+    """How samples relate to earlier ones (``NVTX_COUNTER_FLAG_VALUETYPE_*``)."""
+
+    ABSOLUTE = 1 << 4
+    DELTA = 2 << 4
+    DELTA_SINCE_START = 3 << 4
+
+
+class CounterInterpolation(enum.Enum):
+    """How tools interpolate between samples (``NVTX_COUNTER_FLAG_INTERPOLATION_*``)."""
+
+    POINT = 1 << 8
+    SINCE_LAST = 2 << 8
+    UNTIL_NEXT = 3 << 8
+    LINEAR = 4 << 8
+
+
+@dataclasses.dataclass(frozen=True)
+class CounterSemantics:
+    """How a counter's values are to be read (``nvtxSemanticsCounter_t``): unit, value type,
+    interpolation, limits and unit scale. Same fields, checks and errors as nvtx's."""
+
+    unit: Optional[Union[str, bytes]] = None
+    value_type: CounterValueType = CounterValueType.ABSOLUTE
+    interpolation: CounterInterpolation = CounterInterpolation.POINT
+    min: Optional[Union[int, float]] = None
+    max: Optional[Union[int, float]] = None
+    unit_scale_numerator: int = 1
+    unit_scale_denominator: int = 1
+    _limit_type: int = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        if self.unit is not None and not isinstance(self.unit, (str, bytes)):
+            raise TypeError("Counter semantic unit must be str, bytes, or None.")
+        if not isinstance(self.value_type, CounterValueType):
+            raise TypeError("Counter semantic value_type must be a CounterValueType.")
+        if not isinstance(self.interpolation, CounterInterpolation):
+            raise TypeError("Counter semantic interpolation must be a CounterInterpolation.")
+        for name in ("unit_scale_numerator", "unit_scale_denominator"):
+            value = getattr(self, name)
+            if not isinstance(value, int):
+                raise TypeError(f"Counter semantic {name} must be an int.")
+            if value <= 0 or value > _UINT64_MAX:
+                raise ValueError(f"Counter semantic {name} must be in range [1, 2**64 - 1].")
+        if isinstance(self.unit, str):
+            if "\x00" in self.unit:
+                raise ValueError("Counter semantic unit must not contain NUL characters.")
+            object.__setattr__(self, "unit", self.unit.encode())
+        elif isinstance(self.unit, bytes) and b"\x00" in self.unit:
+            raise ValueError("Counter semantic unit must not contain NUL bytes.")
+        integer_limits = []
+        signed = False
+        limit_type = _LIMIT_UNDEFINED
+        for limit in (self.min, self.max):
+            if limit is None:
+                continue
+            if isinstance(limit, int):
+                integer_limits.append(limit)
+                signed = signed or limit < 0
+            elif isinstance(limit, float):
+                limit_type = _LIMIT_F64
+            else:
+                raise TypeError("Counter semantic limits must be int, float, or None.")
+        if integer_limits and limit_type == _LIMIT_F64:
+            raise ValueError("Counter semantic min and max must have the same type.")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError("Counter semantic min cannot exceed max.")
+        if integer_limits:
+            if signed:
+                if any(v < _INT64_MIN or v > _INT64_MAX for v in integer_limits):
+                    raise ValueError("Signed counter semantic limits must fit in int64.")
+                limit_type = _LIMIT_I64
+            else:
+                if any(v > _UINT64_MAX for v in integer_limits):
+                    raise ValueError("Unsigned counter semantic limits must fit in uint64.")
+                limit_type = _LIMIT_U64
+        object.__setattr__(self, "_limit_type", limit_type)
+
+
+def _limit_bits(value, limit_type: int) -> int:
+    if limit_type == _LIMIT_F64:
+        return int.from_bytes(pyarray.array("d", [float(value)]).tobytes(), "little")
+    return int(value) & _UINT64_MAX
+
+
+def semantics_struct(semantics, c_struct):
+    """Fill ``nvtxcffi_counter_semantics`` ``c_struct`` from nvtx-cffi's (or nvtx's) CounterSemantics;
+    returns what must stay alive while NVTX reads it."""
+    limit_type = getattr(semantics, "_limit_type", _LIMIT_UNDEFINED)
+    flags = semantics.value_type.value | semantics.interpolation.value
+    c_struct.scale_numerator = semantics.unit_scale_numerator
+    c_struct.scale_denominator = semantics.unit_scale_denominator
+    c_struct.limit_type = limit_type
+    keep = None
+    if semantics.unit is not None:
+        keep = ffi.new("char[]", semantics.unit)
+        c_struct.unit = keep
+    if semantics.min is not None:
+        flags |= _FLAG_LIMIT_MIN
+        c_struct.min_bits = _limit_bits(semantics.min, limit_type)
+    if semantics.max is not None:
+        flags |= _FLAG_LIMIT_MAX
+        c_struct.max_bits = _limit_bits(semantics.max, limit_type)
+    c_struct.flags = flags
+    return keep
+
+
+# --------------------------------------------------------------------------- counters
+
+
+def _c_base():
+    """_speedups' CounterBase (sample() as a C method), or None (PyPy, no accelerator)."""
+    from ._accel import speedups
+
+    return getattr(speedups, "CounterBase", None) if speedups is not None else None
+
+
+_CBase = _c_base()
+
+
+class Counter(_CBase or object):  # type: ignore[misc]
+    """A registered NVTX counter; get one with :meth:`Domain.get_counter`.
+
+    ``sample(value)`` records one value, ``sample_no_value(reason)`` a sample without one,
+    ``batch_submit(values, timestamps)`` many timestamped samples.
+    """
+
+    __slots__ = ("domain", "name", "dtype", "description", "scope", "semantics", "time_domain", "_index",
+                 "__weakref__") + (() if _CBase is not None else ("sample",))
+
+    def __init__(self, domain, name, dtype, description, scope, semantics, time_domain: int, schema_id: int):
+        self.domain = domain
+        self.name = name
+        self.dtype = dtype
+        self.description = description
+        self.scope = scope
+        self.semantics = semantics
+        self.time_domain = time_domain
+        scope_id = 0 if scope is None else _scope_id(domain, scope)
+        keep = []
+        c_sem = ffi.NULL
+        if semantics is not None:
+            c_sem = ffi.new("nvtxcffi_counter_semantics *")
+            keep.append(semantics_struct(semantics, c_sem))
+        description_bytes = ffi.NULL if description is None else _to_bytes(description, "description")
+        index = lib.nvtxcffi_counter_register(domain._index, schema_id, _to_bytes(name, "name"),
+                                              description_bytes, scope_id, time_domain, c_sem)
+        if index < 0:
+            msg = f"counter {name!r}: too many counters (limit {lib.NVTXCFFI_MAX_COUNTERS})"
+            raise ValueError(msg)
+        self._index = index
+        self._bind()
+
+    def _bind(self) -> None:
+        if _CBase is None:
+            self.sample = self._sample_ext
+
+    def _sample_ext(self, value) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError("Use Domain.get_counter() to create a concrete counter.")
+
+    def sample_no_value(self, reason: "CounterNoValueReason") -> None:
+        """Record a sample without a value (zero, unchanged or unavailable)."""
+        if not isinstance(reason, CounterNoValueReason):
+            msg = f"reason must be a CounterNoValueReason, not {type(reason).__name__}"
+            raise ArgumentTypeError(msg)
+        lib.nvtxcffi_counter_sample_no_value(self._index, reason.value)
+
+    def batch_submit(self, values: Iterable, timestamps: Iterable[int]) -> None:  # pragma: no cover
+        raise NotImplementedError("Use Domain.get_counter() to create a concrete counter.")
+
+    def _submit(self, data, nbytes: int, count: int, timestamps) -> None:
+        ts = _timestamps(timestamps)
+        if count != len(ts):
+            raise ValueError("values and timestamps must have the same length.")
+        lib.nvtxcffi_counter_batch(self._index, ffi.from_buffer(data) if nbytes else ffi.NULL, nbytes,
+                                   ffi.cast("int64_t *", ffi.from_buffer(ts)) if len(ts) else ffi.NULL,
+                                   len(ts) * 8, 0)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, dtype={self.dtype!r}, domain={self.domain.name!r})"
+
+
+def _timestamps(timestamps):
+    if np is not None:
+        return np.ascontiguousarray(timestamps, dtype=np.int64).reshape(-1)
+    return pyarray.array("q", timestamps)
+
+
+def _scalar_values(values, typecode: str):
+    if np is not None:
+        return np.ascontiguousarray(values, dtype=np.dtype(typecode)).reshape(-1)
+    return pyarray.array(typecode, values)
+
+
+def _samplers():
+    """_speedups' C sampler factory, bound to the shim's sample functions (None without the accelerator)."""
+    from ._accel import speedups
+
+    if speedups is None or not hasattr(speedups, "sampler"):
+        return None
+    speedups.bind_samplers(int(ffi.cast("uintptr_t", ffi.addressof(lib, "nvtxcffi_counter_sample_int64"))),
+                           int(ffi.cast("uintptr_t", ffi.addressof(lib, "nvtxcffi_counter_sample_float64"))))
+    return speedups.sampler
+
+
+_sampler = None
+
+
+def _bind_samplers(active: bool) -> None:  # at NVTX's first call (nvtx_cffi/_state.py)
+    global _sampler
+    if active and _CBase is not None:
+        _sampler = _samplers()
+
+
+_state.on_decide(_bind_samplers)
+
+
+class Int64Counter(Counter):
+    """A counter of signed 64-bit integers. ``sample(value)``: one C call (int64; a float or an
+    out-of-range int raises TypeError / OverflowError, as nvtx)."""
+
+    __slots__ = ()
+
+    def _bind(self) -> None:
+        if _CBase is not None:  # C: sample() is CounterBase's METH_O method (nvtx_cffi._speedups)
+            if _sampler is None:
+                _bind_samplers(True)
+            self._bind_sample(self._index, False)
+            return
+        fast = lib.nvtxcffi_fast_counter(self._index)
+        self.sample = (getattr(lib, f"nvtxcffi_sample_i64_{fast}") if fast >= 0
+                       else functools.partial(lib.nvtxcffi_counter_sample_int64, self._index))
+
+    def batch_submit(self, values: Iterable[int], timestamps: Iterable[int]) -> None:
+        """Record timestamped int64 samples (one timestamp per value)."""
+        data = _scalar_values(values, "q")
+        self._submit(data, len(data) * 8, len(data), timestamps)
+
+
+class Float64Counter(Counter):
+    """A counter of doubles. ``sample(value)``: one C call."""
+
+    __slots__ = ()
+
+    def _bind(self) -> None:
+        if _CBase is not None:  # C: sample() is CounterBase's METH_O method (nvtx_cffi._speedups)
+            if _sampler is None:
+                _bind_samplers(True)
+            self._bind_sample(self._index, True)
+            return
+        fast = lib.nvtxcffi_fast_counter(self._index)
+        self.sample = (getattr(lib, f"nvtxcffi_sample_f64_{fast}") if fast >= 0
+                       else functools.partial(lib.nvtxcffi_counter_sample_float64, self._index))
+
+    def batch_submit(self, values: Iterable[float], timestamps: Iterable[int]) -> None:
+        """Record timestamped double samples (one timestamp per value)."""
+        data = _scalar_values(values, "d")
+        self._submit(data, len(data) * 8, len(data), timestamps)
+
+
+class ExtCounter(Counter):
+    """A counter (or flat counter group, for a structured dtype) of NumPy-dtype samples."""
+
+    __slots__ = ()
+
+    def _sample_ext(self, value) -> None:
+        payload = np.ascontiguousarray(value, self.dtype)
+        if payload.size != 1:
+            raise ValueError(
+                f"sample() expects exactly one sample of dtype {self.dtype} ({self.dtype.itemsize} bytes); "
+                f"got {payload.size} samples ({payload.nbytes} bytes). Use batch_submit() to submit "
+                f"multiple samples at once."
+            )
+        lib.nvtxcffi_counter_sample(self._index, ffi.from_buffer(payload), payload.nbytes)
+
+    def batch_submit(self, values: Iterable, timestamps: Iterable[int]) -> None:
+        """Record timestamped samples: ``values`` as ``numpy.ascontiguousarray(values, self.dtype)``."""
+        payload = np.ascontiguousarray(values, self.dtype)
+        nbytes = payload.nbytes
+        self._submit(payload, nbytes, nbytes // self.dtype.itemsize, timestamps)
+
+
+if _CBase is not None:  # ExtCounter.sample is Python: a class attribute over CounterBase's
+    ExtCounter.sample = ExtCounter._sample_ext
+
+
+class _NoOpCounter:
+    """What ``get_counter`` returns without a tool (nvtx's DummyCounter): every call does nothing."""
+
+    __slots__ = ()
+    name = dtype = domain = description = scope = semantics = time_domain = None
+
+    def sample(self, value) -> None:  # a plain method: CPython's cheapest Python call
+        """Does nothing (no tool is attached)."""
+
+    def batch_submit(self, values, timestamps) -> None:
+        """Does nothing (no tool is attached)."""
+
+    def sample_no_value(self, reason) -> None:
+        """Does nothing (no tool is attached)."""
+
+
+_NO_OP_COUNTER = _NoOpCounter()
+
+
+# --------------------------------------------------------------------------- Domain.get_counter
+
+_lock = threading.RLock()
+_counters: Dict[tuple, Counter] = {}
+_scopes: Dict[tuple, int] = {}
+
+
+def _to_bytes(value, argument: str) -> bytes:
+    if isinstance(value, str):
+        value = value.encode("utf-8", "surrogatepass")
+    elif not isinstance(value, bytes):
+        msg = f"{argument} must be a str or bytes, not {type(value).__name__}"
+        raise ArgumentTypeError(msg)
+    if b"\x00" in value:
+        msg = f"{argument} must not contain NUL characters"
+        raise ValueError(msg)
+    return value
+
+
+def _scope_id(domain, scope) -> int:
+    key = (domain._index, scope)
+    with _lock:
+        found = _scopes.get(key)
+        if found is None:
+            found = _scopes[key] = lib.nvtxcffi_scope_register(domain._index, _to_bytes(scope, "scope"))
+        return found
+
+
+def _normalize_dtype(dtype):
+    """nvtx's _normalize_counter_dtype: int -> int64, NumPy dtype-likes -> np.dtype, flat groups only."""
+    if np is None:
+        if dtype is int or dtype is float:
+            return dtype
+        raise RuntimeError("Install numpy to use dtype-based NVTX counters.")
+    if dtype is int:
+        dtype = np.dtype(np.int64)
+    else:
+        try:
+            dtype = np.dtype(dtype)
+        except TypeError as exc:
+            raise TypeError("Counter dtype must be int, float, or NumPy dtype-like.") from exc
+    if dtype.subdtype is not None and dtype.subdtype[0].fields is not None:
+        raise TypeError("Nested counter groups are not supported. "
+                        "Counter dtype must not be a fixed-size array of a structured dtype.")
+    if dtype.hasobject:
+        raise TypeError(f"Counter dtype must not hold Python objects (got {dtype}).")
+    if not dtype.isnative:
+        raise ValueError(f"Counter dtype {dtype} is not in native byte order.")
+    if dtype.fields is not None:
+        for field_name in dtype.names:
+            field_type = dtype.fields[field_name][0]
+            if field_type.subdtype:
+                raise TypeError(f"Counter group array fields are not supported. Field {field_name!r} must be a scalar dtype.")
+            if field_type.fields is not None:
+                raise TypeError(f"Nested counter groups are not supported. Field {field_name!r} must not have a structured dtype.")
+    return dtype
+
+
+def get_counter(self, name, dtype, *, description=None, scope=None, semantics=None,
+                time_domain: TimestampType = TimestampType.TOOL_PROVIDED):
+    """An NVTX counter in this domain, registered on first use; the same arguments give the same
+    object. ``dtype``: ``int`` (int64 samples), ``float`` (doubles) or a NumPy dtype-like (a
+    structured dtype is a flat counter group). ``description``, ``scope`` (a str or bytes path), ``semantics`` (:class:`CounterSemantics`) and ``time_domain``
+    (:class:`TimestampType` of batched samples' timestamps) are optional. Without a tool: a counter
+    that does nothing."""
+    dtype = _normalize_dtype(dtype)
+    _to_bytes(name, "name")
+    if description is not None:
+        _to_bytes(description, "description")
+    if scope is not None:
+        _to_bytes(scope, "scope")  # a path (nvtx takes no PredefinedScope here either)
+    if semantics is not None and not isinstance(semantics, CounterSemantics):
+        msg = f"semantics must be a CounterSemantics or None, not {type(semantics).__name__}"
+        raise TypeError(msg)
+    if not isinstance(time_domain, TimestampType):
+        msg = f"time_domain must be a TimestampType, not {type(time_domain).__name__}"
+        raise ArgumentTypeError(msg)
+    if not _state.active():
+        return _NO_OP_COUNTER
+    from ._payload import _metadata_key
+
+    group = getattr(dtype, "fields", None) is not None
+    key = (self.name, name, dtype, group, _metadata_key(dtype), description, scope, semantics, time_domain.value)
+    found = _counters.get(key)
+    if found is not None:
+        return found
+    with _lock:
+        found = _counters.get(key)
+        if found is not None:
+            return found
+        if dtype is int or (np is not None and dtype == np.dtype(np.int64)):
+            cls, schema_id = Int64Counter, ENTRY_TYPE_INT64
+        elif dtype is float or (np is not None and dtype == np.dtype(np.float64)):
+            cls, schema_id = Float64Counter, ENTRY_TYPE_FLOAT64
+        else:
+            cls, schema_id = ExtCounter, registry(self._index).dtype_schema(dtype, counter_group=group)
+        counter = cls(self, name, dtype, description, scope, semantics, time_domain.value, schema_id)
+        _counters[key] = counter
+        return counter
+
+
+def get_timestamp(self) -> int:
+    """An NVTX timestamp (``nvtxTimestampGet``: the tool's clock) for batched samples; 0 without a tool."""
+    return lib.nvtxcffi_timestamp() if _state.active() else 0

@@ -1,0 +1,505 @@
+"""Extended (binary) payloads: nvtx 0.2.16's payload enums, ``numpy_dtype`` and the schemas.
+
+A payload that is not an int or a float (a NumPy array, list, tuple, range or bytes) travels as an
+NVTX extended payload: the bytes of a NumPy array and the id of a schema that describes them,
+registered with the tool once per domain and dtype (``nvtxPayloadSchemaRegister``) and cached.
+Layouts, entry names, types, flags and semantics are nvtx 0.2.16's, so a tool receives the same
+bytes from either library (tests/test_payloads.py compares them). NumPy is needed only when such a
+payload is given; without it these payloads warn and are not sent, as with nvtx.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import threading
+import warnings
+from typing import Dict, Optional
+
+from ._native import ffi, lib
+
+try:
+    import numpy as np
+except ImportError:  # pragma: no cover - NumPy is optional
+    np = None
+
+__all__ = [
+    "BatchOrdering", "EntryKind", "EventKind", "PayloadEntryType", "PredefinedScope", "TimestampType",
+    "NvtxWarning", "numpy_dtype", "MAX_SCHEMAS",
+]
+
+#: Schemas registered per process (all domains); past it new dtypes are refused (see register()).
+MAX_SCHEMAS = 4096
+
+# nvToolsExtPayload.h
+PAYLOAD_ENTRY_FLAG_UNUSED = 0
+PAYLOAD_ENTRY_FLAG_ARRAY_FIXED_SIZE = 1 << 4
+PAYLOAD_ENTRY_FLAG_ARRAY_LENGTH_INDEX = 3 << 4
+PAYLOAD_ENTRY_FLAG_EVENT_MESSAGE = 1 << 10
+PAYLOAD_ENTRY_FLAG_TIMESTAMP = 2 << 10
+PAYLOAD_ENTRY_FLAG_RANGE_BEGIN = 1 << 12
+PAYLOAD_ENTRY_FLAG_RANGE_END = 2 << 12
+PAYLOAD_ENTRY_FLAG_MARK = 3 << 12
+PAYLOAD_ENTRY_FLAG_COUNTER = 4 << 12
+ENTRY_TYPE_INT8, ENTRY_TYPE_UINT8, ENTRY_TYPE_INT16, ENTRY_TYPE_UINT16 = 11, 12, 13, 14
+ENTRY_TYPE_INT32, ENTRY_TYPE_UINT32, ENTRY_TYPE_INT64, ENTRY_TYPE_UINT64 = 15, 16, 17, 18
+ENTRY_TYPE_BYTE = 32
+ENTRY_TYPE_FLOAT16, ENTRY_TYPE_FLOAT32, ENTRY_TYPE_FLOAT64 = 42, 43, 44
+ENTRY_TYPE_CSTRING_UTF32 = 78
+SCHEMA_TYPE_STATIC, SCHEMA_TYPE_DYNAMIC = 1, 2
+SCHEMA_FLAG_COUNTER_GROUP = 1 << 3
+ATTR_FIELD_TYPE, ATTR_FIELD_FLAGS, ATTR_FIELD_ENTRIES = 1 << 2, 1 << 3, 1 << 4
+ATTR_FIELD_NUM_ENTRIES, ATTR_FIELD_STATIC_SIZE = 1 << 5, 1 << 6
+
+NVTX_DTYPE_METADATA_KEY_NAME = "nvidia_nvtx_payload_metadata"  # nvtx's key: dtypes are interchangeable
+
+
+class NvtxWarning(UserWarning):
+    """A payload that cannot be sent (nvtx's ``NvtxWarning``)."""
+
+
+class TimestampType(enum.Enum):
+    """Timestamp domains (``NVTX_TIMESTAMP_TYPE_*``), the ``time_domain`` of :meth:`Domain.get_counter`."""
+
+    NONE = 0
+    TOOL_PROVIDED = 1
+    CPU_TSC = 10
+    CPU_TSC_NONVIRTUALIZED = 11
+    CPU_CLOCK_GETTIME_REALTIME = 12
+    CPU_CLOCK_GETTIME_REALTIME_COARSE = 13
+    CPU_CLOCK_GETTIME_MONOTONIC = 14
+    CPU_CLOCK_GETTIME_MONOTONIC_RAW = 15
+    CPU_CLOCK_GETTIME_MONOTONIC_COARSE = 16
+    CPU_CLOCK_GETTIME_BOOTTIME = 17
+    CPU_CLOCK_GETTIME_PROCESS_CPUTIME_ID = 18
+    CPU_CLOCK_GETTIME_THREAD_CPUTIME_ID = 19
+    WIN_QPC = 30
+    WIN_GSTAFT = 31
+    WIN_GSTAFTP = 32
+    C_TIME = 40
+    C_CLOCK = 41
+    C_TIMESPEC_GET = 42
+    CPP_STEADY_CLOCK = 50
+    CPP_HIGH_RESOLUTION_CLOCK = 51
+    CPP_SYSTEM_CLOCK = 52
+    CPP_UTC_CLOCK = 53
+    CPP_TAI_CLOCK = 54
+    CPP_GPS_CLOCK = 55
+    CPP_FILE_CLOCK = 56
+    GPU_GLOBALTIMER = 80
+
+
+class PredefinedScope(enum.Enum):
+    """Predefined NVTX execution scopes (``NVTX_SCOPE_*``)."""
+
+    NONE = 0
+    ROOT = 1
+    CURRENT_HW_MACHINE = 2
+    CURRENT_HW_SOCKET = 3
+    CURRENT_HW_CPU_PHYSICAL = 4
+    CURRENT_HW_CPU_LOGICAL = 5
+    CURRENT_HW_INNERMOST = 15
+    CURRENT_HYPERVISOR = 16
+    CURRENT_VM = 17
+    CURRENT_KERNEL = 18
+    CURRENT_CONTAINER = 19
+    CURRENT_OS = 20
+    CURRENT_SW_PROCESS = 21
+    CURRENT_SW_THREAD = 22
+    CURRENT_SW_INNERMOST = 31
+
+
+class EntryKind(enum.Enum):
+    """Role of a field in a structured payload dtype (attach with :func:`numpy_dtype`)."""
+
+    RANGE_BEGIN = PAYLOAD_ENTRY_FLAG_RANGE_BEGIN | PAYLOAD_ENTRY_FLAG_TIMESTAMP
+    RANGE_END = PAYLOAD_ENTRY_FLAG_RANGE_END | PAYLOAD_ENTRY_FLAG_TIMESTAMP
+    MARK = PAYLOAD_ENTRY_FLAG_MARK | PAYLOAD_ENTRY_FLAG_TIMESTAMP
+    MESSAGE = PAYLOAD_ENTRY_FLAG_EVENT_MESSAGE
+    COUNTER_TIMESTAMP = PAYLOAD_ENTRY_FLAG_TIMESTAMP
+
+
+class PayloadEntryType(enum.Enum):
+    """NVTX interpretation of a specially typed payload field (attach with :func:`numpy_dtype`)."""
+
+    RANGE_ID = 67
+    CATEGORY = 68
+    COLOR_ARGB = 69
+    SCOPE_ID = 70
+    REGISTERED_STRING = 80
+
+
+class EventKind(enum.Enum):
+    """Schema-level event kinds (``NVTX_PAYLOAD_SCHEMA_FLAG_*``), as in nvtx."""
+
+    MARK = 4 << 3
+    RANGE_PUSHPOP = 2 << 3
+    RANGE_STARTEND = 3 << 3
+    RANGE_PUSH = 5 << 3
+    RANGE_POP = 6 << 3
+    RANGE_START = 7 << 3
+    RANGE_END = 8 << 3
+
+
+class BatchOrdering(enum.Enum):
+    """Timestamp ordering within a batch (``NVTX_BATCH_FLAG_*``)."""
+
+    SORTED = 0
+    PARTIALLY_SORTED = 1 << 1
+    SORTED_PER_SCOPE = 2 << 1
+    UNSORTED = 3 << 1
+
+
+if np is not None:
+    _DTYPE_TO_ENTRY_TYPE = {
+        np.int8: ENTRY_TYPE_INT8, np.int16: ENTRY_TYPE_INT16, np.int32: ENTRY_TYPE_INT32,
+        np.int64: ENTRY_TYPE_INT64, np.uint8: ENTRY_TYPE_UINT8, np.uint16: ENTRY_TYPE_UINT16,
+        np.uint32: ENTRY_TYPE_UINT32, np.uint64: ENTRY_TYPE_UINT64, np.float16: ENTRY_TYPE_FLOAT16,
+        np.float32: ENTRY_TYPE_FLOAT32, np.float64: ENTRY_TYPE_FLOAT64,
+        np.str_: ENTRY_TYPE_CSTRING_UTF32, np.bytes_: ENTRY_TYPE_BYTE,
+    }
+else:  # pragma: no cover
+    _DTYPE_TO_ENTRY_TYPE = {}
+
+
+# --------------------------------------------------------------------------- numpy_dtype
+
+
+@dataclasses.dataclass(frozen=True)
+class _PayloadMetadata:
+    counter_semantics: Optional[object] = None
+    entry_kind: Optional[EntryKind] = None
+    entry_type: Optional[PayloadEntryType] = None
+
+
+# What each role needs of a field's storage (nvtx's _dtype_validation).
+_STORAGE = {
+    "timestamp": (frozenset("iu"), 8, False, "64-bit integer storage"),
+    "u64": (frozenset("u"), 8, True, "native uint64 storage"),
+    "u32": (frozenset("u"), 4, True, "native uint32 storage"),
+    "ptr": (frozenset("u"), ffi.sizeof("void *"), True, "native pointer-sized unsigned integer storage"),
+}
+_ROLE_STORAGE = {
+    EntryKind.RANGE_BEGIN: "timestamp", EntryKind.RANGE_END: "timestamp", EntryKind.MARK: "timestamp",
+    EntryKind.COUNTER_TIMESTAMP: "timestamp", PayloadEntryType.RANGE_ID: "u64",
+    PayloadEntryType.CATEGORY: "u32", PayloadEntryType.COLOR_ARGB: "u32", PayloadEntryType.SCOPE_ID: "u64",
+    PayloadEntryType.REGISTERED_STRING: "ptr",
+}
+
+
+def _validate_storage(dtype, role) -> None:
+    need = _ROLE_STORAGE.get(role)
+    if need is None:
+        return
+    kinds, itemsize, native, description = _STORAGE[need]
+    if dtype.kind not in kinds or dtype.itemsize != itemsize or (native and not dtype.isnative):
+        msg = f"{type(role).__name__}.{role.name} requires {description}; got dtype {dtype}"
+        raise TypeError(msg)
+
+
+def numpy_dtype(*args, counter_semantics=None, entry_kind: Optional[EntryKind] = None,
+                entry_type: Optional[PayloadEntryType] = None, **kwargs):
+    """``numpy.dtype(*args, **kwargs)``, optionally carrying NVTX payload metadata (as nvtx's):
+    ``counter_semantics`` for a field of a counter group, ``entry_kind`` (a field's role) and
+    ``entry_type`` (a field's special interpretation)."""
+    if np is None:
+        raise RuntimeError("Install numpy to construct NVTX NumPy dtypes.")
+    if entry_kind is not None and not isinstance(entry_kind, EntryKind):
+        raise TypeError("entry_kind must be an nvtx.EntryKind or None")
+    if entry_type is not None and not isinstance(entry_type, PayloadEntryType):
+        raise TypeError("entry_type must be an nvtx.PayloadEntryType or None")
+    if counter_semantics is not None:
+        from ._counters import CounterSemantics
+
+        if not isinstance(counter_semantics, CounterSemantics) and not _is_nvtx_semantics(counter_semantics):
+            msg = f"counter_semantics must be a CounterSemantics or None, not {type(counter_semantics).__name__}"
+            raise TypeError(msg)
+    base = np.dtype(*args, **kwargs)
+    _validate_storage(base, entry_kind)
+    _validate_storage(base, entry_type)
+    if counter_semantics is None and entry_kind is None and entry_type is None:
+        return base
+    metadata = dict(base.metadata or {})
+    if NVTX_DTYPE_METADATA_KEY_NAME in metadata:
+        warnings.warn("NVTX dtype metadata key already exists; leaving it unchanged.", NvtxWarning, stacklevel=2)
+    metadata[NVTX_DTYPE_METADATA_KEY_NAME] = _PayloadMetadata(counter_semantics, entry_kind, entry_type)
+    return np.dtype(base, metadata=metadata)
+
+
+def _is_nvtx_semantics(obj) -> bool:
+    return type(obj).__name__ == "CounterSemantics" and hasattr(obj, "value_type")
+
+
+def _metadata(dtype):
+    meta = getattr(dtype, "metadata", None)
+    return None if meta is None else meta.get(NVTX_DTYPE_METADATA_KEY_NAME)
+
+
+def _metadata_key(dtype):
+    """The NVTX metadata that is part of a schema's identity (nvtx's _dtype_metadata_key)."""
+    if np is None or not isinstance(dtype, np.dtype):
+        return None
+    sub = dtype.subdtype
+    fields = ()
+    if dtype.fields is not None and dtype.names is not None:
+        fields = tuple((name, _metadata_key(dtype.fields[name][0])) for name in dtype.names)
+    return _metadata(dtype), (_metadata_key(sub[0]) if sub else None), fields
+
+
+def _flags_of(meta) -> int:
+    kind = getattr(meta, "entry_kind", None) if meta is not None else None
+    return kind.value if kind is not None else 0
+
+
+def _type_of(meta) -> Optional[int]:
+    kind = getattr(meta, "entry_type", None) if meta is not None else None
+    return kind.value if kind is not None else None
+
+
+def _semantics_of(meta):
+    return getattr(meta, "counter_semantics", None) if meta is not None else None
+
+
+# --------------------------------------------------------------------------- schemas
+
+_lock = threading.RLock()
+_registered = 0
+
+
+class SchemaRegistry:
+    """One domain's schemas, registered once per (dtype, metadata, counter group) and cached."""
+
+    def __init__(self, domain_index: int) -> None:
+        self.domain_index = domain_index
+        self.dtypes: Dict[tuple, int] = {}
+        self.arrays: Dict[int, int] = {}
+        self.fixed: Dict[tuple, int] = {}
+
+    def _register(self, field_mask, schema_type, flags, static_size, entries) -> int:
+        """entries: (flags, type, name bytes|None, detail, offset, semantics|None)."""
+        global _registered
+        if _registered >= MAX_SCHEMAS:
+            msg = f"too many payload schemas (limit {MAX_SCHEMAS} per process)"
+            raise ValueError(msg)
+        from ._counters import semantics_struct
+
+        keep = []
+        c_entries = ffi.new("nvtxcffi_schema_entry[]", len(entries))
+        sems = [s for *_, s in entries if s is not None]
+        c_sems = ffi.new("nvtxcffi_counter_semantics[]", max(1, len(sems)))
+        k = 0
+        for i, (eflags, etype, name, detail, offset, sem) in enumerate(entries):
+            e = c_entries[i]
+            e.flags, e.type, e.array_detail, e.offset = eflags, etype, detail, offset
+            if name is not None:
+                cname = ffi.new("char[]", name)
+                keep.append(cname)
+                e.name = cname
+            e.semantics = -1
+            if sem is not None:
+                keep.append(semantics_struct(sem, c_sems + k))
+                e.semantics = k
+                k += 1
+        schema_id = lib.nvtxcffi_schema_register(self.domain_index, field_mask, schema_type, flags, static_size,
+                                                 c_entries, len(entries), c_sems, k)
+        _registered += 1
+        return schema_id
+
+    def dtype_schema(self, dtype, counter_group: bool = False, schema_flags: int = 0) -> int:
+        key = (dtype, counter_group, schema_flags, _metadata_key(dtype))
+        with _lock:
+            found = self.dtypes.get(key)
+            if found is not None:
+                return found
+            if dtype.subdtype:
+                sub, shape = dtype.subdtype
+                result = self.fixed_schema(self.dtype_schema(sub), int(np.prod(shape)), dtype.itemsize)
+            elif dtype.type in _DTYPE_TO_ENTRY_TYPE:
+                result = self._builtin(dtype, _metadata(dtype))
+            elif dtype.names is not None:
+                result = self._structured(dtype, counter_group, schema_flags)
+            else:
+                msg = f"NumPy dtype {dtype} is not supported in an NVTX payload (numbers, str, bytes and structs of them are)"
+                raise TypeError(msg)
+            self.dtypes[key] = result
+            return result
+
+    def _builtin(self, dtype, meta) -> int:
+        flags = PAYLOAD_ENTRY_FLAG_UNUSED
+        detail = 0
+        entry_type = _type_of(meta)
+        if entry_type is None:
+            entry_type = _DTYPE_TO_ENTRY_TYPE[dtype.type]
+        if entry_type == ENTRY_TYPE_CSTRING_UTF32:
+            detail = dtype.itemsize // 4
+        elif entry_type == ENTRY_TYPE_BYTE:
+            detail = dtype.itemsize
+            flags = PAYLOAD_ENTRY_FLAG_ARRAY_FIXED_SIZE
+        flags |= _flags_of(meta)
+        mask = ATTR_FIELD_TYPE | ATTR_FIELD_ENTRIES | ATTR_FIELD_NUM_ENTRIES | ATTR_FIELD_STATIC_SIZE
+        return self._register(mask, SCHEMA_TYPE_STATIC, 0, dtype.itemsize,
+                              [(flags, entry_type, dtype.name.encode(), detail, 0, _semantics_of(meta))])
+
+    def _structured(self, dtype, counter_group: bool, schema_flags: int) -> int:
+        mask = ATTR_FIELD_TYPE | ATTR_FIELD_ENTRIES | ATTR_FIELD_NUM_ENTRIES | ATTR_FIELD_STATIC_SIZE
+        flags = schema_flags | (SCHEMA_FLAG_COUNTER_GROUP if counter_group else 0)
+        if flags:
+            mask |= ATTR_FIELD_FLAGS
+        flat = counter_group or schema_flags != 0
+        entries = []
+        for name in dtype.names:
+            field_type, offset = dtype.fields[name][:2]
+            meta = _metadata(field_type)
+            detail = 0
+            eflags = PAYLOAD_ENTRY_FLAG_UNUSED
+            if flat and field_type.subdtype:
+                sub, shape = field_type.subdtype
+                if sub.type in _DTYPE_TO_ENTRY_TYPE:
+                    entry_type = _DTYPE_TO_ENTRY_TYPE[sub.type]
+                    detail = int(np.prod(shape))
+                    eflags = PAYLOAD_ENTRY_FLAG_ARRAY_FIXED_SIZE
+                else:
+                    entry_type = self.dtype_schema(field_type)
+            elif flat:
+                entry_type = _type_of(meta)
+                if entry_type is None:
+                    entry_type = (_DTYPE_TO_ENTRY_TYPE[field_type.type] if field_type.type in _DTYPE_TO_ENTRY_TYPE
+                                  else self.dtype_schema(field_type))
+            else:
+                entry_type = self.dtype_schema(field_type)
+            if entry_type == ENTRY_TYPE_CSTRING_UTF32:
+                detail = field_type.itemsize // 4
+            elif entry_type == ENTRY_TYPE_BYTE:
+                detail = field_type.itemsize
+                eflags = PAYLOAD_ENTRY_FLAG_ARRAY_FIXED_SIZE
+            role = _flags_of(meta)
+            eflags |= role
+            if counter_group and not role & PAYLOAD_ENTRY_FLAG_TIMESTAMP:
+                eflags |= PAYLOAD_ENTRY_FLAG_COUNTER
+            entries.append((eflags, entry_type, name.encode(), detail, offset, _semantics_of(meta)))
+        return self._register(mask, SCHEMA_TYPE_STATIC, flags, dtype.itemsize, entries)
+
+    def array_schema(self, scalar_schema: int) -> int:
+        with _lock:
+            found = self.arrays.get(scalar_schema)
+            if found is None:
+                mask = ATTR_FIELD_TYPE | ATTR_FIELD_ENTRIES | ATTR_FIELD_NUM_ENTRIES
+                found = self._register(mask, SCHEMA_TYPE_DYNAMIC, 0, 0, [
+                    (PAYLOAD_ENTRY_FLAG_UNUSED, ENTRY_TYPE_UINT64, b"size", 0, 0, None),
+                    (PAYLOAD_ENTRY_FLAG_ARRAY_LENGTH_INDEX, scalar_schema, b"data", 0, 0, None),
+                ])
+                self.arrays[scalar_schema] = found
+            return found
+
+    def fixed_schema(self, scalar_schema: int, length: int, size: int) -> int:
+        key = (scalar_schema, length, size)
+        with _lock:
+            found = self.fixed.get(key)
+            if found is None:
+                mask = ATTR_FIELD_TYPE | ATTR_FIELD_ENTRIES | ATTR_FIELD_NUM_ENTRIES | ATTR_FIELD_STATIC_SIZE
+                found = self._register(mask, SCHEMA_TYPE_STATIC, 0, size,
+                                       [(PAYLOAD_ENTRY_FLAG_ARRAY_FIXED_SIZE, scalar_schema, None, length, 0, None)])
+                self.fixed[key] = found
+            return found
+
+
+_registries: Dict[int, SchemaRegistry] = {}
+
+
+def registry(domain_index: int) -> SchemaRegistry:
+    found = _registries.get(domain_index)
+    if found is None:
+        with _lock:
+            found = _registries.setdefault(domain_index, SchemaRegistry(domain_index))
+    return found
+
+
+# --------------------------------------------------------------------------- event payloads
+
+#: payload_fields()' kind for an extended payload (not a kind the C scalar calls know).
+KIND_EXT = 100
+_SEQUENCES = (list, tuple, range, bytes)
+
+
+class ExtFields(tuple):
+    """``(KIND_EXT, 0, 0.0)`` with ``.payload``: payload_fields()' answer for a binary payload."""
+
+    def __new__(cls, payload):
+        self = tuple.__new__(cls, (KIND_EXT, 0, 0.0))
+        self.payload = payload
+        return self
+
+
+def fields_for(payload):
+    """payload_fields() for everything that is not an int or a float: ExtFields, or "no payload"
+    after a warning (nvtx's behaviour for str, dict and other types)."""
+    if np is not None and (isinstance(payload, np.ndarray) or type(payload) in _SEQUENCES):
+        check_dtype(payload.dtype if isinstance(payload, np.ndarray) else np.array(payload).dtype)
+        return ExtFields(payload)
+    msg = f"Unsupported payload type: {type(payload)}."
+    if np is None and type(payload) in _SEQUENCES:
+        msg += " Install numpy for extended payload support."
+    warnings.warn(msg, NvtxWarning, stacklevel=4)
+    return (lib.NVTXCFFI_PAYLOAD_NONE, 0, 0.0)
+
+
+def check_dtype(dtype) -> None:
+    """TypeError/ValueError, naming the payload, for a dtype no payload schema describes."""
+    if dtype.hasobject:
+        msg = f"payload: NumPy arrays of Python objects cannot be sent (dtype {dtype})"
+        raise TypeError(msg)
+    if not dtype.isnative:
+        msg = f"payload: dtype {dtype} is not in native byte order (use .astype(dtype.newbyteorder('=')))"
+        raise ValueError(msg)
+    if dtype.subdtype:
+        check_dtype(dtype.subdtype[0])
+    elif dtype.names is not None:
+        for name in dtype.names:
+            check_dtype(dtype.fields[name][0])
+    elif dtype.type not in _DTYPE_TO_ENTRY_TYPE:
+        msg = f"payload: NumPy dtype {dtype} is not supported (numbers, str, bytes and structs of them are)"
+        raise TypeError(msg)
+
+
+def encode(domain_index: int, payload):
+    """(schema id, contiguous array or bytes, size) for a binary payload, or None when nothing is
+    sent (an empty array, as nvtx). Raises TypeError/ValueError for payloads no schema fits."""
+    array = payload if isinstance(payload, np.ndarray) else np.array(payload)
+    if array.nbytes == 0:
+        return None
+    dtype = array.dtype
+    check_dtype(dtype)
+    reg = registry(domain_index)
+    schema = reg.dtype_schema(dtype)
+    if array.ndim == 0:
+        data = np.ascontiguousarray(array)
+        return schema, data, data.nbytes
+    schema = reg.array_schema(schema)
+    data = np.ascontiguousarray(array)
+    blob = np.uint64(data.size).tobytes() + data.tobytes()
+    return schema, blob, len(blob)
+
+
+def emit(op: int, slot: int, domain_index: int, inline, payload) -> int:
+    """One range/mark with a binary payload (slot, or inline = (message, argb, category))."""
+    try:
+        encoded = encode(domain_index, payload)
+    except ValueError as exc:
+        if "too many payload schemas" not in str(exc):
+            raise
+        warnings.warn(f"{exc}; the event is sent without its payload", NvtxWarning, stacklevel=3)
+        encoded = None
+    if encoded is None:
+        schema, buffer, size = 0, ffi.NULL, 0
+    else:
+        schema, data, size = encoded
+        buffer = ffi.from_buffer(data)
+    if encoded is None:
+        # No payload: the plain call (nvtx sends the event without one).
+        if inline is None:
+            return lib.nvtxcffi_emit_slot(op, slot, lib.NVTXCFFI_PAYLOAD_NONE, 0, 0.0)
+        message, argb, category = inline
+        return lib.nvtxcffi_emit(op, domain_index, message, argb, category, lib.NVTXCFFI_PAYLOAD_NONE, 0, 0.0)
+    if inline is None:
+        return lib.nvtxcffi_emit_ext(op, slot, domain_index, ffi.NULL, 0, 0, schema, buffer, size)
+    message, argb, category = inline
+    return lib.nvtxcffi_emit_ext(op, -1, domain_index, message, argb, category, schema, buffer, size)

@@ -1,0 +1,232 @@
+"""Counters (issue 9): nvtx 0.2.16's counter API, recorded by the recorder's counters-extension side."""
+from __future__ import annotations
+
+import inspect
+import math
+
+import pytest
+
+import nvtx_cffi as nvtx
+from nvtx_cffi import recorder
+from nvtx_cffi.ext_records import ExtDecoder
+
+from conftest import run_python
+
+try:
+    import numpy as np
+except ImportError:  # PyPy without NumPy: int/float counters work, dtype counters need NumPy
+    np = None
+needs_numpy = pytest.mark.skipif(np is None, reason="needs NumPy")
+
+NAMES = ["Int64Counter", "Float64Counter", "Counter", "ExtCounter", "CounterSemantics", "CounterValueType",
+         "CounterInterpolation", "CounterNoValueReason", "TimestampType", "numpy_dtype", "EntryKind",
+         "PayloadEntryType", "EventKind", "BatchOrdering", "PredefinedScope"]
+
+
+def samples(events):
+    decoder = ExtDecoder()
+    out = []
+    for e in events:
+        out.extend(decoder.feed(e))
+    return decoder, out
+
+
+def test_every_name_of_nvtx_is_there():
+    for name in NAMES:
+        assert hasattr(nvtx, name), name
+        assert name in nvtx.__all__
+    sig = inspect.signature(nvtx.Domain.get_counter)
+    assert list(sig.parameters) == ["self", "name", "dtype", "description", "scope", "semantics", "time_domain"]
+    assert sig.parameters["time_domain"].default is nvtx.TimestampType.TOOL_PROVIDED
+    assert sig.parameters["scope"].kind is inspect.Parameter.KEYWORD_ONLY
+
+
+def test_enum_values_are_nvtx_headers():
+    assert nvtx.CounterValueType.DELTA.value == 2 << 4
+    assert nvtx.CounterInterpolation.LINEAR.value == 4 << 8
+    assert nvtx.CounterNoValueReason.UNAVAILABLE.value == 2
+    assert nvtx.TimestampType.CPU_CLOCK_GETTIME_MONOTONIC.value == 14
+    assert nvtx.PredefinedScope.CURRENT_SW_THREAD.value == 22
+    assert nvtx.EntryKind.MARK.value == (3 << 12) | (2 << 10)
+    assert nvtx.PayloadEntryType.REGISTERED_STRING.value == 80
+    assert nvtx.BatchOrdering.UNSORTED.value == 3 << 1
+    assert nvtx.EventKind.RANGE_PUSHPOP.value == 2 << 3
+
+
+@needs_numpy
+def test_int_and_float_counters_are_recorded():
+    d = nvtx.get_domain("ctr")
+    c = d.get_counter("bytes", int, semantics=nvtx.CounterSemantics(unit="B", min=0, max=10**6),
+                      description="bytes moved", scope="/node/gpu0")
+    f = d.get_counter("loss", float)
+    assert isinstance(c, nvtx.Int64Counter) and isinstance(f, nvtx.Float64Counter)
+    assert isinstance(c, nvtx.Counter)
+    assert d.get_counter("bytes", int, semantics=nvtx.CounterSemantics(unit="B", min=0, max=10**6),
+                         description="bytes moved", scope="/node/gpu0") is c
+    assert (c.name, c.description, c.scope, c.time_domain) == ("bytes", "bytes moved", "/node/gpu0", 1)
+    assert c.dtype == np.dtype(np.int64)
+    with recorder.capture() as got:
+        c.sample(4096)
+        c.sample(-(2**63))
+        f.sample(0.25)
+        f.sample(3)  # an int where a double goes: converted, as nvtx
+        c.sample_no_value(nvtx.CounterNoValueReason.UNCHANGED)
+    _, out = samples(got)
+    # registration happened before the capture: samples of unknown counters are not decoded, so
+    # decode against the whole file instead
+    _, out = samples(recorder.read_file(recorder.current_file()).events)
+    mine = [s for s in out if s.counter.domain == "ctr"]
+    assert [(s.counter.name, s.values, s.no_value) for s in mine] == [
+        ("bytes", {"value": 4096}, None), ("bytes", {"value": -(2**63)}, None), ("loss", {"value": 0.25}, None),
+        ("loss", {"value": 3.0}, None), ("bytes", {}, 1)]
+    info = mine[0].counter
+    assert (info.unit, info.description, info.scope, info.schema_id) == ("B", "bytes moved", "/node/gpu0", 17)
+    sem = [s for s in info.semantics if s["kind"] == "counter"][0]
+    assert (sem["min"], sem["max"], sem["limit_type"]) == (0, 10**6, 2)  # U64 limits, as nvtx
+    assert sem["flags"] == (1 << 4) | (1 << 8) | (1 << 2) | (1 << 3)
+    assert [s for s in info.semantics if s["kind"] == "time"] == [{"kind": "time", "time_domain": 1}]
+
+
+@needs_numpy
+def test_batches_with_timestamps():
+    d = nvtx.get_domain("ctr-batch")
+    c = d.get_counter("depth", int)
+    g = d.get_counter("pair", nvtx.numpy_dtype([("a", np.int32), ("b", np.float64)]))
+    assert isinstance(g, nvtx.ExtCounter)
+    t = [d.get_timestamp() for _ in range(3)]
+    assert t == sorted(t) and t[0] > 0
+    c.batch_submit([5, 6, 7], t)
+    c.batch_submit(np.array([8, 9]), np.array(t[:2]))
+    g.batch_submit(np.array([(1, 0.5), (2, 1.5)], dtype=g.dtype), t[1:])
+    g.sample((3, 2.5))
+    _, out = samples(recorder.read_file(recorder.current_file()).events)
+    mine = [(s.counter.name, s.time_ns, s.values) for s in out if s.counter.domain == "ctr-batch"]
+    assert mine[:5] == [("depth", t[0], {"value": 5}), ("depth", t[1], {"value": 6}), ("depth", t[2], {"value": 7}),
+                        ("depth", t[0], {"value": 8}), ("depth", t[1], {"value": 9})]
+    assert mine[5:7] == [("pair", t[1], {"a": 1, "b": 0.5}), ("pair", t[2], {"a": 2, "b": 1.5})]
+    assert mine[7][0] == "pair" and mine[7][2] == {"a": 3, "b": 2.5}
+    # the timestamps are the recorder's clock: CLOCK_MONOTONIC, like every event
+    import time
+    assert abs(d.get_timestamp() - time.monotonic_ns()) < 50_000_000
+
+
+def test_many_counters_past_the_one_argument_functions():
+    d = nvtx.get_domain("ctr-many")
+    counters = [d.get_counter(f"c{i}", int) for i in range(40)] + [d.get_counter(f"f{i}", float) for i in range(40)]
+    for i, c in enumerate(counters):
+        c.sample(i)
+    _, out = samples(recorder.read_file(recorder.current_file()).events)
+    got = {s.counter.name: s.values["value"] for s in out if s.counter.domain == "ctr-many"}
+    assert got == {c.name: float(i) if c.name[0] == "f" else i for i, c in enumerate(counters)}
+
+
+@needs_numpy
+@pytest.mark.parametrize(("call", "error", "text"), [
+    (lambda d: d.get_counter("x", int).sample("3"), TypeError, ""),
+    (lambda d: d.get_counter("x", int).sample(2**63), OverflowError, ""),
+    (lambda d: d.get_counter("x", int).sample(1.5), TypeError, ""),
+    (lambda d: d.get_counter("x", float).sample("1"), TypeError, ""),
+    (lambda d: d.get_counter("x", int).sample_no_value(1), AttributeError, "reason must be a CounterNoValueReason"),
+    (lambda d: d.get_counter("x", int).batch_submit([1, 2], [1]), ValueError, "values and timestamps must have the same length"),
+    (lambda d: d.get_counter("x", "i4,i4").sample([(1, 2), (3, 4)]), ValueError, "expects exactly one sample"),
+    (lambda d: d.get_counter("x", object), TypeError, "Counter dtype must not hold Python objects"),
+    (lambda d: d.get_counter("x", ">i8"), ValueError, "not in native byte order"),
+    (lambda d: d.get_counter("x", "not a dtype"), TypeError, "Counter dtype must be int, float, or NumPy dtype-like"),
+    (lambda d: d.get_counter("x", [("a", "i4", 2)]), TypeError, "Counter group array fields are not supported"),
+    (lambda d: d.get_counter("x", [("a", [("b", "i4")])]), TypeError, "Nested counter groups are not supported"),
+    (lambda d: d.get_counter("x", int, time_domain=1), AttributeError, "time_domain must be a TimestampType"),
+    (lambda d: d.get_counter("x", int, semantics="B"), TypeError, "semantics must be a CounterSemantics"),
+    (lambda d: d.get_counter(3, int), TypeError, "name must be a str or bytes, not int"),
+    (lambda d: d.get_counter("x\x00", int), ValueError, "name must not contain NUL"),
+    (lambda d: nvtx.CounterSemantics(unit=3), TypeError, "Counter semantic unit must be str, bytes, or None."),
+    (lambda d: nvtx.CounterSemantics(min=1, max=0), ValueError, "Counter semantic min cannot exceed max."),
+    (lambda d: nvtx.CounterSemantics(min=1, max=2.0), ValueError, "min and max must have the same type"),
+    (lambda d: nvtx.CounterSemantics(min=-1, max=2**63), ValueError, "Signed counter semantic limits must fit in int64."),
+    (lambda d: nvtx.CounterSemantics(unit_scale_numerator=0), ValueError, "must be in range [1, 2**64 - 1]"),
+    (lambda d: nvtx.CounterSemantics(value_type=1), TypeError, "value_type must be a CounterValueType"),
+    (lambda d: nvtx.numpy_dtype("i4", entry_kind=nvtx.EntryKind.MARK), TypeError, "EntryKind.MARK requires 64-bit integer storage"),
+    (lambda d: nvtx.numpy_dtype("i8", entry_type=nvtx.PayloadEntryType.CATEGORY), TypeError, "requires native uint32 storage"),
+    (lambda d: nvtx.numpy_dtype("i8", entry_kind=3), TypeError, "entry_kind must be an nvtx.EntryKind or None"),
+])
+def test_bad_input(call, error, text):
+    with pytest.raises(error) as info:
+        call(nvtx.get_domain("ctr-bad"))
+    assert text in str(info.value)
+
+
+@needs_numpy
+def test_nvtx_rejects_the_same_way():
+    """What nvtx 0.2.16 rejects, nvtx-cffi rejects with the same exception type (CPython, nvtx installed)."""
+    code = r"""
+import json, numpy as np, {mod} as nvtx
+d = nvtx.get_domain("d")
+calls = {{
+ "int_str": lambda: d.get_counter("x", int).sample("3"),
+ "int_big": lambda: d.get_counter("x", int).sample(2**63),
+ "float_str": lambda: d.get_counter("x", float).sample("1"),
+ "reason": lambda: d.get_counter("x", int).sample_no_value(1),
+ "lengths": lambda: d.get_counter("x", int).batch_submit([1, 2], [1]),
+ "shape": lambda: d.get_counter("y", "i4,i4").sample([(1, 2), (3, 4)]),
+ "dtype": lambda: d.get_counter("x", "not a dtype"),
+ "group_array": lambda: d.get_counter("x", [("a", "i4", 2)]),
+ "time_domain": lambda: d.get_counter("x", int, time_domain=1),
+ "scope_enum": lambda: d.get_counter("x", int, scope=nvtx.PredefinedScope.ROOT),
+ "name_int": lambda: d.get_counter(3, int),
+ "sem_unit": lambda: nvtx.CounterSemantics(unit=3),
+ "sem_minmax": lambda: nvtx.CounterSemantics(min=1, max=0),
+ "dtype_kind": lambda: nvtx.numpy_dtype("i4", entry_kind=nvtx.EntryKind.MARK),
+ "payload_bool": lambda: nvtx.mark("m", payload=np.array([True])),
+ "payload_obj": lambda: nvtx.mark("m", payload=[object()]),
+}}
+out = {{}}
+for k, f in calls.items():
+    try:
+        f(); out[k] = None
+    except Exception as e:
+        out[k] = type(e).__name__
+print(json.dumps(out))
+"""
+    pytest.importorskip("nvtx")
+    import json
+    results = {}
+    for mod in ("nvtx", "nvtx_cffi"):
+        proc = run_python(code.format(mod=mod))
+        results[mod] = json.loads(proc.stdout.strip().splitlines()[-1])
+    # nvtx-cffi's ArgumentTypeError is a TypeError and the AttributeError nvtx raises
+    ours = {k: ("AttributeError" if v == "ArgumentTypeError" else v) for k, v in results["nvtx_cffi"].items()}
+    assert ours == results["nvtx"]
+    assert all(results["nvtx"].values()), results["nvtx"]
+
+
+@needs_numpy
+@pytest.mark.parametrize("env,remove", [({}, ("NVTX_INJECTION64_PATH",)), ({"NVTX_DISABLE": "1"}, ())])
+def test_no_tool_counters_do_nothing(env, remove):
+    proc = run_python("""
+import numpy as np, nvtx_cffi as nvtx
+d = nvtx.get_domain("d")
+c = d.get_counter("c", int)
+g = d.get_counter("g", [("a", np.int64)])
+assert c is g and type(c).__name__ == "_NoOpCounter", c
+c.sample("anything"); c.batch_submit([1], [1, 2]); c.sample_no_value(None)
+assert d.get_timestamp() == 0
+try:
+    d.get_counter("bad", object)
+except TypeError:
+    print("checked")
+""", env=env, remove=remove)
+    assert proc.stdout.strip() == "checked"
+
+
+def test_tool_named_after_import_records_counters(tmp_path):
+    """NVTX initialises at the first NVTX call (here: the domain), so a tool named after import is used."""
+    proc = run_python(f"""
+import os, nvtx_cffi as nvtx
+from nvtx_cffi import recorder
+os.environ.update(recorder.environment({str(tmp_path)!r}))
+c = nvtx.get_domain("late").get_counter("late counter", int)
+c.sample(42)
+print(type(c).__name__)
+""", remove=("NVTX_INJECTION64_PATH", "NVTX_CFFI_RECORD_DIR"))
+    assert proc.stdout.split() == ["Int64Counter"]
+    _, out = samples(recorder.read(tmp_path).events)
+    assert [(s.counter.name, s.values) for s in out] == [("late counter", {"value": 42})]
