@@ -304,3 +304,28 @@ def test_counters_and_binary_payloads_convert_alike_with_and_without_numpy(tmp_p
     assert len(payloads) == 50 and all(isinstance(p, list) and len(p) == 4 for p in payloads)
     assert {r["counter"] for r in table} == {"loss", "queue depth", "memory.allocated", "memory.reserved"}
     assert [r[:3] for r in rows if r[0] == "queue depth"] == [("queue depth", "items", 55)]
+
+
+def test_the_counter_example_traced_to_pftrace_has_a_perfetto_counter_track_per_counter(tmp_path):
+    """README: ``trace -o counters.pftrace examples/counters.py`` opens in Perfetto with counter tracks."""
+    pytest.importorskip("perfetto")
+    pytest.importorskip("google.protobuf")
+    from pftrace_check import read_pftrace
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = tmp_path / "counters.pftrace"
+    env = {k: v for k, v in os.environ.items() if k not in ("NVTX_INJECTION64_PATH", "NVTX_CFFI_RECORD_DIR")}
+    proc = subprocess.run([sys.executable, "-m", "nvtx_cffi", "trace", "-o", str(out),
+                           os.path.join(root, "examples", "counters.py")],
+                          env=env, capture_output=True, text=True, cwd=str(tmp_path), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    trace = read_pftrace(str(out))
+    names = {trace.tracks[uuid][1]: unit for uuid, unit in trace.counter_tracks.items()}
+    assert set(names) == {"loss", "queue depth", "memory.allocated", "memory.reserved"}
+    assert names["queue depth"] == "items"
+    by_track = {}
+    for track, _ts, value in trace.counters:
+        by_track.setdefault(trace.tracks[track][1], []).append(value)
+    assert sorted(by_track["queue depth"]) == sorted([i % 7 for i in range(50)] + [1, 2, 3, 2, 1])
+    assert len(by_track["memory.allocated"]) == 50 and max(by_track["memory.allocated"]) == 1024 * 49
+    assert sum(1 for s in trace.slices if s["name"] == "step") == 50
