@@ -32,6 +32,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -374,35 +375,20 @@ static struct tstate *get_tstate(void) {
 
 /* ---------------------------------------------------------------- chunks and records */
 
-/* Claim a chunk with room for at least `words` words after its header and clock pair. */
-static int claim_chunk(struct tstate *t, uint32_t words) {
-    release_chunk(t);
-    if (atomic_load_explicit(&g_full, memory_order_relaxed)) return 0;
-    uint64_t need = (uint64_t)(CHUNK_HDR_WORDS + CLOCK_WORDS + words) * 8;
-    need = (need + g_page - 1) / g_page * g_page;
-    uint64_t size = t->next_len ? t->next_len : g_page;
-    if (size < need) size = need;
-    uint64_t off = atomic_load_explicit(&g_next, memory_order_relaxed);
-    uint64_t sz;
-    do {
-        if (off >= g_limit || g_limit - off < need) {
-            atomic_store_explicit(&g_full, 1, memory_order_relaxed);
-            return 0;
-        }
-        sz = size <= g_limit - off ? size : (g_limit - off) / g_page * g_page;
-    } while (!atomic_compare_exchange_weak_explicit(&g_next, &off, off + sz, memory_order_relaxed,
-                                                    memory_order_relaxed));
-    int err = posix_fallocate(g_fd, (off_t)off, (off_t)sz);
-    if (err != 0) {
-        count_write_error(err);
-        return 0;
-    }
+/* Map [off, off + sz) of the file and fault its pages in (MADV_POPULATE_WRITE; a store per page where
+ * the kernel lacks it): fresh file pages cost microseconds each, better here than on the hot path.
+ * NULL (errno set) when it cannot. */
+static void *map_chunk(uint64_t off, uint64_t sz) {
     void *p = mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_SHARED, g_fd, (off_t)off);
-    if (p == MAP_FAILED) {
-        count_write_error(errno);
-        return 0;
+    if (p == MAP_FAILED) return NULL;
+    if (madvise(p, sz, MADV_POPULATE_WRITE) != 0) {
+        for (uint64_t i = 0; i < sz; i += g_page) ((volatile unsigned char *)p)[i] = 0;
     }
-    (void)madvise(p, sz, MADV_POPULATE_WRITE); /* fault the pages in now, not on the hot path */
+    return p;
+}
+
+/* Take the thread's new chunk p (sz bytes at file offset off): header, cursor, clock pair. */
+static void install_chunk(struct tstate *t, void *p, uint64_t off, uint64_t sz) {
     struct nvtxrec_chunk_header *h = p;
     h->tid = t->tid;
     h->offset = off;
@@ -412,9 +398,154 @@ static int claim_chunk(struct tstate *t, uint32_t words) {
     t->len = (uint32_t)sz;
     t->pos = (uint64_t *)p + CHUNK_HDR_WORDS;
     t->end = (uint64_t *)((unsigned char *)p + sz);
+    write_clock(t); /* every chunk starts with a clock pair */
+}
+
+/* ---- ready chunks: a background thread keeps a few chunk_max chunks claimed, reserved, mapped and
+ * faulted in, so that a thread's chunk switch is taking one (a lock, no syscall but a wake-up)
+ * instead of microseconds of kernel work per page on the annotated thread. Started at the first
+ * chunk_max claim (threads that record little never get there), only where chunk_max is at least
+ * POOL_MIN_CHUNK, and it stops POOL_MARGIN chunks short of the file bound (claims near the bound
+ * stay inline, so the bound is filled as before). Any failure (thread creation, disk full)
+ * switches it off: chunk switches then do the work inline, which counts and warns as before.
+ * The thread blocks every signal, holds no lock while it works, never records, and is not waited
+ * for at exit (a thread blocked in pthread_cond_wait does not keep a process alive). fork: the
+ * child has no such thread; atfork_child unmaps the inherited ready chunks (parent's file) and a
+ * child starts its own thread at its own first chunk_max claim. */
+#define POOL_SLOTS 2
+#define POOL_MIN_CHUNK (64u << 10)
+#define POOL_MARGIN 4
+enum { POOL_IDLE = 0, POOL_RUNNING = 1, POOL_OFF = 2 };
+struct ready_chunk {
+    void *p;
+    uint64_t off, len;
+};
+static pthread_mutex_t g_pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_pool_cond = PTHREAD_COND_INITIALIZER;
+static struct ready_chunk g_pool[POOL_SLOTS]; /* under g_pool_lock */
+static unsigned g_pool_n;                     /* under g_pool_lock */
+static _Atomic unsigned g_pool_ready;         /* g_pool_n, read without the lock */
+static _Atomic int g_pool_state = POOL_IDLE;
+static struct ready_chunk g_pool_busy;        /* the chunk the thread is preparing (fork: unmapped) */
+
+/* Claim `size` bytes of the file (CAS on the offset; less when only less is left before the bound),
+ * only if at least need + margin bytes are left: returns the size claimed (*off_out: where), or 0. */
+static uint64_t claim_space(uint64_t need, uint64_t size, uint64_t margin, uint64_t *off_out) {
+    uint64_t off = atomic_load_explicit(&g_next, memory_order_relaxed);
+    uint64_t sz;
+    do {
+        if (off >= g_limit || g_limit - off < need + margin) return 0;
+        sz = size <= g_limit - off ? size : (g_limit - off) / g_page * g_page;
+    } while (!atomic_compare_exchange_weak_explicit(&g_next, &off, off + sz, memory_order_relaxed,
+                                                    memory_order_relaxed));
+    *off_out = off;
+    return sz;
+}
+
+static void *pool_main(void *arg) {
+    (void)arg;
+    const uint64_t sz = g_chunk_max;
+    pthread_mutex_lock(&g_pool_lock);
+    while (atomic_load_explicit(&g_pool_state, memory_order_relaxed) == POOL_RUNNING) {
+        if (g_pool_n >= POOL_SLOTS) {
+            pthread_cond_wait(&g_pool_cond, &g_pool_lock);
+            continue;
+        }
+        pthread_mutex_unlock(&g_pool_lock);
+        uint64_t off = 0;
+        void *p = NULL;
+        if (atomic_load_explicit(&g_mode, memory_order_acquire) == MODE_OPEN &&
+            !atomic_load_explicit(&g_full, memory_order_relaxed) &&
+            claim_space(sz, sz, (uint64_t)POOL_MARGIN * sz, &off) == sz &&
+            posix_fallocate(g_fd, (off_t)off, (off_t)sz) == 0) {
+            p = mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_SHARED, g_fd, (off_t)off);
+            if (p == MAP_FAILED) p = NULL;
+        }
+        /* claimed space that fails here stays unused (zeros): the inline path meets the same
+         * failure at its next claim and counts it */
+        pthread_mutex_lock(&g_pool_lock);
+        if (!p) break;
+        g_pool_busy = (struct ready_chunk){p, off, sz};
+        pthread_mutex_unlock(&g_pool_lock);
+        if (madvise(p, sz, MADV_POPULATE_WRITE) != 0) {
+            for (uint64_t i = 0; i < sz; i += g_page) ((volatile unsigned char *)p)[i] = 0;
+        }
+        pthread_mutex_lock(&g_pool_lock);
+        g_pool_busy.p = NULL;
+        g_pool[g_pool_n++] = (struct ready_chunk){p, off, sz};
+        atomic_store_explicit(&g_pool_ready, g_pool_n, memory_order_release);
+    }
+    atomic_store_explicit(&g_pool_state, POOL_OFF, memory_order_relaxed);
+    pthread_mutex_unlock(&g_pool_lock);
+    return NULL;
+}
+
+static void pool_start(void) {
+    int idle = POOL_IDLE;
+    if (g_chunk_max < POOL_MIN_CHUNK || !atomic_compare_exchange_strong(&g_pool_state, &idle, POOL_RUNNING))
+        return;
+    pthread_attr_t attr;
+    sigset_t all, old;
+    pthread_t th;
+    int ok = pthread_attr_init(&attr) == 0;
+    if (ok) {
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        pthread_attr_setstacksize(&attr, 64 << 10);
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old); /* the new thread inherits: every signal blocked */
+        ok = pthread_create(&th, &attr, pool_main, NULL) == 0;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        pthread_attr_destroy(&attr);
+    }
+    if (!ok) atomic_store(&g_pool_state, POOL_OFF);
+}
+
+/* A ready chunk for t, or 0 (none ready: the caller claims inline). */
+static int take_ready(struct tstate *t) {
+    if (!atomic_load_explicit(&g_pool_ready, memory_order_acquire)) {
+        if (atomic_load_explicit(&g_pool_state, memory_order_relaxed) == POOL_IDLE) pool_start();
+        return 0;
+    }
+    pthread_mutex_lock(&g_pool_lock);
+    if (!g_pool_n) {
+        pthread_mutex_unlock(&g_pool_lock);
+        return 0;
+    }
+    struct ready_chunk c = g_pool[--g_pool_n];
+    atomic_store_explicit(&g_pool_ready, g_pool_n, memory_order_relaxed);
+    pthread_cond_signal(&g_pool_cond);
+    pthread_mutex_unlock(&g_pool_lock);
+    install_chunk(t, c.p, c.off, c.len);
+    return 1;
+}
+
+/* Claim a chunk with room for at least `words` words after its header and clock pair. */
+static int claim_chunk(struct tstate *t, uint32_t words) {
+    release_chunk(t);
+    if (atomic_load_explicit(&g_full, memory_order_relaxed)) return 0;
+    uint64_t need = (uint64_t)(CHUNK_HDR_WORDS + CLOCK_WORDS + words) * 8;
+    need = (need + g_page - 1) / g_page * g_page;
+    uint64_t size = t->next_len ? t->next_len : g_page;
+    if (size < need) size = need;
+    if (size == g_chunk_max && take_ready(t)) return 1;
+    uint64_t off, sz = claim_space(need, size, 0, &off);
+    if (!sz) {
+        atomic_store_explicit(&g_full, 1, memory_order_relaxed);
+        return 0;
+    }
+    int err = posix_fallocate(g_fd, (off_t)off, (off_t)sz);
+    if (err != 0) {
+        count_write_error(err);
+        return 0;
+    }
+    void *p = map_chunk(off, sz);
+    if (!p) {
+        count_write_error(errno);
+        return 0;
+    }
     uint64_t next = size * 2;
     t->next_len = (uint32_t)(next > g_chunk_max ? (g_chunk_max > sz ? g_chunk_max : sz) : next);
-    write_clock(t); /* every chunk starts with a clock pair */
+    install_chunk(t, p, off, sz);
     return 1;
 }
 
@@ -663,13 +794,18 @@ static uint32_t wide_id(struct tstate *t, const wchar_t *w, uint8_t api, uint64_
 
 /* ---------------------------------------------------------------- events */
 
-static void rec(uint8_t kind, uint8_t api, uint32_t domain, const nvtxEventAttributes_t *a, uint64_t range_id,
-                const char *ascii, const wchar_t *wide) {
+/* Most words an event takes: head, ATTR, COLOR, CATEGORY, PAYLOAD, PAYLOAD_HI or PTYPE_RAW... */
+#define EVENT_MAX_WORDS 9
+
+/* Inlined into each handler: kind, api and often a (NULL) are constants there, so a push or a pop
+ * compiles to a TSC read, a cache probe and two or three stores straight into the chunk. */
+static inline __attribute__((always_inline)) void rec(uint8_t kind, uint8_t api, uint32_t domain,
+                                                      const nvtxEventAttributes_t *a, uint64_t range_id,
+                                                      const char *ascii, const wchar_t *wide) {
     struct tstate *t = begin();
-    if (!t) return;
+    if (UNLIKELY(!t)) return;
     uint64_t ts = rel_time();
-    uint64_t w[9];
-    uint32_t n = 1, msg = 0;
+    uint32_t msg = 0;
     if (a) {
         switch (a->messageType) {
         case NVTX_MESSAGE_TYPE_ASCII: ascii = a->message.ascii; break;
@@ -681,13 +817,26 @@ static void rec(uint8_t kind, uint8_t api, uint32_t domain, const nvtxEventAttri
         default: break;
         }
     }
+    /* first what may write records of its own (a new message's STRING, a clock pair) */
     if (ascii) msg = ascii_id(t, ascii, api, ts);
-    else if (wide) msg = wide_id(t, wide, api, ts);
+    else if (UNLIKELY(wide != NULL)) msg = wide_id(t, wide, api, ts);
+    if (g_use_tsc && UNLIKELY((int64_t)(ts - t->last_cal) > (int64_t)CAL_TICKS)) write_clock(t);
+    /* then the event, written in place (room for the largest: a chunk may end up to 8 words early) */
+    uint64_t *p = t->pos;
+    if (UNLIKELY(p == NULL || t->end - p < EVENT_MAX_WORDS)) {
+        p = reserve(t, EVENT_MAX_WORDS);
+        if (UNLIKELY(p == NULL)) {
+            count_drop();
+            end(t);
+            return;
+        }
+    }
+    uint32_t n = 1;
     if (api | domain | msg)
-        w[n++] = NVTXREC_W_ATTR | (uint64_t)api << 8 | (uint64_t)(domain & 0xFFFF) << 16 | (uint64_t)msg << 32;
+        p[n++] = NVTXREC_W_ATTR | (uint64_t)api << 8 | (uint64_t)(domain & 0xFFFF) << 16 | (uint64_t)msg << 32;
     if (a) {
-        if (a->colorType == NVTX_COLOR_ARGB) w[n++] = NVTXREC_W_COLOR | (uint64_t)a->color << 32;
-        if (a->category) w[n++] = NVTXREC_W_CATEGORY | (uint64_t)a->category << 32;
+        if (a->colorType == NVTX_COLOR_ARGB) p[n++] = NVTXREC_W_COLOR | (uint64_t)a->color << 32;
+        if (a->category) p[n++] = NVTXREC_W_CATEGORY | (uint64_t)a->category << 32;
         if (a->payloadType != NVTX_PAYLOAD_UNKNOWN) {
             uint64_t v = a->payload.ullValue;
             uint64_t code;
@@ -705,24 +854,17 @@ static void rec(uint8_t kind, uint8_t api, uint32_t domain, const nvtxEventAttri
             }
             default: code = (uint32_t)a->payloadType == 0xDFBD0009u ? NVTXREC_PT_EXT : NVTXREC_PT_UNKNOWN; break;
             }
-            w[n++] = NVTXREC_W_PAYLOAD | code << 8 | (v & 0xFFFFFFFFu) << 32;
-            if (v >> 32) w[n++] = NVTXREC_W_PAYLOAD_HI | (v >> 32) << 32;
-            if (code == NVTXREC_PT_UNKNOWN) w[n++] = NVTXREC_W_PTYPE_RAW | (uint64_t)(uint32_t)a->payloadType << 32;
+            p[n++] = NVTXREC_W_PAYLOAD | code << 8 | (v & 0xFFFFFFFFu) << 32;
+            if (v >> 32) p[n++] = NVTXREC_W_PAYLOAD_HI | (v >> 32) << 32;
+            if (code == NVTXREC_PT_UNKNOWN) p[n++] = NVTXREC_W_PTYPE_RAW | (uint64_t)(uint32_t)a->payloadType << 32;
         }
     }
     if (kind == NVTXREC_KIND_START || kind == NVTXREC_KIND_END) {
-        w[n++] = NVTXREC_W_RANGE_ID | range_id << 8;
-        if (range_id >> 56) w[n++] = NVTXREC_W_RANGE_ID_HI | (range_id >> 56) << 8;
+        p[n++] = NVTXREC_W_RANGE_ID | range_id << 8;
+        if (range_id >> 56) p[n++] = NVTXREC_W_RANGE_ID_HI | (range_id >> 56) << 8;
     }
-    if (g_use_tsc && UNLIKELY((int64_t)(ts - t->last_cal) > (int64_t)CAL_TICKS)) write_clock(t);
-    uint64_t *p = reserve(t, n);
-    if (LIKELY(p != NULL)) {
-        for (uint32_t i = 1; i < n; ++i) p[i] = w[i];
-        __atomic_store_n(p, (uint64_t)kind | ts << 8, __ATOMIC_RELEASE);
-        t->pos = p + n;
-    } else {
-        count_drop();
-    }
+    __atomic_store_n(p, (uint64_t)kind | ts << 8, __ATOMIC_RELEASE); /* the head last */
+    t->pos = p + n;
     end(t);
 }
 
@@ -935,9 +1077,15 @@ static void open_file_locked(void) {
 
 /* ---------------------------------------------------------------- fork */
 
-static void atfork_prepare(void) { pthread_mutex_lock(&g_lock); }
+static void atfork_prepare(void) {
+    pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(&g_pool_lock); /* never held across slow work: a short wait at most */
+}
 
-static void atfork_parent(void) { pthread_mutex_unlock(&g_lock); }
+static void atfork_parent(void) {
+    pthread_mutex_unlock(&g_pool_lock);
+    pthread_mutex_unlock(&g_lock);
+}
 
 static void atfork_child(void) {
     /* Only the forking thread lives on. Drop every mapping of the parent's file (the parent's
@@ -959,6 +1107,17 @@ static void atfork_child(void) {
         self->last_cal = 0;
         g_threads = self;
     }
+    /* the parent's ready chunks (and the one its pool thread was preparing) are its file's: drop
+     * them; this child has no pool thread and starts its own at its first chunk_max claim */
+    for (unsigned i = 0; i < g_pool_n; ++i) munmap(g_pool[i].p, g_pool[i].len);
+    if (g_pool_busy.p) munmap(g_pool_busy.p, g_pool_busy.len);
+    g_pool_busy.p = NULL;
+    g_pool_n = 0;
+    atomic_store(&g_pool_ready, 0);
+    atomic_store(&g_pool_state, POOL_IDLE);
+    pthread_mutex_unlock(&g_pool_lock);
+    pthread_mutex_init(&g_pool_lock, NULL);
+    pthread_cond_init(&g_pool_cond, NULL); /* the parent's pool thread may have been waiting on it */
     if (g_hdr) munmap(g_hdr, NVTXREC_HEADER_SIZE);
     g_hdr = NULL;
     if (g_fd >= 0) close(g_fd); /* the parent's lock stays: it still has the file open */
