@@ -412,8 +412,11 @@ static void install_chunk(struct tstate *t, void *p, uint64_t off, uint64_t sz) 
  * for at exit (a thread blocked in pthread_cond_wait does not keep a process alive). fork: the
  * child has no such thread; atfork_child unmaps the inherited ready chunks (parent's file) and a
  * child starts its own thread at its own first chunk_max claim. */
-#define POOL_SLOTS 2
+#define POOL_SLOTS 4
+#define RETIRE_SLOTS 8
+#ifndef POOL_MIN_CHUNK /* -DPOOL_MIN_CHUNK=0xFFFFFFFFu: no pool (to measure what it saves) */
 #define POOL_MIN_CHUNK (64u << 10)
+#endif
 #define POOL_MARGIN 4
 enum { POOL_IDLE = 0, POOL_RUNNING = 1, POOL_OFF = 2 };
 struct ready_chunk {
@@ -427,6 +430,8 @@ static unsigned g_pool_n;                     /* under g_pool_lock */
 static _Atomic unsigned g_pool_ready;         /* g_pool_n, read without the lock */
 static _Atomic int g_pool_state = POOL_IDLE;
 static struct ready_chunk g_pool_busy;        /* the chunk the thread is preparing (fork: unmapped) */
+static void *g_retired[RETIRE_SLOTS];         /* full chunk_max chunks for the thread to unmap */
+static unsigned g_nretired;                   /* under g_pool_lock */
 
 /* Claim `size` bytes of the file (CAS on the offset; less when only less is left before the bound),
  * only if at least need + margin bytes are left: returns the size claimed (*off_out: where), or 0. */
@@ -442,11 +447,25 @@ static uint64_t claim_space(uint64_t need, uint64_t size, uint64_t margin, uint6
     return sz;
 }
 
+#ifdef RECDEBUG
+#define DBG(x) x
+static unsigned long g_dbg_take, g_dbg_inline;
+__attribute__((destructor)) static void dbg_print(void) { fprintf(stderr, "pool takes %lu inline %lu\n", g_dbg_take, g_dbg_inline); }
+#else
+#define DBG(x)
+#endif
 static void *pool_main(void *arg) {
     (void)arg;
     const uint64_t sz = g_chunk_max;
     pthread_mutex_lock(&g_pool_lock);
     while (atomic_load_explicit(&g_pool_state, memory_order_relaxed) == POOL_RUNNING) {
+        if (g_nretired) { /* munmap (a TLB shootdown) off the annotated thread too */
+            void *old = g_retired[--g_nretired];
+            pthread_mutex_unlock(&g_pool_lock);
+            munmap(old, sz);
+            pthread_mutex_lock(&g_pool_lock);
+            continue;
+        }
         if (g_pool_n >= POOL_SLOTS) {
             pthread_cond_wait(&g_pool_cond, &g_pool_lock);
             continue;
@@ -476,6 +495,7 @@ static void *pool_main(void *arg) {
         atomic_store_explicit(&g_pool_ready, g_pool_n, memory_order_release);
     }
     atomic_store_explicit(&g_pool_state, POOL_OFF, memory_order_relaxed);
+    while (g_nretired) munmap(g_retired[--g_nretired], sz); /* none come after OFF */
     pthread_mutex_unlock(&g_pool_lock);
     return NULL;
 }
@@ -500,34 +520,46 @@ static void pool_start(void) {
     if (!ok) atomic_store(&g_pool_state, POOL_OFF);
 }
 
-/* A ready chunk for t, or 0 (none ready: the caller claims inline). */
-static int take_ready(struct tstate *t) {
-    if (!atomic_load_explicit(&g_pool_ready, memory_order_acquire)) {
-        if (atomic_load_explicit(&g_pool_state, memory_order_relaxed) == POOL_IDLE) pool_start();
+/* Hand t's full chunk (if chunk_max-sized) to the pool thread to unmap, and take a ready chunk for
+ * t: 1, or 0 when none is ready (the caller claims inline). Either way t has no chunk after. */
+static int swap_ready(struct tstate *t) {
+    int state = atomic_load_explicit(&g_pool_state, memory_order_relaxed);
+    if (state == POOL_IDLE) pool_start();
+    if (state != POOL_RUNNING && !atomic_load_explicit(&g_pool_ready, memory_order_acquire)) {
+        release_chunk(t);
         return 0;
     }
+    struct ready_chunk c = {NULL, 0, 0};
     pthread_mutex_lock(&g_pool_lock);
-    if (!g_pool_n) {
-        pthread_mutex_unlock(&g_pool_lock);
-        return 0;
+    if (t->chunk && t->len == g_chunk_max && g_nretired < RETIRE_SLOTS &&
+        atomic_load_explicit(&g_pool_state, memory_order_relaxed) == POOL_RUNNING) {
+        g_retired[g_nretired++] = t->chunk;
+        t->chunk = NULL;
     }
-    struct ready_chunk c = g_pool[--g_pool_n];
-    atomic_store_explicit(&g_pool_ready, g_pool_n, memory_order_relaxed);
+    if (g_pool_n) {
+        c = g_pool[--g_pool_n];
+        atomic_store_explicit(&g_pool_ready, g_pool_n, memory_order_relaxed);
+    }
     pthread_cond_signal(&g_pool_cond);
     pthread_mutex_unlock(&g_pool_lock);
+    release_chunk(t);
+    if (!c.p) return 0;
     install_chunk(t, c.p, c.off, c.len);
     return 1;
 }
 
 /* Claim a chunk with room for at least `words` words after its header and clock pair. */
 static int claim_chunk(struct tstate *t, uint32_t words) {
-    release_chunk(t);
-    if (atomic_load_explicit(&g_full, memory_order_relaxed)) return 0;
     uint64_t need = (uint64_t)(CHUNK_HDR_WORDS + CLOCK_WORDS + words) * 8;
     need = (need + g_page - 1) / g_page * g_page;
     uint64_t size = t->next_len ? t->next_len : g_page;
     if (size < need) size = need;
-    if (size == g_chunk_max && take_ready(t)) return 1;
+    if (size == g_chunk_max && g_chunk_max >= POOL_MIN_CHUNK) {
+        if (swap_ready(t)) { DBG(g_dbg_take++); return 1; }
+        DBG(g_dbg_inline++);
+    }
+    release_chunk(t);
+    if (atomic_load_explicit(&g_full, memory_order_relaxed)) return 0;
     uint64_t off, sz = claim_space(need, size, 0, &off);
     if (!sz) {
         atomic_store_explicit(&g_full, 1, memory_order_relaxed);
@@ -1111,6 +1143,8 @@ static void atfork_child(void) {
      * them; this child has no pool thread and starts its own at its first chunk_max claim */
     for (unsigned i = 0; i < g_pool_n; ++i) munmap(g_pool[i].p, g_pool[i].len);
     if (g_pool_busy.p) munmap(g_pool_busy.p, g_pool_busy.len);
+    for (unsigned i = 0; i < g_nretired; ++i) munmap(g_retired[i], g_chunk_max);
+    g_nretired = 0;
     g_pool_busy.p = NULL;
     g_pool_n = 0;
     atomic_store(&g_pool_ready, 0);
