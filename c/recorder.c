@@ -456,6 +456,7 @@ __attribute__((destructor)) static void dbg_print(void) { fprintf(stderr, "pool 
 #endif
 static void *pool_main(void *arg) {
     (void)arg;
+    pthread_setname_np(pthread_self(), "nvtx-recorder"); /* what top -H and /proc/<pid>/task show */
     const uint64_t sz = g_chunk_max;
     pthread_mutex_lock(&g_pool_lock);
     while (atomic_load_explicit(&g_pool_state, memory_order_relaxed) == POOL_RUNNING) {
