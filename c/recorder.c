@@ -418,6 +418,7 @@ static void install_chunk(struct tstate *t, void *p, uint64_t off, uint64_t sz) 
 #define POOL_MIN_CHUNK (64u << 10)
 #endif
 #define POOL_MARGIN 4
+#define POOL_BRIDGE (16u << 10)
 enum { POOL_IDLE = 0, POOL_RUNNING = 1, POOL_OFF = 2 };
 struct ready_chunk {
     void *p;
@@ -447,13 +448,6 @@ static uint64_t claim_space(uint64_t need, uint64_t size, uint64_t margin, uint6
     return sz;
 }
 
-#ifdef RECDEBUG
-#define DBG(x) x
-static unsigned long g_dbg_take, g_dbg_inline;
-__attribute__((destructor)) static void dbg_print(void) { fprintf(stderr, "pool takes %lu inline %lu\n", g_dbg_take, g_dbg_inline); }
-#else
-#define DBG(x)
-#endif
 static void *pool_main(void *arg) {
     (void)arg;
     pthread_setname_np(pthread_self(), "nvtx-recorder"); /* what top -H and /proc/<pid>/task show */
@@ -492,6 +486,11 @@ static void *pool_main(void *arg) {
         }
         pthread_mutex_lock(&g_pool_lock);
         g_pool_busy.p = NULL;
+        if (atomic_load_explicit(&g_pool_state, memory_order_relaxed) != POOL_RUNNING) { /* pool_stop */
+            munmap(p, sz);
+            (void)fallocate(g_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)sz);
+            break;
+        }
         g_pool[g_pool_n++] = (struct ready_chunk){p, off, sz};
         atomic_store_explicit(&g_pool_ready, g_pool_n, memory_order_release);
     }
@@ -499,6 +498,23 @@ static void *pool_main(void *arg) {
     while (g_nretired) munmap(g_retired[--g_nretired], sz); /* none come after OFF */
     pthread_mutex_unlock(&g_pool_lock);
     return NULL;
+}
+
+/* At exit: stop the pool thread from preparing more and give the disk blocks of the ready chunks
+ * nobody took back (they stay in the file as zeros, a hole: "claimed, never written"). A thread
+ * still recording after this claims inline. */
+static void pool_stop(void) {
+    if (atomic_load_explicit(&g_pool_state, memory_order_relaxed) == POOL_IDLE) return;
+    pthread_mutex_lock(&g_pool_lock);
+    atomic_store_explicit(&g_pool_state, POOL_OFF, memory_order_relaxed);
+    while (g_pool_n) {
+        struct ready_chunk c = g_pool[--g_pool_n];
+        munmap(c.p, c.len);
+        (void)fallocate(g_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)c.off, (off_t)c.len);
+    }
+    atomic_store_explicit(&g_pool_ready, 0, memory_order_relaxed);
+    pthread_cond_signal(&g_pool_cond);
+    pthread_mutex_unlock(&g_pool_lock);
 }
 
 static void pool_start(void) {
@@ -555,9 +571,15 @@ static int claim_chunk(struct tstate *t, uint32_t words) {
     need = (need + g_page - 1) / g_page * g_page;
     uint64_t size = t->next_len ? t->next_len : g_page;
     if (size < need) size = need;
+    int bridge = 0;
     if (size == g_chunk_max && g_chunk_max >= POOL_MIN_CHUNK) {
-        if (swap_ready(t)) { DBG(g_dbg_take++); return 1; }
-        DBG(g_dbg_inline++);
+        if (swap_ready(t)) return 1;
+        /* none ready (the pool thread is behind or preempted): a few pages inline to bridge the
+         * gap, not a whole chunk_max of page faults on this thread */
+        if (atomic_load_explicit(&g_pool_state, memory_order_relaxed) == POOL_RUNNING) {
+            bridge = 1;
+            size = need > POOL_BRIDGE ? need : POOL_BRIDGE;
+        }
     }
     release_chunk(t);
     if (atomic_load_explicit(&g_full, memory_order_relaxed)) return 0;
@@ -576,8 +598,10 @@ static int claim_chunk(struct tstate *t, uint32_t words) {
         count_write_error(errno);
         return 0;
     }
-    uint64_t next = size * 2;
-    t->next_len = (uint32_t)(next > g_chunk_max ? (g_chunk_max > sz ? g_chunk_max : sz) : next);
+    if (!bridge) {
+        uint64_t next = size * 2;
+        t->next_len = (uint32_t)(next > g_chunk_max ? (g_chunk_max > sz ? g_chunk_max : sz) : next);
+    }
     install_chunk(t, p, off, sz);
     return 1;
 }
@@ -1175,6 +1199,7 @@ static void at_exit(void) {
         write_clock(t);
         t->busy = 0;
     }
+    pool_stop();
 }
 
 static void global_init(void) {
