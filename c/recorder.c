@@ -9,14 +9,18 @@
  *    all clients share handles. Messages are interned too: an event carries a 32-bit string id,
  *    its text is written once per process (a STRING record). A per-thread cache keyed by the
  *    message pointer (checked with strcmp, so reused buffers are safe) finds the id without a lock.
- *  - Record path: a push is two 8-byte words (time, message), a pop one: one TSC read (rdtsc
- *    where the kernel's clocksource is the TSC; CLOCK_MONOTONIC otherwise), a few stores into the
- *    thread's chunk of the file, mapped MAP_SHARED; no lock, no syscall, no atomic RMW. A full chunk
- *    is unmapped and a new one claimed with a CAS on the file offset, posix_fallocate (disk space
- *    reserved up front: a full disk is counted, never a SIGBUS), mmap and MADV_POPULATE_WRITE
- *    (fresh file pages cost microseconds each here: better at claim time than on the hot path).
- *    Chunks start at one page per thread and double up to the chunk bound. Records are in the page
- *    cache as soon as they are written, so they survive os._exit(), crashes and SIGKILL with no flush.
+ *  - Record path: a push is two 8-byte words (time, message), a pop one: one TSC read (rdtsc, no
+ *    fence: order within a thread is all that matters, where the kernel's clocksource is the TSC;
+ *    CLOCK_MONOTONIC otherwise), a per-thread cache probe for the message id, and the words stored
+ *    straight into the thread's chunk of the file, mapped MAP_SHARED; no lock, no syscall, no
+ *    atomic RMW. rec() is inlined into each handler, so a push or pop compiles to little more than
+ *    that. A full chunk is replaced by a new one: claimed with a CAS on the file offset,
+ *    posix_fallocate (disk space reserved up front: a full disk is counted, never a SIGBUS), mmap
+ *    and MADV_POPULATE_WRITE (fresh file pages cost the kernel microseconds each). Chunks start at
+ *    one page per thread and double up to the chunk bound; from there on a background thread (the
+ *    "pool", see below) does that work ahead of time and unmaps full chunks, so a chunk switch on
+ *    the annotated thread is taking a ready chunk. Records are in the page cache as soon as they
+ *    are written, so they survive os._exit(), crashes and SIGKILL with no flush.
  *  - A record's first word is stored last (release); readers stop at a zero word.
  *  - Events that cannot be recorded (file bound, allocation failures, an NVTX call re-entered from
  *    a signal handler while the thread is recording) are counted, in memory and in the file.
