@@ -405,38 +405,47 @@ static void install_chunk(struct tstate *t, void *p, uint64_t off, uint64_t sz) 
     write_clock(t); /* every chunk starts with a clock pair */
 }
 
-/* ---- ready chunks: a background thread keeps a few chunk_max chunks claimed, reserved, mapped and
- * faulted in, so that a thread's chunk switch is taking one (a lock, no syscall but a wake-up)
- * instead of microseconds of kernel work per page on the annotated thread. Started at the first
- * chunk_max claim (threads that record little never get there), only where chunk_max is at least
- * POOL_MIN_CHUNK, and it stops POOL_MARGIN chunks short of the file bound (claims near the bound
- * stay inline, so the bound is filled as before). Any failure (thread creation, disk full)
- * switches it off: chunk switches then do the work inline, which counts and warns as before.
- * The thread blocks every signal, holds no lock while it works, never records, and is not waited
- * for at exit (a thread blocked in pthread_cond_wait does not keep a process alive). fork: the
- * child has no such thread; atfork_child unmaps the inherited ready chunks (parent's file) and a
- * child starts its own thread at its own first chunk_max claim. */
+/* ---- ready chunks: a background thread (the pool, named "nvtx-recorder") keeps a few chunk_max
+ * chunks claimed, reserved, mapped and faulted in, so that a thread's chunk switch is taking one
+ * (a lock and a wake-up) instead of microseconds of kernel work per page on the annotated thread;
+ * it also unmaps full chunks (a munmap is a TLB shootdown). Started at the first chunk_max claim
+ * (threads that record little never get there), only where chunk_max is in [POOL_MIN_CHUNK, POOL_MAX_CHUNK];
+ * it stops POOL_MARGIN chunks short of the file bound (claims near the bound stay inline, so the
+ * bound is filled as before). Any failure (thread creation, disk full) switches it off: chunk
+ * switches then do the work inline, which counts and warns as before. When it is behind, a chunk
+ * switch bridges with a POOL_BRIDGE chunk made inline.
+ * The thread blocks every signal, never records, holds g_pool_lock only between steps, and is not
+ * waited for at exit (pool_stop stops it and punches holes where unused ready chunks were).
+ * fork: atfork_prepare pauses it and joins it, so the process forks with no such thread (a forked
+ * child cannot have it, and Python 3.12+ warns about forking a multi-threaded process); the parent
+ * restarts it at its next chunk_max claim, the child (which unmaps the parent's ready chunks)
+ * starts its own at its own. State changes happen under g_pool_lock. */
 #define POOL_SLOTS 4
 #define RETIRE_SLOTS 8
 #ifndef POOL_MIN_CHUNK /* -DPOOL_MIN_CHUNK=0xFFFFFFFFu: no pool (to measure what it saves) */
 #define POOL_MIN_CHUNK (64u << 10)
 #endif
+#define POOL_MAX_CHUNK (16u << 20) /* bigger ones amortise their own cost (and would hold up a fork) */
 #define POOL_MARGIN 4
 #define POOL_BRIDGE (16u << 10)
-enum { POOL_IDLE = 0, POOL_RUNNING = 1, POOL_OFF = 2 };
+enum { POOL_IDLE = 0, POOL_RUNNING = 1, POOL_PAUSED = 2, POOL_OFF = 3 };
 struct ready_chunk {
     void *p;
     uint64_t off, len;
 };
 static pthread_mutex_t g_pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_pool_cond = PTHREAD_COND_INITIALIZER;
+static pthread_t g_pool_thread;               /* valid while RUNNING or PAUSED */
 static struct ready_chunk g_pool[POOL_SLOTS]; /* under g_pool_lock */
 static unsigned g_pool_n;                     /* under g_pool_lock */
 static _Atomic unsigned g_pool_ready;         /* g_pool_n, read without the lock */
-static _Atomic int g_pool_state = POOL_IDLE;
+static _Atomic int g_pool_state = POOL_IDLE;  /* written under g_pool_lock */
 static struct ready_chunk g_pool_busy;        /* the chunk the thread is preparing (fork: unmapped) */
 static void *g_retired[RETIRE_SLOTS];         /* full chunk_max chunks for the thread to unmap */
 static unsigned g_nretired;                   /* under g_pool_lock */
+
+static inline int pool_state(void) { return atomic_load_explicit(&g_pool_state, memory_order_relaxed); }
+static inline void set_pool_state(int s) { atomic_store_explicit(&g_pool_state, s, memory_order_relaxed); }
 
 /* Claim `size` bytes of the file (CAS on the offset; less when only less is left before the bound),
  * only if at least need + margin bytes are left: returns the size claimed (*off_out: where), or 0. */
@@ -452,13 +461,18 @@ static uint64_t claim_space(uint64_t need, uint64_t size, uint64_t margin, uint6
     return sz;
 }
 
+static void punch(uint64_t off, uint64_t len) { /* give a claimed, unused range's blocks back */
+    (void)fallocate(g_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len);
+}
+
 static void *pool_main(void *arg) {
     (void)arg;
     pthread_setname_np(pthread_self(), "nvtx-recorder"); /* what top -H and /proc/<pid>/task show */
     const uint64_t sz = g_chunk_max;
+    int failed = 0;
     pthread_mutex_lock(&g_pool_lock);
-    while (atomic_load_explicit(&g_pool_state, memory_order_relaxed) == POOL_RUNNING) {
-        if (g_nretired) { /* munmap (a TLB shootdown) off the annotated thread too */
+    while (pool_state() == POOL_RUNNING) {
+        if (g_nretired) {
             void *old = g_retired[--g_nretired];
             pthread_mutex_unlock(&g_pool_lock);
             munmap(old, sz);
@@ -482,7 +496,10 @@ static void *pool_main(void *arg) {
         /* claimed space that fails here stays unused (zeros): the inline path meets the same
          * failure at its next claim and counts it */
         pthread_mutex_lock(&g_pool_lock);
-        if (!p) break;
+        if (!p) {
+            failed = 1;
+            break;
+        }
         g_pool_busy = (struct ready_chunk){p, off, sz};
         pthread_mutex_unlock(&g_pool_lock);
         if (madvise(p, sz, MADV_POPULATE_WRITE) != 0) {
@@ -490,16 +507,21 @@ static void *pool_main(void *arg) {
         }
         pthread_mutex_lock(&g_pool_lock);
         g_pool_busy.p = NULL;
-        if (atomic_load_explicit(&g_pool_state, memory_order_relaxed) != POOL_RUNNING) { /* pool_stop */
+        if (pool_state() == POOL_OFF) { /* pool_stop: exiting */
             munmap(p, sz);
-            (void)fallocate(g_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)sz);
+            punch(off, sz);
             break;
         }
-        g_pool[g_pool_n++] = (struct ready_chunk){p, off, sz};
+        g_pool[g_pool_n++] = (struct ready_chunk){p, off, sz}; /* kept when paused for a fork */
         atomic_store_explicit(&g_pool_ready, g_pool_n, memory_order_release);
     }
-    atomic_store_explicit(&g_pool_state, POOL_OFF, memory_order_relaxed);
-    while (g_nretired) munmap(g_retired[--g_nretired], sz); /* none come after OFF */
+    while (g_nretired) munmap(g_retired[--g_nretired], sz);
+    if (pool_state() == POOL_PAUSED) { /* atfork_prepare joins this thread */
+        pthread_mutex_unlock(&g_pool_lock);
+        return NULL;
+    }
+    if (failed) set_pool_state(POOL_OFF);
+    pthread_detach(pthread_self()); /* stopped for good: nobody joins it */
     pthread_mutex_unlock(&g_pool_lock);
     return NULL;
 }
@@ -508,13 +530,13 @@ static void *pool_main(void *arg) {
  * nobody took back (they stay in the file as zeros, a hole: "claimed, never written"). A thread
  * still recording after this claims inline. */
 static void pool_stop(void) {
-    if (atomic_load_explicit(&g_pool_state, memory_order_relaxed) == POOL_IDLE) return;
+    if (pool_state() == POOL_IDLE) return;
     pthread_mutex_lock(&g_pool_lock);
-    atomic_store_explicit(&g_pool_state, POOL_OFF, memory_order_relaxed);
+    set_pool_state(POOL_OFF);
     while (g_pool_n) {
         struct ready_chunk c = g_pool[--g_pool_n];
         munmap(c.p, c.len);
-        (void)fallocate(g_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)c.off, (off_t)c.len);
+        punch(c.off, c.len);
     }
     atomic_store_explicit(&g_pool_ready, 0, memory_order_relaxed);
     pthread_cond_signal(&g_pool_cond);
@@ -522,38 +544,37 @@ static void pool_stop(void) {
 }
 
 static void pool_start(void) {
-    int idle = POOL_IDLE;
-    if (g_chunk_max < POOL_MIN_CHUNK || !atomic_compare_exchange_strong(&g_pool_state, &idle, POOL_RUNNING))
-        return;
-    pthread_attr_t attr;
-    sigset_t all, old;
-    pthread_t th;
-    int ok = pthread_attr_init(&attr) == 0;
-    if (ok) {
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        pthread_attr_setstacksize(&attr, 64 << 10);
-        sigfillset(&all);
-        pthread_sigmask(SIG_SETMASK, &all, &old); /* the new thread inherits: every signal blocked */
-        ok = pthread_create(&th, &attr, pool_main, NULL) == 0;
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        pthread_attr_destroy(&attr);
+    if (g_chunk_max < POOL_MIN_CHUNK || g_chunk_max > POOL_MAX_CHUNK) return;
+    pthread_mutex_lock(&g_pool_lock);
+    if (pool_state() == POOL_IDLE) {
+        pthread_attr_t attr;
+        sigset_t all, old;
+        int ok = pthread_attr_init(&attr) == 0;
+        if (ok) {
+            pthread_attr_setstacksize(&attr, 256 << 10);
+            sigfillset(&all);
+            pthread_sigmask(SIG_SETMASK, &all, &old); /* the new thread inherits: every signal blocked */
+            ok = pthread_create(&g_pool_thread, &attr, pool_main, NULL) == 0; /* it waits for the lock */
+            pthread_sigmask(SIG_SETMASK, &old, NULL);
+            pthread_attr_destroy(&attr);
+        }
+        set_pool_state(ok ? POOL_RUNNING : POOL_OFF);
     }
-    if (!ok) atomic_store(&g_pool_state, POOL_OFF);
+    pthread_mutex_unlock(&g_pool_lock);
 }
 
 /* Hand t's full chunk (if chunk_max-sized) to the pool thread to unmap, and take a ready chunk for
  * t: 1, or 0 when none is ready (the caller claims inline). Either way t has no chunk after. */
 static int swap_ready(struct tstate *t) {
-    int state = atomic_load_explicit(&g_pool_state, memory_order_relaxed);
-    if (state == POOL_IDLE) pool_start();
+    int state = pool_state();
+    if (state == POOL_IDLE) pool_start(); /* this switch still claims inline */
     if (state != POOL_RUNNING && !atomic_load_explicit(&g_pool_ready, memory_order_acquire)) {
         release_chunk(t);
         return 0;
     }
     struct ready_chunk c = {NULL, 0, 0};
     pthread_mutex_lock(&g_pool_lock);
-    if (t->chunk && t->len == g_chunk_max && g_nretired < RETIRE_SLOTS &&
-        atomic_load_explicit(&g_pool_state, memory_order_relaxed) == POOL_RUNNING) {
+    if (t->chunk && t->len == g_chunk_max && g_nretired < RETIRE_SLOTS && pool_state() == POOL_RUNNING) {
         g_retired[g_nretired++] = t->chunk;
         t->chunk = NULL;
     }
@@ -576,11 +597,11 @@ static int claim_chunk(struct tstate *t, uint32_t words) {
     uint64_t size = t->next_len ? t->next_len : g_page;
     if (size < need) size = need;
     int bridge = 0;
-    if (size == g_chunk_max && g_chunk_max >= POOL_MIN_CHUNK) {
+    if (size == g_chunk_max && g_chunk_max >= POOL_MIN_CHUNK && g_chunk_max <= POOL_MAX_CHUNK) {
         if (swap_ready(t)) return 1;
         /* none ready (the pool thread is behind or preempted): a few pages inline to bridge the
          * gap, not a whole chunk_max of page faults on this thread */
-        if (atomic_load_explicit(&g_pool_state, memory_order_relaxed) == POOL_RUNNING) {
+        if (pool_state() == POOL_RUNNING) {
             bridge = 1;
             size = need > POOL_BRIDGE ? need : POOL_BRIDGE;
         }
@@ -1139,11 +1160,22 @@ static void open_file_locked(void) {
 /* ---------------------------------------------------------------- fork */
 
 static void atfork_prepare(void) {
+    /* fork with no pool thread: pause it and wait for it to finish the chunk it is preparing */
+    pthread_mutex_lock(&g_pool_lock);
+    if (pool_state() == POOL_RUNNING) {
+        set_pool_state(POOL_PAUSED);
+        pthread_cond_signal(&g_pool_cond);
+        pthread_mutex_unlock(&g_pool_lock);
+        pthread_join(g_pool_thread, NULL);
+    } else {
+        pthread_mutex_unlock(&g_pool_lock);
+    }
     pthread_mutex_lock(&g_lock);
-    pthread_mutex_lock(&g_pool_lock); /* never held across slow work: a short wait at most */
+    pthread_mutex_lock(&g_pool_lock);
 }
 
 static void atfork_parent(void) {
+    if (pool_state() == POOL_PAUSED) set_pool_state(POOL_IDLE); /* restarts at the next claim */
     pthread_mutex_unlock(&g_pool_lock);
     pthread_mutex_unlock(&g_lock);
 }
@@ -1177,7 +1209,7 @@ static void atfork_child(void) {
     g_pool_busy.p = NULL;
     g_pool_n = 0;
     atomic_store(&g_pool_ready, 0);
-    atomic_store(&g_pool_state, POOL_IDLE);
+    set_pool_state(POOL_IDLE);
     pthread_mutex_unlock(&g_pool_lock);
     pthread_mutex_init(&g_pool_lock, NULL);
     pthread_cond_init(&g_pool_cond, NULL); /* the parent's pool thread may have been waiting on it */
