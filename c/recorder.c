@@ -9,14 +9,18 @@
  *    all clients share handles. Messages are interned too: an event carries a 32-bit string id,
  *    its text is written once per process (a STRING record). A per-thread cache keyed by the
  *    message pointer (checked with strcmp, so reused buffers are safe) finds the id without a lock.
- *  - Record path: a push is two 8-byte words (time, message), a pop one: one TSC read (rdtsc
- *    where the kernel's clocksource is the TSC; CLOCK_MONOTONIC otherwise), a few stores into the
- *    thread's chunk of the file, mapped MAP_SHARED; no lock, no syscall, no atomic RMW. A full chunk
- *    is unmapped and a new one claimed with a CAS on the file offset, posix_fallocate (disk space
- *    reserved up front: a full disk is counted, never a SIGBUS), mmap and MADV_POPULATE_WRITE
- *    (fresh file pages cost microseconds each here: better at claim time than on the hot path).
- *    Chunks start at one page per thread and double up to the chunk bound. Records are in the page
- *    cache as soon as they are written, so they survive os._exit(), crashes and SIGKILL with no flush.
+ *  - Record path: a push is two 8-byte words (time, message), a pop one: one TSC read (rdtsc, no
+ *    fence: order within a thread is all that matters, where the kernel's clocksource is the TSC;
+ *    CLOCK_MONOTONIC otherwise), a per-thread cache probe for the message id, and the words stored
+ *    straight into the thread's chunk of the file, mapped MAP_SHARED; no lock, no syscall, no
+ *    atomic RMW. rec() is inlined into each handler, so a push or pop compiles to little more than
+ *    that. A full chunk is replaced by a new one: claimed with a CAS on the file offset,
+ *    posix_fallocate (disk space reserved up front: a full disk is counted, never a SIGBUS), mmap
+ *    and MADV_POPULATE_WRITE (fresh file pages cost the kernel microseconds each). Chunks start at
+ *    one page per thread and double up to the chunk bound; from there on a background thread (the
+ *    "pool", see below) does that work ahead of time and unmaps full chunks, so a chunk switch on
+ *    the annotated thread is taking a ready chunk. Records are in the page cache as soon as they
+ *    are written, so they survive os._exit(), crashes and SIGKILL with no flush.
  *  - A record's first word is stored last (release); readers stop at a zero word.
  *  - Events that cannot be recorded (file bound, allocation failures, an NVTX call re-entered from
  *    a signal handler while the thread is recording) are counted, in memory and in the file.
@@ -32,6 +36,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -375,35 +380,20 @@ static struct tstate *get_tstate(void) {
 
 /* ---------------------------------------------------------------- chunks and records */
 
-/* Claim a chunk with room for at least `words` words after its header and clock pair. */
-static int claim_chunk(struct tstate *t, uint32_t words) {
-    release_chunk(t);
-    if (atomic_load_explicit(&g_full, memory_order_relaxed)) return 0;
-    uint64_t need = (uint64_t)(CHUNK_HDR_WORDS + CLOCK_WORDS + words) * 8;
-    need = (need + g_page - 1) / g_page * g_page;
-    uint64_t size = t->next_len ? t->next_len : g_page;
-    if (size < need) size = need;
-    uint64_t off = atomic_load_explicit(&g_next, memory_order_relaxed);
-    uint64_t sz;
-    do {
-        if (off >= g_limit || g_limit - off < need) {
-            atomic_store_explicit(&g_full, 1, memory_order_relaxed);
-            return 0;
-        }
-        sz = size <= g_limit - off ? size : (g_limit - off) / g_page * g_page;
-    } while (!atomic_compare_exchange_weak_explicit(&g_next, &off, off + sz, memory_order_relaxed,
-                                                    memory_order_relaxed));
-    int err = posix_fallocate(g_fd, (off_t)off, (off_t)sz);
-    if (err != 0) {
-        count_write_error(err);
-        return 0;
-    }
+/* Map [off, off + sz) of the file and fault its pages in (MADV_POPULATE_WRITE; a store per page where
+ * the kernel lacks it): fresh file pages cost microseconds each, better here than on the hot path.
+ * NULL (errno set) when it cannot. */
+static void *map_chunk(uint64_t off, uint64_t sz) {
     void *p = mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_SHARED, g_fd, (off_t)off);
-    if (p == MAP_FAILED) {
-        count_write_error(errno);
-        return 0;
+    if (p == MAP_FAILED) return NULL;
+    if (madvise(p, sz, MADV_POPULATE_WRITE) != 0) {
+        for (uint64_t i = 0; i < sz; i += g_page) ((volatile unsigned char *)p)[i] = 0;
     }
-    (void)madvise(p, sz, MADV_POPULATE_WRITE); /* fault the pages in now, not on the hot path */
+    return p;
+}
+
+/* Take the thread's new chunk p (sz bytes at file offset off): header, cursor, clock pair. */
+static void install_chunk(struct tstate *t, void *p, uint64_t off, uint64_t sz) {
     struct nvtxrec_chunk_header *h = p;
     h->tid = t->tid;
     h->offset = off;
@@ -413,9 +403,232 @@ static int claim_chunk(struct tstate *t, uint32_t words) {
     t->len = (uint32_t)sz;
     t->pos = (uint64_t *)p + CHUNK_HDR_WORDS;
     t->end = (uint64_t *)((unsigned char *)p + sz);
-    uint64_t next = size * 2;
-    t->next_len = (uint32_t)(next > g_chunk_max ? (g_chunk_max > sz ? g_chunk_max : sz) : next);
     write_clock(t); /* every chunk starts with a clock pair */
+}
+
+/* ---- ready chunks: a background thread (the pool, named "nvtx-recorder") keeps a few chunk_max
+ * chunks claimed, reserved, mapped and faulted in, so that a thread's chunk switch is taking one
+ * (a lock and a wake-up) instead of microseconds of kernel work per page on the annotated thread;
+ * it also unmaps full chunks (a munmap is a TLB shootdown). Started at the first chunk_max claim
+ * (threads that record little never get there), only where chunk_max is in [POOL_MIN_CHUNK, POOL_MAX_CHUNK];
+ * it stops POOL_MARGIN chunks short of the file bound (claims near the bound stay inline, so the
+ * bound is filled as before). Any failure (thread creation, disk full) switches it off: chunk
+ * switches then do the work inline, which counts and warns as before. When it is behind, a chunk
+ * switch bridges with a POOL_BRIDGE chunk made inline.
+ * The thread blocks every signal, never records, holds g_pool_lock only between steps, and is not
+ * waited for at exit (pool_stop stops it and punches holes where unused ready chunks were).
+ * fork: atfork_prepare pauses it and joins it, so the process forks with no such thread (a forked
+ * child cannot have it, and Python 3.12+ warns about forking a multi-threaded process); the parent
+ * restarts it at its next chunk_max claim, the child (which unmaps the parent's ready chunks)
+ * starts its own at its own. State changes happen under g_pool_lock. */
+#define POOL_SLOTS 4
+#define RETIRE_SLOTS 8
+#ifndef POOL_MIN_CHUNK /* -DPOOL_MIN_CHUNK=0xFFFFFFFFu: no pool (to measure what it saves) */
+#define POOL_MIN_CHUNK (64u << 10)
+#endif
+#define POOL_MAX_CHUNK (16u << 20) /* bigger ones amortise their own cost (and would hold up a fork) */
+#define POOL_MARGIN 4
+#define POOL_BRIDGE (16u << 10)
+enum { POOL_IDLE = 0, POOL_RUNNING = 1, POOL_PAUSED = 2, POOL_OFF = 3 };
+struct ready_chunk {
+    void *p;
+    uint64_t off, len;
+};
+static pthread_mutex_t g_pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_pool_cond = PTHREAD_COND_INITIALIZER;
+static pthread_t g_pool_thread;               /* valid while RUNNING or PAUSED */
+static struct ready_chunk g_pool[POOL_SLOTS]; /* under g_pool_lock */
+static unsigned g_pool_n;                     /* under g_pool_lock */
+static _Atomic unsigned g_pool_ready;         /* g_pool_n, read without the lock */
+static _Atomic int g_pool_state = POOL_IDLE;  /* written under g_pool_lock */
+static struct ready_chunk g_pool_busy;        /* the chunk the thread is preparing (fork: unmapped) */
+static void *g_retired[RETIRE_SLOTS];         /* full chunk_max chunks for the thread to unmap */
+static unsigned g_nretired;                   /* under g_pool_lock */
+
+static inline int pool_state(void) { return atomic_load_explicit(&g_pool_state, memory_order_relaxed); }
+static inline void set_pool_state(int s) { atomic_store_explicit(&g_pool_state, s, memory_order_relaxed); }
+
+/* Claim `size` bytes of the file (CAS on the offset; less when only less is left before the bound),
+ * only if at least need + margin bytes are left: returns the size claimed (*off_out: where), or 0. */
+static uint64_t claim_space(uint64_t need, uint64_t size, uint64_t margin, uint64_t *off_out) {
+    uint64_t off = atomic_load_explicit(&g_next, memory_order_relaxed);
+    uint64_t sz;
+    do {
+        if (off >= g_limit || g_limit - off < need + margin) return 0;
+        sz = size <= g_limit - off ? size : (g_limit - off) / g_page * g_page;
+    } while (!atomic_compare_exchange_weak_explicit(&g_next, &off, off + sz, memory_order_relaxed,
+                                                    memory_order_relaxed));
+    *off_out = off;
+    return sz;
+}
+
+static void punch(uint64_t off, uint64_t len) { /* give a claimed, unused range's blocks back */
+    (void)fallocate(g_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len);
+}
+
+static void *pool_main(void *arg) {
+    (void)arg;
+    pthread_setname_np(pthread_self(), "nvtx-recorder"); /* what top -H and /proc/<pid>/task show */
+    const uint64_t sz = g_chunk_max;
+    int failed = 0;
+    pthread_mutex_lock(&g_pool_lock);
+    while (pool_state() == POOL_RUNNING) {
+        if (g_nretired) {
+            void *old = g_retired[--g_nretired];
+            pthread_mutex_unlock(&g_pool_lock);
+            munmap(old, sz);
+            pthread_mutex_lock(&g_pool_lock);
+            continue;
+        }
+        if (g_pool_n >= POOL_SLOTS) {
+            pthread_cond_wait(&g_pool_cond, &g_pool_lock);
+            continue;
+        }
+        pthread_mutex_unlock(&g_pool_lock);
+        uint64_t off = 0;
+        void *p = NULL;
+        if (atomic_load_explicit(&g_mode, memory_order_acquire) == MODE_OPEN &&
+            !atomic_load_explicit(&g_full, memory_order_relaxed) &&
+            claim_space(sz, sz, (uint64_t)POOL_MARGIN * sz, &off) == sz &&
+            posix_fallocate(g_fd, (off_t)off, (off_t)sz) == 0) {
+            p = mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_SHARED, g_fd, (off_t)off);
+            if (p == MAP_FAILED) p = NULL;
+        }
+        /* claimed space that fails here stays unused (zeros): the inline path meets the same
+         * failure at its next claim and counts it */
+        pthread_mutex_lock(&g_pool_lock);
+        if (!p) {
+            failed = 1;
+            break;
+        }
+        g_pool_busy = (struct ready_chunk){p, off, sz};
+        pthread_mutex_unlock(&g_pool_lock);
+        if (madvise(p, sz, MADV_POPULATE_WRITE) != 0) {
+            for (uint64_t i = 0; i < sz; i += g_page) ((volatile unsigned char *)p)[i] = 0;
+        }
+        pthread_mutex_lock(&g_pool_lock);
+        g_pool_busy.p = NULL;
+        if (pool_state() == POOL_OFF) { /* pool_stop: exiting */
+            munmap(p, sz);
+            punch(off, sz);
+            break;
+        }
+        g_pool[g_pool_n++] = (struct ready_chunk){p, off, sz}; /* kept when paused for a fork */
+        atomic_store_explicit(&g_pool_ready, g_pool_n, memory_order_release);
+    }
+    while (g_nretired) munmap(g_retired[--g_nretired], sz);
+    if (pool_state() == POOL_PAUSED) { /* atfork_prepare joins this thread */
+        pthread_mutex_unlock(&g_pool_lock);
+        return NULL;
+    }
+    if (failed) set_pool_state(POOL_OFF);
+    pthread_detach(pthread_self()); /* stopped for good: nobody joins it */
+    pthread_mutex_unlock(&g_pool_lock);
+    return NULL;
+}
+
+/* At exit: stop the pool thread from preparing more and give the disk blocks of the ready chunks
+ * nobody took back (they stay in the file as zeros, a hole: "claimed, never written"). A thread
+ * still recording after this claims inline. */
+static void pool_stop(void) {
+    if (pool_state() == POOL_IDLE) return;
+    pthread_mutex_lock(&g_pool_lock);
+    set_pool_state(POOL_OFF);
+    while (g_pool_n) {
+        struct ready_chunk c = g_pool[--g_pool_n];
+        munmap(c.p, c.len);
+        punch(c.off, c.len);
+    }
+    atomic_store_explicit(&g_pool_ready, 0, memory_order_relaxed);
+    pthread_cond_signal(&g_pool_cond);
+    pthread_mutex_unlock(&g_pool_lock);
+}
+
+static void pool_start(void) {
+    if (g_chunk_max < POOL_MIN_CHUNK || g_chunk_max > POOL_MAX_CHUNK) return;
+    pthread_mutex_lock(&g_pool_lock);
+    if (pool_state() == POOL_IDLE) {
+        pthread_attr_t attr;
+        sigset_t all, old;
+        int ok = pthread_attr_init(&attr) == 0;
+        if (ok) {
+            pthread_attr_setstacksize(&attr, 256 << 10);
+            sigfillset(&all);
+            pthread_sigmask(SIG_SETMASK, &all, &old); /* the new thread inherits: every signal blocked */
+            ok = pthread_create(&g_pool_thread, &attr, pool_main, NULL) == 0; /* it waits for the lock */
+            pthread_sigmask(SIG_SETMASK, &old, NULL);
+            pthread_attr_destroy(&attr);
+        }
+        set_pool_state(ok ? POOL_RUNNING : POOL_OFF);
+    }
+    pthread_mutex_unlock(&g_pool_lock);
+}
+
+/* Hand t's full chunk (if chunk_max-sized) to the pool thread to unmap, and take a ready chunk for
+ * t: 1, or 0 when none is ready (the caller claims inline). Either way t has no chunk after. */
+static int swap_ready(struct tstate *t) {
+    int state = pool_state();
+    if (state == POOL_IDLE) pool_start(); /* this switch still claims inline */
+    if (state != POOL_RUNNING && !atomic_load_explicit(&g_pool_ready, memory_order_acquire)) {
+        release_chunk(t);
+        return 0;
+    }
+    struct ready_chunk c = {NULL, 0, 0};
+    pthread_mutex_lock(&g_pool_lock);
+    if (t->chunk && t->len == g_chunk_max && g_nretired < RETIRE_SLOTS && pool_state() == POOL_RUNNING) {
+        g_retired[g_nretired++] = t->chunk;
+        t->chunk = NULL;
+    }
+    if (g_pool_n) {
+        c = g_pool[--g_pool_n];
+        atomic_store_explicit(&g_pool_ready, g_pool_n, memory_order_relaxed);
+    }
+    pthread_cond_signal(&g_pool_cond);
+    pthread_mutex_unlock(&g_pool_lock);
+    release_chunk(t);
+    if (!c.p) return 0;
+    install_chunk(t, c.p, c.off, c.len);
+    return 1;
+}
+
+/* Claim a chunk with room for at least `words` words after its header and clock pair. */
+static int claim_chunk(struct tstate *t, uint32_t words) {
+    uint64_t need = (uint64_t)(CHUNK_HDR_WORDS + CLOCK_WORDS + words) * 8;
+    need = (need + g_page - 1) / g_page * g_page;
+    uint64_t size = t->next_len ? t->next_len : g_page;
+    if (size < need) size = need;
+    int bridge = 0;
+    if (size == g_chunk_max && g_chunk_max >= POOL_MIN_CHUNK && g_chunk_max <= POOL_MAX_CHUNK) {
+        if (swap_ready(t)) return 1;
+        /* none ready (the pool thread is behind or preempted): a few pages inline to bridge the
+         * gap, not a whole chunk_max of page faults on this thread */
+        if (pool_state() == POOL_RUNNING) {
+            bridge = 1;
+            size = need > POOL_BRIDGE ? need : POOL_BRIDGE;
+        }
+    }
+    release_chunk(t);
+    if (atomic_load_explicit(&g_full, memory_order_relaxed)) return 0;
+    uint64_t off, sz = claim_space(need, size, 0, &off);
+    if (!sz) {
+        atomic_store_explicit(&g_full, 1, memory_order_relaxed);
+        return 0;
+    }
+    int err = posix_fallocate(g_fd, (off_t)off, (off_t)sz);
+    if (err != 0) {
+        count_write_error(err);
+        return 0;
+    }
+    void *p = map_chunk(off, sz);
+    if (!p) {
+        count_write_error(errno);
+        return 0;
+    }
+    if (!bridge) {
+        uint64_t next = size * 2;
+        t->next_len = (uint32_t)(next > g_chunk_max ? (g_chunk_max > sz ? g_chunk_max : sz) : next);
+    }
+    install_chunk(t, p, off, sz);
     return 1;
 }
 
@@ -664,15 +877,20 @@ static uint32_t wide_id(struct tstate *t, const wchar_t *w, uint8_t api, uint64_
 
 /* ---------------------------------------------------------------- events */
 
-static void rec(uint8_t kind, uint8_t api, uint32_t domain, const nvtxEventAttributes_t *a, uint64_t range_id,
-                const char *ascii, const wchar_t *wide) {
+/* Most words an event takes: head, ATTR, COLOR, CATEGORY, PAYLOAD, PAYLOAD_HI or PTYPE_RAW... */
+#define EVENT_MAX_WORDS 9
+
+/* Inlined into each handler: kind, api and often a (NULL) are constants there, so a push or a pop
+ * compiles to a TSC read, a cache probe and two or three stores straight into the chunk. */
+static inline __attribute__((always_inline)) void rec(uint8_t kind, uint8_t api, uint32_t domain,
+                                                      const nvtxEventAttributes_t *a, uint64_t range_id,
+                                                      const char *ascii, const wchar_t *wide) {
     /* A binary payload (payload extension) goes first, as blobs: recorder_ext.c */
     if (a && UNLIKELY((uint32_t)a->payloadType == 0xDFBD0009u)) nvtxrec_ext_event_payload(domain, a);
     struct tstate *t = begin();
-    if (!t) return;
+    if (UNLIKELY(!t)) return;
     uint64_t ts = rel_time();
-    uint64_t w[9];
-    uint32_t n = 1, msg = 0;
+    uint32_t msg = 0;
     if (a) {
         switch (a->messageType) {
         case NVTX_MESSAGE_TYPE_ASCII: ascii = a->message.ascii; break;
@@ -684,13 +902,26 @@ static void rec(uint8_t kind, uint8_t api, uint32_t domain, const nvtxEventAttri
         default: break;
         }
     }
+    /* first what may write records of its own (a new message's STRING, a clock pair) */
     if (ascii) msg = ascii_id(t, ascii, api, ts);
-    else if (wide) msg = wide_id(t, wide, api, ts);
+    else if (UNLIKELY(wide != NULL)) msg = wide_id(t, wide, api, ts);
+    if (g_use_tsc && UNLIKELY((int64_t)(ts - t->last_cal) > (int64_t)CAL_TICKS)) write_clock(t);
+    /* then the event, written in place (room for the largest: a chunk may end up to 8 words early) */
+    uint64_t *p = t->pos;
+    if (UNLIKELY(p == NULL || t->end - p < EVENT_MAX_WORDS)) {
+        p = reserve(t, EVENT_MAX_WORDS);
+        if (UNLIKELY(p == NULL)) {
+            count_drop();
+            end(t);
+            return;
+        }
+    }
+    uint32_t n = 1;
     if (api | domain | msg)
-        w[n++] = NVTXREC_W_ATTR | (uint64_t)api << 8 | (uint64_t)(domain & 0xFFFF) << 16 | (uint64_t)msg << 32;
+        p[n++] = NVTXREC_W_ATTR | (uint64_t)api << 8 | (uint64_t)(domain & 0xFFFF) << 16 | (uint64_t)msg << 32;
     if (a) {
-        if (a->colorType == NVTX_COLOR_ARGB) w[n++] = NVTXREC_W_COLOR | (uint64_t)a->color << 32;
-        if (a->category) w[n++] = NVTXREC_W_CATEGORY | (uint64_t)a->category << 32;
+        if (a->colorType == NVTX_COLOR_ARGB) p[n++] = NVTXREC_W_COLOR | (uint64_t)a->color << 32;
+        if (a->category) p[n++] = NVTXREC_W_CATEGORY | (uint64_t)a->category << 32;
         if (a->payloadType != NVTX_PAYLOAD_UNKNOWN) {
             uint64_t v = a->payload.ullValue;
             uint64_t code;
@@ -708,24 +939,17 @@ static void rec(uint8_t kind, uint8_t api, uint32_t domain, const nvtxEventAttri
             }
             default: code = (uint32_t)a->payloadType == 0xDFBD0009u ? NVTXREC_PT_EXT : NVTXREC_PT_UNKNOWN; break;
             }
-            w[n++] = NVTXREC_W_PAYLOAD | code << 8 | (v & 0xFFFFFFFFu) << 32;
-            if (v >> 32) w[n++] = NVTXREC_W_PAYLOAD_HI | (v >> 32) << 32;
-            if (code == NVTXREC_PT_UNKNOWN) w[n++] = NVTXREC_W_PTYPE_RAW | (uint64_t)(uint32_t)a->payloadType << 32;
+            p[n++] = NVTXREC_W_PAYLOAD | code << 8 | (v & 0xFFFFFFFFu) << 32;
+            if (v >> 32) p[n++] = NVTXREC_W_PAYLOAD_HI | (v >> 32) << 32;
+            if (code == NVTXREC_PT_UNKNOWN) p[n++] = NVTXREC_W_PTYPE_RAW | (uint64_t)(uint32_t)a->payloadType << 32;
         }
     }
     if (kind == NVTXREC_KIND_START || kind == NVTXREC_KIND_END) {
-        w[n++] = NVTXREC_W_RANGE_ID | range_id << 8;
-        if (range_id >> 56) w[n++] = NVTXREC_W_RANGE_ID_HI | (range_id >> 56) << 8;
+        p[n++] = NVTXREC_W_RANGE_ID | range_id << 8;
+        if (range_id >> 56) p[n++] = NVTXREC_W_RANGE_ID_HI | (range_id >> 56) << 8;
     }
-    if (g_use_tsc && UNLIKELY((int64_t)(ts - t->last_cal) > (int64_t)CAL_TICKS)) write_clock(t);
-    uint64_t *p = reserve(t, n);
-    if (LIKELY(p != NULL)) {
-        for (uint32_t i = 1; i < n; ++i) p[i] = w[i];
-        __atomic_store_n(p, (uint64_t)kind | ts << 8, __ATOMIC_RELEASE);
-        t->pos = p + n;
-    } else {
-        count_drop();
-    }
+    __atomic_store_n(p, (uint64_t)kind | ts << 8, __ATOMIC_RELEASE); /* the head last */
+    t->pos = p + n;
     end(t);
 }
 
@@ -938,9 +1162,26 @@ static void open_file_locked(void) {
 
 /* ---------------------------------------------------------------- fork */
 
-static void atfork_prepare(void) { pthread_mutex_lock(&g_lock); }
+static void atfork_prepare(void) {
+    /* fork with no pool thread: pause it and wait for it to finish the chunk it is preparing */
+    pthread_mutex_lock(&g_pool_lock);
+    if (pool_state() == POOL_RUNNING) {
+        set_pool_state(POOL_PAUSED);
+        pthread_cond_signal(&g_pool_cond);
+        pthread_mutex_unlock(&g_pool_lock);
+        pthread_join(g_pool_thread, NULL);
+    } else {
+        pthread_mutex_unlock(&g_pool_lock);
+    }
+    pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(&g_pool_lock);
+}
 
-static void atfork_parent(void) { pthread_mutex_unlock(&g_lock); }
+static void atfork_parent(void) {
+    if (pool_state() == POOL_PAUSED) set_pool_state(POOL_IDLE); /* restarts at the next claim */
+    pthread_mutex_unlock(&g_pool_lock);
+    pthread_mutex_unlock(&g_lock);
+}
 
 static void atfork_child(void) {
     /* Only the forking thread lives on. Drop every mapping of the parent's file (the parent's
@@ -962,6 +1203,19 @@ static void atfork_child(void) {
         self->last_cal = 0;
         g_threads = self;
     }
+    /* the parent's ready chunks (and the one its pool thread was preparing) are its file's: drop
+     * them; this child has no pool thread and starts its own at its first chunk_max claim */
+    for (unsigned i = 0; i < g_pool_n; ++i) munmap(g_pool[i].p, g_pool[i].len);
+    if (g_pool_busy.p) munmap(g_pool_busy.p, g_pool_busy.len);
+    for (unsigned i = 0; i < g_nretired; ++i) munmap(g_retired[i], g_chunk_max);
+    g_nretired = 0;
+    g_pool_busy.p = NULL;
+    g_pool_n = 0;
+    atomic_store(&g_pool_ready, 0);
+    set_pool_state(POOL_IDLE);
+    pthread_mutex_unlock(&g_pool_lock);
+    pthread_mutex_init(&g_pool_lock, NULL);
+    pthread_cond_init(&g_pool_cond, NULL); /* the parent's pool thread may have been waiting on it */
     if (g_hdr) munmap(g_hdr, NVTXREC_HEADER_SIZE);
     g_hdr = NULL;
     if (g_fd >= 0) close(g_fd); /* the parent's lock stays: it still has the file open */
@@ -984,6 +1238,7 @@ static void at_exit(void) {
         write_clock(t);
         t->busy = 0;
     }
+    pool_stop();
 }
 
 static void global_init(void) {

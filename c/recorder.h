@@ -22,7 +22,9 @@
  *   owns one chunk at a time; its first chunk is one page and each next one doubles, up to the chunk
  *   bound, so thousands of short-lived threads cost a page each. A chunk's first 32 bytes are its
  *   header (struct nvtxrec_chunk_header); records follow as 8-byte words up to the first zero word
- *   (the unused rest of a chunk is zero). A chunk that is all zeros was claimed but never written.
+ *   (the unused rest of a chunk is zero). A chunk that is all zeros was claimed but never written
+ *              (a process that records a lot keeps up to 4 chunk_max chunks claimed ahead of use;
+ *              at a normal exit those left unused become holes).
  *   A reader that meets a chunk header that does not check out (tag, check word, offset) counts the
  *   bytes as corrupt and looks for the next valid chunk header page by page.
  *

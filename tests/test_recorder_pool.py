@@ -1,0 +1,152 @@
+"""The recorder's background thread ("pool"): it keeps chunk_max chunks reserved, mapped and faulted in
+so that a thread's chunk switch is taking one, and unmaps full ones.
+
+It starts at a thread's first chunk_max claim when chunk_max >= 64 KiB. These tests make it run
+(64 KiB chunks, hundreds of them) and check what must not change: exact counts under threads, the
+bound, fork children (which have no such thread and start their own), SIGKILL and exit.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from collections import Counter
+
+import pytest
+
+from nvtx_cffi import recorder
+from test_recorder import client_lib, run_recorded, script  # noqa: F401  (client_lib: a fixture)
+
+CHUNK = {"NVTX_CFFI_RECORD_CHUNK_BYTES": "65536"}
+
+THREADS = """
+def threads_now():  # pool threads ("nvtx-recorder"), and all threads
+    names = []
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                names.append(f.read().strip())
+        except OSError:  # gone meanwhile
+            pass
+    return names.count("nvtx-recorder"), len(names)
+"""
+
+
+def pscript(lib: str, body: str) -> str:
+    return script(lib, THREADS + textwrap.dedent(body))
+
+
+def test_pool_thread_starts_and_threads_stay_exact(tmp_path, client_lib):
+    n, k = 8, 60000  # 8 threads x 60000 push+pop x 24 B: ~180 chunks of 64 KiB
+    out = run_recorded(tmp_path, pscript(client_lib, f"""
+        before = threads_now()
+        def work(i):
+            lib.client_push_pop(b"t%d" % i, {k})
+        ts = [threading.Thread(target=work, args=(i,)) for i in range({n})]
+        for t in ts: t.start()
+        for t in ts: t.join()
+        print(json.dumps({{"before": before, "after": threads_now(),
+                           "dropped": recorder_lib().nvtx_recorder_dropped()}}))
+    """), extra_env=CHUNK, timeout=300)
+    assert out["before"][0] == 0 and out["after"][0] == 1  # the pool thread, and only one
+    assert out["dropped"] == 0
+    rec = recorder.read(tmp_path)
+    assert rec.dropped == 0 and rec.skipped_bytes == 0
+    pushes = Counter(e.message for e in rec.events if e.kind == "push")
+    assert pushes == {f"t{i}": k for i in range(n)}
+    assert sum(1 for e in rec.events if e.kind == "pop") == n * k
+    # per thread, times never go back and pushes and pops alternate
+    by_tid = {}
+    for e in rec.events:
+        by_tid.setdefault(e.tid, []).append(e)
+    assert len(by_tid) == n  # the main thread records nothing
+    for events in by_tid.values():
+        kinds = [e.kind for e in events]
+        assert kinds == ["push", "pop"] * k
+        times = [e.time_ns for e in events]
+        assert times == sorted(times)
+
+
+@pytest.mark.parametrize("threads", [1, 8])
+def test_pool_respects_the_bound(tmp_path, client_lib, threads):
+    bound = 4096 + 40 * 65536
+    k = 200000  # far more than fits
+    out = run_recorded(tmp_path, script(client_lib, f"""
+        def work():
+            lib.client_marks(b"x", {k})
+        ts = [threading.Thread(target=work) for _ in range({threads})]
+        for t in ts: t.start()
+        for t in ts: t.join()
+        print(json.dumps({{"dropped": recorder_lib().nvtx_recorder_dropped()}}))
+    """), max_bytes=bound, extra_env=CHUNK, timeout=300)
+    (path,) = tmp_path.glob("*.nvtxrec")
+    assert path.stat().st_size <= bound
+    rec = recorder.read(tmp_path)
+    kept = sum(1 for e in rec.events if e.kind == "mark")
+    assert 0 < kept < threads * k
+    assert rec.dropped == out["dropped"] == threads * k - kept  # every event recorded or counted
+    # the pool stops short of the bound and inline claims fill the rest: nearly all of it is used
+    assert kept * 16 > 0.9 * (bound - 4096 - 64 * 1024 * (threads + 1))
+
+
+def test_fork_child_records_with_its_own_pool_thread(tmp_path, client_lib):
+    k = 100000
+    out = run_recorded(tmp_path, pscript(client_lib, f"""
+        signal_alarm = __import__("signal").alarm
+        lib.client_push_pop(b"parent-before", {k})   # the parent's pool thread runs now
+        parent_threads = threads_now()
+        children = []
+        for i in range(3):
+            pid = os.fork()
+            if pid == 0:
+                signal_alarm(60)                      # a lock inherited held would hang here
+                alone = threads_now()[1]
+                lib.client_push_pop(b"child", {k})
+                # forked alone; then its own pool thread (exit code 3: not so)
+                os._exit(0 if (alone, threads_now()[0]) == (1, 1) else 3)
+            children.append(pid)
+            lib.client_push_pop(b"parent-between", 1000)
+        status = [os.waitpid(pid, 0)[1] for pid in children]
+        lib.client_push_pop(b"parent-after", {k})
+        print(json.dumps({{"pid": os.getpid(), "children": children, "status": status,
+                           "parent_threads": parent_threads}}))
+    """), extra_env=CHUNK, timeout=300)
+    assert out["status"] == [0, 0, 0] and out["parent_threads"][0] == 1
+    rec = recorder.read(tmp_path)
+    assert rec.dropped == 0 and rec.skipped_bytes == 0
+
+    def pushes(pid):
+        return Counter(e.message for e in rec.events if e.pid == pid and e.kind == "push")
+
+    assert pushes(out["pid"]) == {"parent-before": k, "parent-between": 3000, "parent-after": k}
+    for pid in out["children"]:
+        assert pushes(pid) == {"child": k}
+        assert sum(1 for e in rec.events if e.pid == pid and e.kind == "pop") == k
+
+
+def test_sigkill_and_exit_with_the_pool_thread(tmp_path, client_lib):
+    k = 100000
+    for how in ("exit", "os._exit", "sigkill", "exit-from-thread"):
+        d = tmp_path / how
+        env = {**os.environ, **recorder.environment(d), **CHUNK}
+        end = {
+            "exit": "sys.exit(0)",
+            "os._exit": "os._exit(0)",
+            "sigkill": "os.kill(os.getpid(), 9)",
+            "exit-from-thread": "t = threading.Thread(target=os._exit, args=(0,)); t.start(); t.join()",
+        }[how]
+        code = script(client_lib, f"""
+            lib.client_push_pop(b"{how}", {k})
+            {end}
+        """)
+        proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                              timeout=60)  # no hang at exit
+        expected = -signal.SIGKILL if how == "sigkill" else 0
+        assert proc.returncode == expected, proc.stderr
+        assert proc.stderr == ""
+        rec = recorder.read(d)
+        assert Counter(e.kind for e in rec.events) == {"push": k, "pop": k}, how
+        assert rec.dropped == 0 and rec.skipped_bytes == 0
