@@ -68,3 +68,7 @@ def enabled() -> bool:
 def tool_attached() -> bool:
     """True when an NVTX tool (Nsight Systems, the recorder, ...) was loaded in this process."""
     return _state.tool_attached()
+
+
+# nvtx 0.2.16's submodules, as attributes too (``nvtx.colors.color_to_hex``): last, they import the above.
+from . import colors, nvtx  # noqa: E402
