@@ -20,7 +20,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g -O1"
 "$PYTHON" -m venv "$VENV"
 "$VENV/bin/python" -m pip install -q --upgrade pip
-"$VENV/bin/python" -m pip install -q "cffi>=1.15.1" "setuptools>=77" wheel "nvidia-nvtx>=13,<14" pytest hypothesis
+"$VENV/bin/python" -m pip install -q "cffi>=1.15.1" "setuptools>=77" wheel "nvidia-nvtx>=13,<14" pytest hypothesis numpy
 # No build isolation: the flags must reach this build, and a cached non-sanitized wheel must not be reused.
 # setuptools keeps objects in ./build and reuses them when sources are older: clear it before (so the
 # flags apply) and after (so the next ordinary build does not link instrumented objects).
