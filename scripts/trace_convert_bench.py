@@ -67,8 +67,11 @@ def main() -> int:
     raw = args.keep or os.path.join(work, "raw")
     try:
         if not (os.path.isdir(raw) and os.listdir(raw)):
-            sys.path.insert(0, ROOT)
-            from nvtx_cffi import recorder
+            try:  # the installed package (the source tree has no compiled module unless built in place)
+                from nvtx_cffi import recorder
+            except ImportError:
+                sys.path.insert(0, ROOT)
+                from nvtx_cffi import recorder
 
             env = {**os.environ, **recorder.environment(raw)}
             subprocess.run([sys.executable, os.path.join(ROOT, "examples", "many_ranges.py"), str(n)], env=env,

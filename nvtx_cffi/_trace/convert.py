@@ -78,6 +78,10 @@ def _add_stats(stats: Any, pb: PairedBatch) -> None:
         if _np is not None and hasattr(cols.start, "dtype") and int(cols.domain.max()) < 1 << 20:
             # (text id, domain) as one integer: text ids stay below 2**43 (see pairing._EXTRA)
             key = (cols.text.astype(_np.int64) << 20) | cols.domain.astype(_np.int64)
+            if not (key != key[0]).any():  # one name: no grouping needed
+                k = int(key[0])
+                stats.add_many(pb.domain_name(k & 0xFFFFF), pb.text(k >> 20), style, cols.end - cols.start)
+                continue
             uniq, inverse = _np.unique(key, return_inverse=True)
             inverse = inverse.reshape(-1)
             order = _np.argsort(inverse, kind="stable")
@@ -85,8 +89,7 @@ def _add_stats(stats: Any, pb: PairedBatch) -> None:
             bounds = _np.searchsorted(inverse[order], _np.arange(len(uniq) + 1))
             for j, k in enumerate(uniq.tolist()):
                 t, d = k >> 20, k & 0xFFFFF
-                stats.add_many(pb.domain_name(d), pb.text(t), style,
-                               durations[bounds[j]:bounds[j + 1]].tolist())
+                stats.add_many(pb.domain_name(d), pb.text(t), style, durations[bounds[j]:bounds[j + 1]])
         else:
             groups: Dict[tuple, list] = {}
             text, dom, start, end = cols.lists("text", "domain", "start", "end")

@@ -310,15 +310,23 @@ def _pair_numpy(b: RecordBatch, opened: list, strings: List[str]) -> Tuple[Colum
     if not n:
         return Columns(RANGE_FIELDS, [np.zeros(0, np.int64) for _ in RANGE_FIELDS]), skip, []
     g = (tid.astype(np.int64) << 32) | dom.astype(np.int64)
-    order = np.argsort(g, kind="stable")  # by (tid, domain); each group stays in record order
-    gs = g[order]
+    if not (g != g[0]).any():  # one (tid, domain) group, the common case: already in order
+        order = np.arange(n)
+        gidx = np.zeros(n, dtype=np.int64)
+        first = np.zeros(n, dtype=bool)
+        first[0] = True
+    else:
+        uniq, gid = np.unique(g, return_inverse=True)
+        gid = gid.reshape(-1)
+        # by (tid, domain); each group stays in record order (a radix sort for 16-bit keys)
+        order = np.argsort(gid.astype(np.uint16) if len(uniq) <= 1 << 16 else gid, kind="stable")
+        gidx = gid[order]
+        first = np.empty(n, dtype=bool)
+        first[0] = True
+        np.not_equal(gidx[1:], gidx[:-1], out=first[1:])
     ks = kind[order]
     step = np.where(ks == PUSH, 1, -1).astype(np.int64)
     csum = np.cumsum(step)
-    first = np.empty(n, dtype=bool)
-    first[0] = True
-    np.not_equal(gs[1:], gs[:-1], out=first[1:])
-    gidx = np.cumsum(first) - 1
     running = csum - (csum - step)[first][gidx]  # depth change since the group's start, after each event
     big = 2 * n + 2  # separates groups so one running minimum serves them all
     floor = np.minimum(np.minimum.accumulate(running - gidx * big) + gidx * big, 0)
@@ -331,13 +339,24 @@ def _pair_numpy(b: RecordBatch, opened: list, strings: List[str]) -> Tuple[Colum
     depth_after = running - floor
     level = np.where(is_pop, depth_after, depth_after - 1)
     keep = np.flatnonzero(~unmatched)
-    by_level = keep[np.lexsort((keep, level[keep], gidx[keep]))]
+    # by (group, level), each in order: a push and the pop that closes it are then neighbours
+    levels = int(level[keep].max()) + 1 if len(keep) else 1
+    key = gidx[keep] * levels + level[keep]
+    if len(keep) and int(key.max()) < 1 << 16:
+        key = key.astype(np.uint16)  # radix sort
+    by_level = keep[np.argsort(key, kind="stable")]
     kk = ks[by_level]
     same = (gidx[by_level[:-1]] == gidx[by_level[1:]]) & (level[by_level[:-1]] == level[by_level[1:]])
     pair = (kk[:-1] == PUSH) & (kk[1:] == POP) & same
     push_s = by_level[:-1][pair]  # indices into the sorted order
     pop_s = by_level[1:][pair]
-    by_pop = np.argsort(order[pop_s], kind="stable")  # hand ranges out in the order of their pops
+    # hand ranges out in the order of their pops (distinct positions: a scatter, not a sort)
+    pop_at = order[pop_s]
+    rank = np.empty(n, dtype=np.int64)
+    rank[pop_at] = np.arange(len(pop_at))
+    seen = np.zeros(n, dtype=bool)
+    seen[pop_at] = True
+    by_pop = rank[np.flatnonzero(seen)]
     push_s = push_s[by_pop]
     pop_s = pop_s[by_pop]
     pi = order[push_s]  # indices into the combined columns
