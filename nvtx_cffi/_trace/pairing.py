@@ -310,6 +310,10 @@ def _pair_numpy(b: RecordBatch, opened: list, strings: List[str]) -> Tuple[Colum
     if not n:
         return Columns(RANGE_FIELDS, [np.zeros(0, np.int64) for _ in RANGE_FIELDS]), skip, []
     g = (tid.astype(np.int64) << 32) | dom.astype(np.int64)
+    native = _native()
+    if native is not None:
+        return _pair_native(native, b, pp, nc, kind, g, tid, dom, time, text, cat, color, has_color, ptype, payload,
+                            strings, skip)
     if not (g != g[0]).any():  # one (tid, domain) group, the common case: already in order
         order = np.arange(n)
         gidx = np.zeros(n, dtype=np.int64)
@@ -374,6 +378,66 @@ def _pair_numpy(b: RecordBatch, opened: list, strings: List[str]) -> Tuple[Colum
         for row in zip(tid[oi].tolist(), dom[oi].tolist(), time[oi].tolist(), text[oi].tolist(), cat[oi].tolist(),
                        color[oi].tolist(), has_color[oi].tolist(), ptype[oi].tolist(), payload[oi].tolist(),
                        level[open_s].tolist()):
+            still_open.append(row[:3] + (strings[row[3]],) + row[4:])
+    return ranges, skip, still_open
+
+
+_NATIVE: List[Any] = []
+
+
+def _native() -> Any:
+    """``(ffi, lib)`` of the CFFI module when it has the C stack pairing (c/trace_decode.c), else None."""
+    if not _NATIVE:
+        try:
+            from .._native._ffi import ffi, lib  # type: ignore[import-not-found]
+
+            _NATIVE.append((ffi, lib) if hasattr(lib, "nvtxcffi_pair_stacks") else None)
+        except ImportError:  # pragma: no cover - a source tree without its compiled module
+            _NATIVE.append(None)
+    return _NATIVE[0]
+
+
+def _pair_native(native: Any, b: RecordBatch, pp: Any, nc: int, kind: Any, g: Any, tid: Any, dom: Any, time: Any,
+                 text: Any, cat: Any, color: Any, has_color: Any, ptype: Any, payload: Any, strings: Any,
+                 skip: Any) -> Tuple[Columns, Any, list]:
+    """The same pairing as the NumPy one, with one stack per (tid, domain) in C: O(n), no sorting."""
+    np = _np
+    ffi, lib = native
+    n = len(kind)
+    if not (g != g[0]).any():  # one (tid, domain) group, the common case
+        gid = np.zeros(n, dtype=np.int64)
+        ngroups = 1
+    else:
+        uniq, gid = np.unique(g, return_inverse=True)  # group ids in (tid, domain) order
+        gid = np.ascontiguousarray(gid.reshape(-1), dtype=np.int64)
+        ngroups = len(uniq)
+    kind = np.ascontiguousarray(kind, dtype=np.uint8)
+    top = np.empty(ngroups, dtype=np.int64)
+    below = np.empty(n, dtype=np.int64)
+    level = np.empty(n, dtype=np.int64)
+    state = np.empty(n, dtype=np.uint8)
+    push_of = np.empty(n, dtype=np.int64)
+    pop_of = np.empty(n, dtype=np.int64)
+
+    def buf(a: Any, ctype: str) -> Any:
+        return ffi.from_buffer(ctype + "[]", a)
+
+    pairs = lib.nvtxcffi_pair_stacks(buf(kind, "uint8_t"), buf(gid, "int64_t"), n, ngroups, buf(top, "int64_t"),
+                                     buf(below, "int64_t"), buf(level, "int64_t"), buf(state, "uint8_t"),
+                                     buf(push_of, "int64_t"), buf(pop_of, "int64_t"))
+    pi = push_of[:pairs]
+    qi = pop_of[:pairs]
+    ranges = Columns(RANGE_FIELDS, [tid[pi], time[pi], time[qi], level[pi], text[pi], dom[pi], cat[pi],
+                                    color[pi], has_color[pi], ptype[pi], payload[pi]])
+    bad = np.flatnonzero(state == 1) - nc  # unmatched pops (carried rows are pushes)
+    skip[pp[bad]] = True
+    still_open = []
+    oi = np.flatnonzero(state == 2)
+    if len(oi):
+        oi = oi[np.lexsort((level[oi], gid[oi]))]  # by (tid, domain), then depth
+        for row in zip(tid[oi].tolist(), dom[oi].tolist(), time[oi].tolist(), text[oi].tolist(), cat[oi].tolist(),
+                       color[oi].tolist(), has_color[oi].tolist(), ptype[oi].tolist(), payload[oi].tolist(),
+                       level[oi].tolist()):
             still_open.append(row[:3] + (strings[row[3]],) + row[4:])
     return ranges, skip, still_open
 
