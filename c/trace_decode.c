@@ -101,3 +101,71 @@ int64_t nvtxcffi_pair_stacks(const uint8_t *kind, const int64_t *group, int64_t 
     }
     return pairs;
 }
+
+static int varint_len(uint64_t v)
+{
+    int n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static uint8_t *put_varint(uint8_t *p, uint64_t v)
+{
+    while (v >= 0x80) {
+        *p++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+int64_t nvtxcffi_pftrace_events(int64_t n, const uint64_t *dt, const uint64_t *ev_type, const uint8_t *named,
+                                const uint64_t *name_iid, const uint64_t *cat_iid, const uint8_t *has_color,
+                                const uint64_t *color_iid, const uint8_t *seq, int64_t seq_len, uint8_t *out,
+                                int64_t capacity)
+{
+    uint8_t *p = out;
+    uint8_t te[64];
+    if (seq_len < 0 || seq_len > 64)
+        return -1;
+    for (int64_t i = 0; i < n; i++) {
+        if ((p - out) + 90 + seq_len > capacity)
+            return -1;
+        uint8_t *t = te;
+        *t++ = 0x48;
+        t = put_varint(t, ev_type[i]);
+        if (named[i]) {
+            *t++ = 0x50;
+            t = put_varint(t, name_iid[i]);
+        }
+        if (cat_iid[i]) {
+            *t++ = 0x18;
+            t = put_varint(t, cat_iid[i]);
+        }
+        if (has_color[i]) {
+            *t++ = 0x22;
+            t = put_varint(t, (uint64_t)(4 + varint_len(color_iid[i])));
+            *t++ = 0x08;
+            *t++ = 0x01;
+            *t++ = 0x88;
+            *t++ = 0x01;
+            t = put_varint(t, color_iid[i]);
+        }
+        uint64_t te_len = (uint64_t)(t - te);
+        uint64_t pk_len = 1 + (uint64_t)varint_len(dt[i]) + 1 + (uint64_t)varint_len(te_len) + te_len + (uint64_t)seq_len;
+        *p++ = 0x0a;
+        p = put_varint(p, pk_len);
+        *p++ = 0x40;
+        p = put_varint(p, dt[i]);
+        *p++ = 0x5a;
+        p = put_varint(p, te_len);
+        memcpy(p, te, te_len);
+        p += te_len;
+        memcpy(p, seq, (size_t)seq_len);
+        p += seq_len;
+    }
+    return (int64_t)(p - out);
+}

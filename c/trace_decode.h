@@ -27,4 +27,16 @@ int64_t nvtxcffi_pair_stacks(const uint8_t *kind, const int64_t *group, int64_t 
                              int64_t *top, int64_t *below, int64_t *level, uint8_t *state, int64_t *push_of,
                              int64_t *pop_of);
 
+/* Perfetto TracePackets of thread track events (nvtx_cffi/_trace/pftrace.py, _encode_numpy): per
+ * row i, TracePacket{timestamp (delta): dt[i], track_event: TrackEvent{type: ev_type[i],
+ * [name_iid], [category_iids], [debug annotation {name_iid 1, string_value_iid color_iid}]},
+ * then the `seq` bytes (trusted_packet_sequence_id...)}, each wrapped as field 1 of Trace.
+ * name_iid is written where named[i], the category where cat_iid[i] != 0, the colour where
+ * has_color[i]. Returns the bytes written to out, or -1 past `capacity` (90 + seq_len a row is
+ * always enough). */
+int64_t nvtxcffi_pftrace_events(int64_t n, const uint64_t *dt, const uint64_t *ev_type, const uint8_t *named,
+                                const uint64_t *name_iid, const uint64_t *cat_iid, const uint8_t *has_color,
+                                const uint64_t *color_iid, const uint8_t *seq, int64_t seq_len, uint8_t *out,
+                                int64_t capacity);
+
 #endif
