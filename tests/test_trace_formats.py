@@ -258,6 +258,74 @@ def test_pftrace_numpy_and_python_encoders_write_the_same_bytes(recording):
     assert outs[0] == outs[1] and len(outs[0]) > 30 * NESTED
 
 
+def _sqlite_rows(path):
+    db = sqlite3.connect(path)
+    try:
+        return db.execute("SELECT * FROM NVTX_EVENTS ORDER BY rowid").fetchall()
+    finally:
+        db.close()
+
+
+def test_the_c_helpers_write_what_the_numpy_paths_write(recording, small_batches, monkeypatch):
+    """c/trace_decode.c (block decoding, stack pairing, Perfetto packets) against NumPy alone."""
+    if not columns.HAVE_NUMPY:
+        pytest.skip("NumPy path only")
+    from nvtx_cffi._trace import pairing, pftrace
+
+    assert recorder._native_decoder() is not None and pairing._native() is not None
+    assert pftrace._native_encoder() is not None
+    tmp, raw, _pid, _tid = recording
+    outs = {}
+    for native in (True, False):
+        if not native:
+            for module in (recorder, pairing, pftrace):
+                monkeypatch.setattr(module, "_NATIVE", [None])
+        blocks = [b.events.tobytes() for b in recorder.blocks(raw, max_events=700)]
+        files = []
+        for ending in ("json", "pftrace", "sqlite"):
+            out = str(tmp / f"native-{native}.{ending}")
+            convert(raw, out)
+            if ending == "sqlite":
+                files.append(_sqlite_rows(out))
+            else:
+                with open(out, "rb") as f:
+                    files.append(f.read())
+        outs[native] = (blocks, files)
+    assert outs[True] == outs[False]
+
+
+def test_the_c_stack_pairing_is_the_numpy_pairing_on_random_batches(monkeypatch):
+    if not columns.HAVE_NUMPY:
+        pytest.skip("NumPy path only")
+    from nvtx_cffi._trace import pairing
+
+    rng = np.random.default_rng(5)
+    for _ in range(300):
+        n = int(rng.integers(1, 60))
+        b = columns.RecordBatch(1, True, {0: None, 1: "a", 2: "b"}, {0: None}, {})
+        b.kind = rng.choice(np.array([1, 2, 1, 2, 5, 3], np.uint8), n)
+        b.tid = rng.integers(1, 4, n).astype(np.uint32)
+        b.domain = rng.integers(0, 2, n).astype(np.uint32)
+        b.time = np.sort(rng.integers(0, 10**9, n)).astype(np.int64)
+        b.text = rng.integers(0, 3, n).astype(np.uint32)
+        b.color = rng.integers(0, 5, n).astype(np.uint32)
+        b.has_color = rng.integers(0, 2, n).astype(np.uint8)
+        b.category = rng.integers(0, 3, n).astype(np.uint32)
+        b.ptype = np.zeros(n, np.uint8)
+        b.payload = rng.integers(0, 9, n).astype(np.uint64)
+        b.arg = np.zeros(n, np.uint64)
+        opened = [(int(rng.integers(1, 4)), int(rng.integers(0, 2)), int(rng.integers(0, 100)), "x", 0, 0, 0, 0, 0, k)
+                  for k in range(int(rng.integers(0, 4)))]
+        results = []
+        for native in (True, False):
+            monkeypatch.setattr(pairing, "_NATIVE", [] if native else [None])
+            strings = pairing._Strings(b.strings)
+            ranges, skip, still_open = pairing._pair_numpy(b, list(opened), strings)
+            results.append(([np.asarray(getattr(ranges, f)).tolist() for f in pairing.RANGE_FIELDS], skip.tolist(),
+                            still_open, strings._extra))
+        assert results[0] == results[1]
+
+
 def test_counter_samples_in_every_format(tmp_path):
     from nvtx_cffi._trace.convert import open_writer
     from nvtx_cffi._trace.model import Timeline

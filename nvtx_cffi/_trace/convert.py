@@ -12,7 +12,9 @@ has the same four methods: ``batch(paired_batch)``, ``counter(pid, name, unit, t
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Dict, Optional
+import queue
+import threading
+from typing import Any, Callable, Dict, Iterator, Optional
 
 from .columns import open_recording
 from .model import Timeline
@@ -103,6 +105,52 @@ def _add_stats(stats: Any, pb: PairedBatch) -> None:
                 stats.add_many(domain, name, style, durations_list)
 
 
+_DONE = object()
+
+
+def _prefetch(batches: Iterator[PairedBatch], depth: int = 2) -> Iterator[PairedBatch]:
+    """``batches``, read and paired by a helper thread at most ``depth`` batches ahead of the writer.
+
+    The decoder, the pairing and most NumPy work release the GIL, and so do SQLite's statements and
+    file writes: on two cores reading and writing overlap. Memory: ``depth`` batches more. The
+    thread's exceptions are raised here; leaving early (an error, Ctrl-C) stops it.
+    """
+    q: "queue.Queue[Any]" = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def put(item: Any) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def run() -> None:
+        try:
+            for pb in batches:
+                if not put((pb, None)):
+                    return
+            put((_DONE, None))
+        except BaseException as exc:  # handed to the consumer, raised there
+            put((_DONE, exc))
+
+    thread = threading.Thread(target=run, name="nvtx-cffi-trace-reader", daemon=True)
+    thread.start()
+    try:
+        while True:
+            pb, exc = q.get()
+            if pb is _DONE:
+                if exc is not None:
+                    raise exc
+                return
+            yield pb
+    finally:
+        stop.set()
+        thread.join()
+
+
 def convert(source: str, output: str, fmt: Optional[str] = None, *, stats: Any = None, picture: Any = None,
             progress: Optional[Callable[[int, int], None]] = None, root_pid: Optional[int] = None,
             root_name: Optional[str] = None, numpy: Optional[bool] = None) -> Timeline:
@@ -116,7 +164,8 @@ def convert(source: str, output: str, fmt: Optional[str] = None, *, stats: Any =
     timeline = Timeline()
     writer = open_writer(fmt, output, recording.start_ns or 0)
     try:
-        for pb in pair_batches(recording, timeline):
+        batches = pair_batches(recording, timeline)
+        for pb in (_prefetch(batches) if recording.numpy else batches):
             writer.batch(pb)
             if stats is not None:
                 _add_stats(stats, pb)
