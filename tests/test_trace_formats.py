@@ -294,6 +294,22 @@ def test_the_c_helpers_write_what_the_numpy_paths_write(recording, small_batches
     assert outs[True] == outs[False]
 
 
+@pytest.mark.parametrize("ending", ["json", "pftrace", "sqlite"])
+def test_progress_counts_what_is_written_and_ends_at_the_finish(recording, small_batches, ending):
+    tmp, raw, _pid, _tid = recording
+    calls = []
+
+    def progress(done, total):
+        calls.append((done, total))
+
+    out = str(tmp / f"progress.{ending}")
+    convert(raw, out, progress=progress)
+    total = calls[-1][1]
+    assert total > 0 and calls[-1] == (total, total) and len(calls) > 3
+    assert all(done < total for done, _ in calls[:-1])  # 100% only once the trace is finished
+    assert [done for done, _ in calls] == sorted(done for done, _ in calls)
+
+
 def test_the_c_stack_pairing_is_the_numpy_pairing_on_random_batches(monkeypatch):
     if not columns.HAVE_NUMPY:
         pytest.skip("NumPy path only")

@@ -108,7 +108,7 @@ def _add_stats(stats: Any, pb: PairedBatch) -> None:
 _DONE = object()
 
 
-def _prefetch(batches: Iterator[PairedBatch], depth: int = 2) -> Iterator[PairedBatch]:
+def _prefetch(batches: Iterator[Any], depth: int = 2) -> Iterator[Any]:
     """``batches``, read and paired by a helper thread at most ``depth`` batches ahead of the writer.
 
     The decoder, the pairing and most NumPy work release the GIL, and so do SQLite's statements and
@@ -159,13 +159,24 @@ def convert(source: str, output: str, fmt: Optional[str] = None, *, stats: Any =
     ``stats`` (a :class:`~.stats.StatsCollector`) and ``picture`` (a :class:`~.png.PngCollector`)
     receive the ranges too. ``numpy=False`` forces the pure-Python path (what PyPy runs).
     """
-    recording = open_recording(source, numpy, progress)
+    # Progress counts what is written, not what is read: the reader thread runs ahead of the writer
+    # (it notes its position with each batch) and 100% waits for the writer's finish (SQLite's index).
+    read_at = [0, 0]
+
+    def note(done: int, total: int) -> None:
+        read_at[0], read_at[1] = done, total
+
+    recording = open_recording(source, numpy, note if progress is not None else None)
     fmt = fmt or format_for(output)
     timeline = Timeline()
     writer = open_writer(fmt, output, recording.start_ns or 0)
     try:
         batches = pair_batches(recording, timeline)
-        for pb in (_prefetch(batches) if recording.numpy else batches):
+        if progress is not None:
+            batches = ((pb, (read_at[0], read_at[1])) for pb in batches)
+        else:
+            batches = ((pb, None) for pb in batches)
+        for pb, at in (_prefetch(batches) if recording.numpy else batches):
             writer.batch(pb)
             if stats is not None:
                 _add_stats(stats, pb)
@@ -174,10 +185,14 @@ def convert(source: str, output: str, fmt: Optional[str] = None, *, stats: Any =
                     picture.range(r)
                 for m in marks_of(pb):
                     picture.mark(m)
+            if at is not None and at[1]:
+                progress(min(at[0], at[1] - 1), at[1])  # type: ignore[misc]
         if root_pid is not None and root_name is not None and (
                 root_pid in timeline.process_names or any(pid == root_pid for pid, _ in timeline.threads)):
             timeline.process_names[root_pid] = root_name
         writer.finish(timeline)
     finally:
         writer.close()
+    if progress is not None and read_at[1]:
+        progress(read_at[1], read_at[1])
     return timeline
