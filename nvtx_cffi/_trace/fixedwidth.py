@@ -40,13 +40,17 @@ def widths(columns: Sequence[Any], zero_pad: Sequence[int]) -> List[int]:
 
 
 def fixed_rows(parts: Sequence[str], columns: Sequence[Any], zero_pad: Sequence[int] = (),
-               use_numpy: bool = True) -> bytes:
-    """The rows as UTF-8 bytes; ``columns`` are NumPy int arrays or lists of ints (>= 0), equal length."""
+               use_numpy: bool = True, as_buffer: bool = False) -> Any:
+    """The rows as UTF-8 bytes; ``columns`` are NumPy int arrays or lists of ints (>= 0), equal length.
+
+    ``as_buffer``: a memoryview of the NumPy rows instead of a bytes copy (what a binary file's
+    ``write`` takes as it is)."""
     if not columns or not len(columns[0]):
         return b""
     w = widths(columns, zero_pad)
     if use_numpy and _np is not None:
-        return _rows_numpy(parts, columns, w, zero_pad)
+        rows = _rows_numpy(parts, columns, w, zero_pad)
+        return memoryview(rows.reshape(-1)) if as_buffer else rows.tobytes()
     fmt = parts[0].replace("%", "%%")
     for i, part in enumerate(parts[1:]):
         fmt += ("%0" if i in zero_pad else "%") + f"{w[i]}d" + part.replace("%", "%%")
@@ -100,7 +104,7 @@ def _digits_into(block: Any, v: Any, width: int, zero_pad: bool) -> None:
             block[:, 0] = np.where(v == 0, 32, 48 + v)
 
 
-def _rows_numpy(parts: Sequence[str], columns: Sequence[Any], w: List[int], zero_pad: Sequence[int]) -> bytes:
+def _rows_numpy(parts: Sequence[str], columns: Sequence[Any], w: List[int], zero_pad: Sequence[int]) -> Any:
     np = _np
     n = len(columns[0])
     encoded = [p.encode("utf-8") for p in parts]
@@ -117,4 +121,4 @@ def _rows_numpy(parts: Sequence[str], columns: Sequence[Any], w: List[int], zero
         v = np.asarray(columns[i], dtype=np.int64)
         _digits_into(out[:, pos:pos + width], v, width, i in zero_pad)
         pos += width
-    return out.tobytes()
+    return out

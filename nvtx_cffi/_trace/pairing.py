@@ -168,7 +168,8 @@ def pair_batches(recording: Source, timeline: Timeline) -> Iterator[PairedBatch]
         opened = carry.get(image, [])
         if numpy:
             ranges, skip, still_open = _pair_numpy(batch, opened, strings)
-            threads = _np.unique(batch.tid).tolist()
+            tids = batch.tid
+            threads = _np.unique(tids).tolist() if (tids != tids[0]).any() else [int(tids[0])]
         else:
             ranges, skip, still_open = _pair_python(batch, opened, strings)
             threads = sorted(set(batch.tid))

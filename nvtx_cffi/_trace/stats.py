@@ -133,8 +133,9 @@ class RangeStats:
         self.max_ns = int(view.max()) if view is not None else max(durations)
         if n > 1:
             top = max(abs(self.min_ns), abs(self.max_ns))
-            if view is not None and top * top * n < 1 << 63:  # NumPy's int64 sum is exact here
-                squares = int(_np.dot(view, view))
+            step = (1 << 63) // (top * top + 1)  # values whose squares NumPy can sum exactly in int64
+            if view is not None and step >= 64:
+                squares = sum(int(_np.dot(view[i:i + step], view[i:i + step])) for i in range(0, n, step))
             else:
                 squares = sum(map(operator.mul, durations, durations))
             self.stddev_ns = math.sqrt((n * squares - total * total) / (n * (n - 1)))  # sample stddev
