@@ -18,8 +18,6 @@ import subprocess
 import sys
 import textwrap
 
-import platform
-
 import pytest
 from _hardening import opted_in_slow  # noqa: F401  (a fixture)
 from trace_check import validate_chrome_trace
@@ -369,7 +367,6 @@ def test_counter_samples_in_every_format(tmp_path):
             (500, "bytes in flight", 42.0), (1500, "bytes in flight", None)]
 
 
-@pytest.mark.skipif(platform.python_implementation() == "PyPy", reason="fails on PyPy, not yet diagnosed: open, see the closing note")
 def test_output_name_picks_the_format_and_unknown_endings_are_refused(tmp_path):
     assert [format_for(n) for n in ("a.json", "a.trace.json", "a.pftrace", "a.perfetto-trace", "a.sqlite",
                                     "a.db")] == ["json", "json", "pftrace", "pftrace", "sqlite", "sqlite"]
@@ -470,7 +467,6 @@ for name in ("t.json", "t.pftrace", "t.sqlite"):
 """
 
 
-@pytest.mark.skipif(platform.python_implementation() == "PyPy", reason="fails on PyPy, not yet diagnosed: open, see the closing note")
 def test_conversion_without_numpy_gives_the_same_trace(recording, tmp_path):
     _tmp, raw, pid, _tid = recording
     proc = subprocess.run([sys.executable, "-c", NO_NUMPY, raw, str(tmp_path / "nonp-"), str(pid)],
