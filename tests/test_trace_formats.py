@@ -303,7 +303,8 @@ def test_progress_counts_what_is_written_and_ends_at_the_finish(recording, small
     out = str(tmp / f"progress.{ending}")
     convert(raw, out, progress=progress)
     total = calls[-1][1]
-    assert total > 0 and calls[-1] == (total, total) and len(calls) > 3
+    # (the Event API behind the pure-Python path notes its position every 16 MB and at each file's end)
+    assert total > 0 and calls[-1] == (total, total) and len(calls) > (3 if columns.HAVE_NUMPY else 1)
     assert all(done < total for done, _ in calls[:-1])  # 100% only once the trace is finished
     assert [done for done, _ in calls] == sorted(done for done, _ in calls)
 
