@@ -169,3 +169,25 @@ int64_t nvtxcffi_pftrace_events(int64_t n, const uint64_t *dt, const uint64_t *e
     }
     return (int64_t)(p - out);
 }
+
+void nvtxcffi_fixed_rows(const int64_t *values, int64_t n, int64_t ncols, const int64_t *offsets,
+                         const int64_t *widths, const uint8_t *zero_pad, const uint8_t *tmpl, int64_t row_len,
+                         uint8_t *out)
+{
+    for (int64_t i = 0; i < n; i++) {
+        uint8_t *row = out + i * row_len;
+        memcpy(row, tmpl, (size_t)row_len);
+        for (int64_t c = 0; c < ncols; c++) {
+            uint64_t v = (uint64_t)values[c * n + i];
+            uint8_t *first = row + offsets[c];
+            uint8_t *p = first + widths[c] - 1;
+            do {
+                *p-- = (uint8_t)('0' + v % 10);
+                v /= 10;
+            } while (v && p >= first);
+            uint8_t fill = zero_pad[c] ? '0' : ' ';
+            while (p >= first)
+                *p-- = fill;
+        }
+    }
+}

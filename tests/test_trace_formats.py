@@ -265,18 +265,18 @@ def _sqlite_rows(path):
 
 
 def test_the_c_helpers_write_what_the_numpy_paths_write(recording, small_batches, monkeypatch):
-    """c/trace_decode.c (block decoding, stack pairing, Perfetto packets) against NumPy alone."""
+    """c/trace_decode.c (block decoding, stack pairing, Perfetto packets, JSON rows) against NumPy alone."""
     if not columns.HAVE_NUMPY:
         pytest.skip("NumPy path only")
-    from nvtx_cffi._trace import pairing, pftrace
+    from nvtx_cffi._trace import fixedwidth, pairing, pftrace
 
     assert recorder._native_decoder() is not None and pairing._native() is not None
-    assert pftrace._native_encoder() is not None
+    assert pftrace._native_encoder() is not None and fixedwidth._native() is not None
     tmp, raw, _pid, _tid = recording
     outs = {}
     for native in (True, False):
         if not native:
-            for module in (recorder, pairing, pftrace):
+            for module in (recorder, pairing, pftrace, fixedwidth):
                 monkeypatch.setattr(module, "_NATIVE", [None])
         blocks = [b.events.tobytes() for b in recorder.blocks(raw, max_events=700)]
         files = []

@@ -104,6 +104,44 @@ def _digits_into(block: Any, v: Any, width: int, zero_pad: bool) -> None:
             block[:, 0] = np.where(v == 0, 32, 48 + v)
 
 
+_NATIVE: List[Any] = []
+
+
+def _native() -> Any:
+    """``(ffi, lib)`` of the CFFI module when it has the row formatter (c/trace_decode.c), else None."""
+    if not _NATIVE:
+        try:
+            from .._native._ffi import ffi, lib  # type: ignore[import-not-found]
+
+            _NATIVE.append((ffi, lib) if hasattr(lib, "nvtxcffi_fixed_rows") else None)
+        except ImportError:  # pragma: no cover - a source tree without its compiled module
+            _NATIVE.append(None)
+    return _NATIVE[0]
+
+
+def _rows_native(native: Any, encoded: List[bytes], columns: Sequence[Any], w: List[int], zero_pad: Sequence[int],
+                 template: bytes, n: int) -> Any:
+    """The rows of :func:`_rows_numpy`, formatted in C (nvtxcffi_fixed_rows)."""
+    np = _np
+    ffi, lib = native
+    k = len(columns)
+    values = np.empty((k, n), dtype=np.int64)
+    for i, col in enumerate(columns):
+        values[i] = col
+    offsets, pos = [], 0
+    for i in range(k):
+        pos += len(encoded[i])
+        offsets.append(pos)
+        pos += w[i]
+    out = np.empty((n, len(template)), dtype=np.uint8)
+    meta = np.array([offsets, w], dtype=np.int64)
+    pads = np.array([1 if i in zero_pad else 0 for i in range(k)], dtype=np.uint8)
+    lib.nvtxcffi_fixed_rows(ffi.from_buffer("int64_t[]", values), n, k, ffi.from_buffer("int64_t[]", meta[0].copy()),
+                            ffi.from_buffer("int64_t[]", meta[1].copy()), ffi.from_buffer("uint8_t[]", pads),
+                            ffi.from_buffer("uint8_t[]", template), len(template), ffi.from_buffer("uint8_t[]", out))
+    return out
+
+
 def _rows_numpy(parts: Sequence[str], columns: Sequence[Any], w: List[int], zero_pad: Sequence[int]) -> Any:
     np = _np
     n = len(columns[0])
@@ -111,6 +149,9 @@ def _rows_numpy(parts: Sequence[str], columns: Sequence[Any], w: List[int], zero
     row_len = sum(len(p) for p in encoded) + sum(w)
     # every row starts as the template (the constant parts, digits to be written), in one pass
     template = b"".join(p + b"0" * width for p, width in zip(encoded, w + [0]))
+    native = _native()
+    if native is not None:
+        return _rows_native(native, encoded, columns, w, zero_pad, template, n)
     out = np.tile(np.frombuffer(template, dtype=np.uint8), (n, 1))
     pos = 0
     for i, part in enumerate(encoded):
