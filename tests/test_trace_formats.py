@@ -309,6 +309,47 @@ def test_progress_counts_what_is_written_and_ends_at_the_finish(recording, small
     assert [done for done, _ in calls] == sorted(done for done, _ in calls)
 
 
+def test_a_failing_writer_stops_the_reader_thread_and_a_failing_reader_raises_here(recording, small_batches,
+                                                                                   monkeypatch):
+    import threading
+
+    from nvtx_cffi._trace import convert as convert_module
+    from nvtx_cffi._trace import pairing
+
+    tmp, raw, _pid, _tid = recording
+    real_open_writer = convert_module.open_writer
+
+    def failing_writer(*args):
+        writer = real_open_writer(*args)
+        seen = []
+
+        def batch(pb):
+            seen.append(pb)
+            if len(seen) == 3:
+                raise OSError("disk full")
+
+        writer.batch = batch
+        return writer
+
+    monkeypatch.setattr(convert_module, "open_writer", failing_writer)
+    with pytest.raises(OSError, match="disk full"):
+        convert(raw, str(tmp / "fails.json"))
+    monkeypatch.setattr(convert_module, "open_writer", real_open_writer)
+    real_pair = pairing._pair_async
+    calls = []
+
+    def failing_pair(*args):
+        calls.append(1)
+        if len(calls) == 4:
+            raise RuntimeError("bad batch")
+        return real_pair(*args)
+
+    monkeypatch.setattr(pairing, "_pair_async", failing_pair)
+    with pytest.raises(RuntimeError, match="bad batch"):
+        convert(raw, str(tmp / "fails2.json"))
+    assert not [t for t in threading.enumerate() if t.name == "nvtx-cffi-trace-reader"]
+
+
 def test_the_c_stack_pairing_is_the_numpy_pairing_on_random_batches(monkeypatch):
     if not columns.HAVE_NUMPY:
         pytest.skip("NumPy path only")
