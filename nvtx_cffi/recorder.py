@@ -1071,12 +1071,55 @@ def _np_valid(np, data: bytes, skips: _Skips):
     return w, tags
 
 
+_NATIVE: list = []
+
+
+def _native_decoder():
+    """The CFFI module's ``(ffi, lib)`` when it has the tracer's decoder (c/trace_decode.c), else None."""
+    if not _NATIVE:
+        try:
+            from nvtx_cffi._native._ffi import ffi, lib  # type: ignore[import-not-found]
+
+            _NATIVE.append((ffi, lib) if hasattr(lib, "nvtxcffi_decode_events") else None)
+        except ImportError:
+            _NATIVE.append(None)
+    return _NATIVE[0]
+
+
+def _np_decode(np, words, n_events: int, dtype):
+    """``(events, ticks)`` of a block's words, decoded in C; None without the native decoder."""
+    native = _native_decoder()
+    if native is None:
+        return None
+    ffi, lib = native
+    words = np.ascontiguousarray(words, dtype="<u8")
+    ev = np.zeros(n_events, dtype=dtype)
+    ticks = np.empty(n_events, dtype=np.uint64)
+    got = lib.nvtxcffi_decode_events(ffi.from_buffer("uint64_t[]", words), len(words), ffi.from_buffer(ev),
+                                     ffi.from_buffer("uint64_t[]", ticks), n_events)
+    if got != n_events:  # cannot happen: the heads were counted from the same words
+        return None
+    return ev, ticks
+
+
 def _np_block(np, d: _Defs, parts, dtype, skips: _Skips) -> EventBlock:
     words = np.concatenate([p[1] for p in parts]) if len(parts) > 1 else parts[0][1]
     tags = np.concatenate([p[2] for p in parts]) if len(parts) > 1 else parts[0][2]
     is_head = (tags >= 1) & (tags <= 5)
-    head_pos = np.flatnonzero(is_head)
     counts = [int(np.count_nonzero(is_head[s:e])) for s, e in _spans(parts)]
+    decoded = _np_decode(np, words, sum(counts), dtype)
+    if decoded is not None:
+        ev, ticks = decoded
+        ev["time_ns"] = _np_times(np, d, ticks)
+        ev["tid"] = np.repeat(np.asarray([p[0] for p in parts], dtype=np.uint32), counts)
+    else:
+        ev = _np_fields(np, d, words, tags, is_head, parts, counts, dtype)
+    return _np_finish(np, d, ev, parts, skips)
+
+
+def _np_fields(np, d: _Defs, words, tags, is_head, parts, counts, dtype):
+    """The event columns of a block's words with NumPy alone (no native decoder)."""
+    head_pos = np.flatnonzero(is_head)
     ev = np.zeros(len(head_pos), dtype=dtype)
     ev["kind"] = tags[head_pos]
     ev["time_ns"] = _np_times(np, d, words[head_pos] >> np.uint64(8))
@@ -1111,6 +1154,10 @@ def _np_block(np, d: _Defs, parts, dtype, skips: _Skips) -> EventBlock:
             ev["range_id"][e] |= w >> sh8
         elif tag == _W_RANGE_ID_HI:
             ev["range_id"][e] |= ((w >> sh8) & np.uint64(0xFF)) << np.uint64(56)
+    return ev
+
+
+def _np_finish(np, d: _Defs, ev, parts, skips: _Skips) -> EventBlock:
     if d.string_truncated:
         cut = np.isin(ev["message"], np.fromiter(d.string_truncated, dtype=np.uint32))
         ev["flags"][cut] |= FLAG_TRUNCATED

@@ -3,9 +3,16 @@
 
     python scripts/trace_convert_bench.py 1e6            # record 1e6 push/pop ranges once, convert it 4 ways
     python scripts/trace_convert_bench.py 1e7 --keep DIR # keep the recording (and reuse it next time)
+    python scripts/trace_convert_bench.py 1e6 --baseline DIR  # also each format with the nvtx_cffi in DIR
+
+``--baseline DIR``: DIR holds another ``nvtx_cffi`` package (an older version, installed or copied
+there); each format is converted with it too (``PYTHONPATH=DIR``), right after the current one, so
+both rows of a format see the same load.
 
 Records ``examples/many_ranges.py N`` with the recorder, then converts the same recording, each in
 a fresh process under ``/usr/bin/time -v`` (``--stats`` included, as ``trace --stats`` does):
+Columns: wall seconds of the conversion (imports included), CPU seconds of the process (user +
+system, whole process: less sensitive to a loaded machine), output size, bytes per event, peak RSS.
 ``before`` (the object-per-event streaming conversion: ``pair_events`` + ``ChromeTraceWriter.range``),
 then ``json``, ``pftrace`` and ``sqlite`` with the columnar conversion, and ``read`` (the
 recorder's ``blocks()`` alone, no pairing or writing: the reader's share). Prints one table.
@@ -61,14 +68,18 @@ def main() -> int:
     ap.add_argument("n", type=float, help="ranges to record (1e6, 1e7)")
     ap.add_argument("--keep", metavar="DIR", help="recording directory to keep / reuse")
     ap.add_argument("--formats", default="before,read,json,pftrace,sqlite")
+    ap.add_argument("--baseline", metavar="DIR", help="directory holding another nvtx_cffi package to compare with")
     args = ap.parse_args()
     n = int(args.n)
     work = tempfile.mkdtemp(prefix="nvtx-bench-")
     raw = args.keep or os.path.join(work, "raw")
     try:
         if not (os.path.isdir(raw) and os.listdir(raw)):
-            sys.path.insert(0, ROOT)
-            from nvtx_cffi import recorder
+            try:  # the installed package (the source tree has no compiled module unless built in place)
+                from nvtx_cffi import recorder
+            except ImportError:
+                sys.path.insert(0, ROOT)
+                from nvtx_cffi import recorder
 
             env = {**os.environ, **recorder.environment(raw)}
             subprocess.run([sys.executable, os.path.join(ROOT, "examples", "many_ranges.py"), str(n)], env=env,
@@ -76,22 +87,32 @@ def main() -> int:
         recorded = sum(os.path.getsize(os.path.join(raw, f)) for f in os.listdir(raw))
         print(f"{n} ranges, {recorded / 1e6:.0f} MB of records; {sys.implementation.name} "
               f"{sys.version.split()[0]}; conversion with --stats, one run each")
-        print(f"{'format':8} {'seconds':>8} {'output MB':>10} {'B/event':>8} {'peak RSS MB':>12}")
+        print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        print(f"{'format':15} {'seconds':>8} {'CPU s':>8} {'output MB':>10} {'B/event':>8} {'peak RSS MB':>12}")
         env = {k: v for k, v in os.environ.items() if not k.startswith(("NVTX_INJECTION", "NVTX_CFFI_RECORD"))}
+        runs = []
         for fmt in args.formats.split(","):
+            runs.append((fmt, fmt, env))
+            if args.baseline and fmt not in ("before",):
+                runs.append((fmt, fmt + " (base)", {**env, "PYTHONPATH": os.path.abspath(args.baseline)}))
+        for fmt, label, run_env in runs:
             out = os.path.join(work, {"before": "before.json", "json": "t.json", "pftrace": "t.pftrace",
                                       "sqlite": "t.sqlite", "read": "nothing"}[fmt])
-            proc = subprocess.run(["/usr/bin/time", "-v", sys.executable, "-c", CONVERT, fmt, raw, out], env=env,
+            proc = subprocess.run(["/usr/bin/time", "-v", sys.executable, "-c", CONVERT, fmt, raw, out], env=run_env,
                                   capture_output=True, text=True, cwd=work)
             if proc.returncode:
-                print(fmt, "failed:", proc.stderr[-2000:])
+                print(label, "failed:", proc.stderr[-2000:])
                 continue
             seconds = float(re.search(r"seconds (\S+)", proc.stdout).group(1))
             events = int(re.search(r"events (\d+)", proc.stdout).group(1))
             rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr).group(1))
+            cpu = sum(float(re.search(rf"{kind} time \(seconds\): (\S+)", proc.stderr).group(1))
+                      for kind in ("User", "System"))
             size = os.path.getsize(out)
-            print(f"{fmt:8} {seconds:8.2f} {size / 1e6:10.1f} {size / max(events, 1):8.1f} {rss / 1024:12.0f}")
+            print(f"{label:15} {seconds:8.2f} {cpu:8.2f} {size / 1e6:10.1f} {size / max(events, 1):8.1f} "
+                  f"{rss / 1024:12.0f}", flush=True)
             os.remove(out)
+        print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -104,7 +104,7 @@ class ChromeTraceWriter:
             self._write_bytes = out.write
         else:
             self._write = out.write
-            self._write_bytes = lambda data: out.write(data.decode("utf-8"))
+            self._write_bytes = lambda data: out.write(bytes(data).decode("utf-8"))
         self._t0 = start_ns
         self._sep = ""
         self.count = 0
@@ -249,15 +249,15 @@ class ChromeTraceWriter:
                                 [d % 1000 for d in dur], _pick(r.tid, rows, numpy)]
                     parts = [",\n" + head + ',"ts":', ".", ',"dur":', ".", ',"pid":' + pid + ',"tid":',
                              ',"args":{' + static + "}}"]
-                    self._write_block(fixed_rows(parts, cols, zero_pad=(1, 3), use_numpy=numpy))
+                    self._write_block(fixed_rows(parts, cols, zero_pad=(1, 3), use_numpy=numpy, as_buffer=True))
                 self.count += len(fast)
             else:
                 slow = sorted(list(fast) + list(slow)) if slow is not None else list(fast)
         if slow is not None and len(slow):
             self._ranges_by_row(pb, r, slow)
 
-    def _write_block(self, data: bytes) -> None:
-        if not data:
+    def _write_block(self, data: Any) -> None:
+        if not len(data):
             return
         if not self._sep:  # the first event of the file: no separator before it
             data = data[2:]

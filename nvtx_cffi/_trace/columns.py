@@ -48,9 +48,10 @@ _D, _Q, _F, _I = struct.Struct("<d"), struct.Struct("<Q"), struct.Struct("<f"), 
 
 #: Decoded binary payloads (payload extension) of the conversion in progress, by the key that
 #: stands in the payload column of their rows (:class:`.counters.BatchExtDecoder`). Bounded: a
-#: value is kept for the next EXT_PAYLOADS_MAX binary payloads, long enough for its range to end.
+#: value is kept for the next EXT_PAYLOADS_MAX binary payloads: long enough for the writer, up to
+#: three batches behind the reader thread, and for its range to end.
 EXT_PAYLOADS: Dict[int, Any] = {}
-EXT_PAYLOADS_MAX = 1 << 16
+EXT_PAYLOADS_MAX = 4 * BATCH_EVENTS
 _ext_keys = [0]
 
 

@@ -11,8 +11,11 @@ has the same four methods: ``batch(paired_batch)``, ``counter(pid, name, unit, t
 """
 from __future__ import annotations
 
+import collections
 import os
-from typing import Any, Callable, Dict, Optional
+import queue
+import threading
+from typing import Any, Callable, Dict, Iterator, Optional
 
 from .columns import open_recording
 from .model import Timeline
@@ -78,6 +81,10 @@ def _add_stats(stats: Any, pb: PairedBatch) -> None:
         if _np is not None and hasattr(cols.start, "dtype") and int(cols.domain.max()) < 1 << 20:
             # (text id, domain) as one integer: text ids stay below 2**43 (see pairing._EXTRA)
             key = (cols.text.astype(_np.int64) << 20) | cols.domain.astype(_np.int64)
+            if not (key != key[0]).any():  # one name: no grouping needed
+                k = int(key[0])
+                stats.add_many(pb.domain_name(k & 0xFFFFF), pb.text(k >> 20), style, cols.end - cols.start)
+                continue
             uniq, inverse = _np.unique(key, return_inverse=True)
             inverse = inverse.reshape(-1)
             order = _np.argsort(inverse, kind="stable")
@@ -85,8 +92,7 @@ def _add_stats(stats: Any, pb: PairedBatch) -> None:
             bounds = _np.searchsorted(inverse[order], _np.arange(len(uniq) + 1))
             for j, k in enumerate(uniq.tolist()):
                 t, d = k >> 20, k & 0xFFFFF
-                stats.add_many(pb.domain_name(d), pb.text(t), style,
-                               durations[bounds[j]:bounds[j + 1]].tolist())
+                stats.add_many(pb.domain_name(d), pb.text(t), style, durations[bounds[j]:bounds[j + 1]])
         else:
             groups: Dict[tuple, list] = {}
             text, dom, start, end = cols.lists("text", "domain", "start", "end")
@@ -100,24 +106,17 @@ def _add_stats(stats: Any, pb: PairedBatch) -> None:
                 stats.add_many(domain, name, style, durations_list)
 
 
-def _decode_extensions(recording: Any, writer: Any, picture: Any, counter_stats: Any) -> None:
+def _decode_extensions(recording: Any) -> Callable[[Any, Any, Any], None]:
     """Make ``recording.batches()`` decode each batch's counters and binary payloads on the way
-    (:class:`~.counters.BatchExtDecoder`): samples to the writer, the picture and the table."""
+    (:class:`~.counters.BatchExtDecoder`; with NumPy that runs in the reader thread). Returns
+    ``drain(writer, picture, counter_stats)``, which the converting thread calls to hand the
+    samples decoded so far to the writer, the picture and the table (one writer, one thread)."""
     from .columns import EXT_PAYLOADS
-    from .counters import BatchExtDecoder, counter_series
+    from .counters import BatchExtDecoder
 
     EXT_PAYLOADS.clear()
-    draw = getattr(picture, "counter", None)
-
-    def on_sample(sample: Any) -> None:
-        for name, unit, value in counter_series(sample):
-            writer.counter(sample.pid, name, unit, sample.time_ns, value)
-            if draw is not None:
-                draw(sample.pid, name, unit, sample.time_ns, value)
-        if counter_stats is not None:
-            counter_stats.add(sample)
-
-    ext = BatchExtDecoder(on_sample)
+    pending: "collections.deque[Any]" = collections.deque()  # bounded by the batches read ahead
+    ext = BatchExtDecoder(pending.append)
     batches = recording.batches
 
     def decoded() -> Any:
@@ -126,6 +125,67 @@ def _decode_extensions(recording: Any, writer: Any, picture: Any, counter_stats:
             yield batch
 
     recording.batches = decoded
+
+    def drain(writer: Any, picture: Any, counter_stats: Any) -> None:
+        from .counters import counter_series
+
+        draw = getattr(picture, "counter", None)
+        while pending:
+            sample = pending.popleft()
+            for name, unit, value in counter_series(sample):
+                writer.counter(sample.pid, name, unit, sample.time_ns, value)
+                if draw is not None:
+                    draw(sample.pid, name, unit, sample.time_ns, value)
+            if counter_stats is not None:
+                counter_stats.add(sample)
+
+    return drain
+
+
+_DONE = object()
+
+
+def _prefetch(batches: Iterator[Any], depth: int = 2) -> Iterator[Any]:
+    """``batches``, read and paired by a helper thread at most ``depth`` batches ahead of the writer.
+
+    The decoder, the pairing and most NumPy work release the GIL, and so do SQLite's statements and
+    file writes: on two cores reading and writing overlap. Memory: ``depth`` batches more. The
+    thread's exceptions are raised here; leaving early (an error, Ctrl-C) stops it.
+    """
+    q: "queue.Queue[Any]" = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def put(item: Any) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def run() -> None:
+        try:
+            for pb in batches:
+                if not put((pb, None)):
+                    return
+            put((_DONE, None))
+        except BaseException as exc:  # handed to the consumer, raised there
+            put((_DONE, exc))
+
+    thread = threading.Thread(target=run, name="nvtx-cffi-trace-reader", daemon=True)
+    thread.start()
+    try:
+        while True:
+            pb, exc = q.get()
+            if pb is _DONE:
+                if exc is not None:
+                    raise exc
+                return
+            yield pb
+    finally:
+        stop.set()
+        thread.join()
 
 
 def convert(source: str, output: str, fmt: Optional[str] = None, *, stats: Any = None, picture: Any = None,
@@ -137,13 +197,26 @@ def convert(source: str, output: str, fmt: Optional[str] = None, *, stats: Any =
     receive the ranges too; counter samples (payload extension) become the writer's counter events,
     ``counter_stats`` rows (a :class:`~.counters.CounterStats`) and ``picture`` lines. ``numpy=False`` forces the pure-Python path (what PyPy runs).
     """
-    recording = open_recording(source, numpy, progress)
+    # Progress counts what is written, not what is read: the reader thread runs ahead of the writer
+    # (it notes its position with each batch) and 100% waits for the writer's finish (SQLite's index).
+    read_at = [0, 0]
+
+    def note(done: int, total: int) -> None:
+        read_at[0], read_at[1] = done, total
+
+    recording = open_recording(source, numpy, note if progress is not None else None)
     fmt = fmt or format_for(output)
     timeline = Timeline()
     writer = open_writer(fmt, output, recording.start_ns or 0)
-    _decode_extensions(recording, writer, picture, counter_stats)
+    drain = _decode_extensions(recording)
     try:
-        for pb in pair_batches(recording, timeline):
+        batches = pair_batches(recording, timeline)
+        if progress is not None:
+            batches = ((pb, (read_at[0], read_at[1])) for pb in batches)
+        else:
+            batches = ((pb, None) for pb in batches)
+        for pb, at in (_prefetch(batches) if recording.numpy else batches):
+            drain(writer, picture, counter_stats)  # the samples read with this batch (or before)
             writer.batch(pb)
             if stats is not None:
                 _add_stats(stats, pb)
@@ -152,10 +225,15 @@ def convert(source: str, output: str, fmt: Optional[str] = None, *, stats: Any =
                     picture.range(r)
                 for m in marks_of(pb):
                     picture.mark(m)
+            if at is not None and at[1]:
+                progress(min(at[0], at[1] - 1), at[1])  # type: ignore[misc]
         if root_pid is not None and root_name is not None and (
                 root_pid in timeline.process_names or any(pid == root_pid for pid, _ in timeline.threads)):
             timeline.process_names[root_pid] = root_name
+        drain(writer, picture, counter_stats)  # samples after the last NVTX event
         writer.finish(timeline)
     finally:
         writer.close()
+    if progress is not None and read_at[1]:
+        progress(read_at[1], read_at[1])
     return timeline

@@ -4,8 +4,9 @@ The JSON writer's hot path. A row is ``parts[0] + field_0 + parts[1] + field_1 +
 every field is a non-negative integer printed right-aligned in the width of the largest value of
 its column (leading spaces, which JSON allows between tokens), or with leading zeros for
 ``zero_pad`` columns (the three decimals of a microsecond time). All rows then have the same length,
-so NumPy builds them as one ``uint8`` matrix: digits by vectorised division, the constant parts
-copied per column. The pure-Python version (no NumPy) produces the same bytes row by row.
+so NumPy builds them as one ``uint8`` matrix: a template row (the constant parts) tiled once, then
+two digits at a time by vectorised division (uint32 when the column fits) and a table look-up
+stored as one uint16 per row. The pure-Python version (no NumPy) produces the same bytes row by row.
 
 >>> fixed_rows(["a=", ",b=", ";\\n"], [[5, 120], [3, 4]], zero_pad=()).decode()
 'a=  5,b=3;\\na=120,b=4;\\n'
@@ -39,41 +40,126 @@ def widths(columns: Sequence[Any], zero_pad: Sequence[int]) -> List[int]:
 
 
 def fixed_rows(parts: Sequence[str], columns: Sequence[Any], zero_pad: Sequence[int] = (),
-               use_numpy: bool = True) -> bytes:
-    """The rows as UTF-8 bytes; ``columns`` are NumPy int arrays or lists of ints (>= 0), equal length."""
+               use_numpy: bool = True, as_buffer: bool = False) -> Any:
+    """The rows as UTF-8 bytes; ``columns`` are NumPy int arrays or lists of ints (>= 0), equal length.
+
+    ``as_buffer``: a memoryview of the NumPy rows instead of a bytes copy (what a binary file's
+    ``write`` takes as it is)."""
     if not columns or not len(columns[0]):
         return b""
     w = widths(columns, zero_pad)
     if use_numpy and _np is not None:
-        return _rows_numpy(parts, columns, w, zero_pad)
+        rows = _rows_numpy(parts, columns, w, zero_pad)
+        return memoryview(rows.reshape(-1)) if as_buffer else rows.tobytes()
     fmt = parts[0].replace("%", "%%")
     for i, part in enumerate(parts[1:]):
         fmt += ("%0" if i in zero_pad else "%") + f"{w[i]}d" + part.replace("%", "%%")
     return "".join([fmt % row for row in zip(*columns)]).encode("utf-8")
 
 
-def _rows_numpy(parts: Sequence[str], columns: Sequence[Any], w: List[int], zero_pad: Sequence[int]) -> bytes:
+_LUTS: List[Any] = []
+
+
+def _luts() -> List[Any]:
+    """Two-digit tables (100 rows of 2 bytes each, then 100 with the leading zero blanked): ``pad``
+    (zeros kept), ``inner`` (a pair left of the last one: "  " for a value already exhausted) and
+    ``last`` (the rightmost pair: " 0" for zero)."""
+    if not _LUTS:
+        np = _np
+        pad = np.array([[48 + i // 10, 48 + i % 10] for i in range(100)], dtype=np.uint8)
+        blank = pad.copy()
+        blank[:10, 0] = 32
+        inner = np.concatenate([pad, blank])
+        inner[100] = 32
+        last = np.concatenate([pad, blank])
+        # each pair as one uint16 (its two bytes in memory order): one strided store per pair
+        _LUTS[:] = [t.view(np.uint16).reshape(-1) for t in (pad, inner, last)]
+    return _LUTS
+
+
+def _digits_into(block: Any, v: Any, width: int, zero_pad: bool) -> None:
+    """Write the ``width`` decimal digits of ``v`` (int64 >= 0, fits the width) into ``block``
+    (an (n, width) uint8 view), right-aligned: leading zeros kept (``zero_pad``) or spaces."""
+    np = _np
+    pad, inner, last = _luts()
+    if len(v) and int(v.max()) < 1 << 32:
+        v = v.astype(np.uint32)  # (division by a constant is several times faster than int64's)
+    k = width
+    while k >= 2:
+        q = v // 100
+        r = v - q * 100
+        if zero_pad:
+            block[:, k - 2:k].view(np.uint16)[:, 0] = pad.take(r)
+        else:
+            # v < 100: the leading pair (its tens digit blanked when zero; "  " when v == 0 left of
+            # the last pair)
+            r += np.where(v < 100, 100, 0).astype(r.dtype)
+            block[:, k - 2:k].view(np.uint16)[:, 0] = (last if k == width else inner).take(r)
+        v = q
+        k -= 2
+    if k == 1:
+        if zero_pad or width == 1:
+            block[:, 0] = 48 + v
+        else:
+            block[:, 0] = np.where(v == 0, 32, 48 + v)
+
+
+_NATIVE: List[Any] = []
+
+
+def _native() -> Any:
+    """``(ffi, lib)`` of the CFFI module when it has the row formatter (c/trace_decode.c), else None."""
+    if not _NATIVE:
+        try:
+            from .._native._ffi import ffi, lib  # type: ignore[import-not-found]
+
+            _NATIVE.append((ffi, lib) if hasattr(lib, "nvtxcffi_fixed_rows") else None)
+        except ImportError:  # pragma: no cover - a source tree without its compiled module
+            _NATIVE.append(None)
+    return _NATIVE[0]
+
+
+def _rows_native(native: Any, encoded: List[bytes], columns: Sequence[Any], w: List[int], zero_pad: Sequence[int],
+                 template: bytes, n: int) -> Any:
+    """The rows of :func:`_rows_numpy`, formatted in C (nvtxcffi_fixed_rows)."""
+    np = _np
+    ffi, lib = native
+    k = len(columns)
+    values = np.empty((k, n), dtype=np.int64)
+    for i, col in enumerate(columns):
+        values[i] = col
+    offsets, pos = [], 0
+    for i in range(k):
+        pos += len(encoded[i])
+        offsets.append(pos)
+        pos += w[i]
+    out = np.empty((n, len(template)), dtype=np.uint8)
+    meta = np.array([offsets, w], dtype=np.int64)
+    pads = np.array([1 if i in zero_pad else 0 for i in range(k)], dtype=np.uint8)
+    lib.nvtxcffi_fixed_rows(ffi.from_buffer("int64_t[]", values), n, k, ffi.from_buffer("int64_t[]", meta[0].copy()),
+                            ffi.from_buffer("int64_t[]", meta[1].copy()), ffi.from_buffer("uint8_t[]", pads),
+                            ffi.from_buffer("uint8_t[]", template), len(template), ffi.from_buffer("uint8_t[]", out))
+    return out
+
+
+def _rows_numpy(parts: Sequence[str], columns: Sequence[Any], w: List[int], zero_pad: Sequence[int]) -> Any:
     np = _np
     n = len(columns[0])
     encoded = [p.encode("utf-8") for p in parts]
     row_len = sum(len(p) for p in encoded) + sum(w)
-    out = np.empty((n, row_len), dtype=np.uint8)
+    # every row starts as the template (the constant parts, digits to be written), in one pass
+    template = b"".join(p + b"0" * width for p, width in zip(encoded, w + [0]))
+    native = _native()
+    if native is not None:
+        return _rows_native(native, encoded, columns, w, zero_pad, template, n)
+    out = np.tile(np.frombuffer(template, dtype=np.uint8), (n, 1))
     pos = 0
     for i, part in enumerate(encoded):
-        if part:
-            out[:, pos:pos + len(part)] = np.frombuffer(part, dtype=np.uint8)
-            pos += len(part)
+        pos += len(part)
         if i == len(columns):
             break
         width = w[i]
-        v = np.asarray(columns[i], dtype=np.int64).copy()
-        block = out[:, pos:pos + width]
-        for k in range(width - 1, -1, -1):
-            block[:, k] = 48 + v % 10
-            v //= 10
-        if i not in zero_pad and width > 1:
-            # blank the leading zeros (keep the last digit: 0 prints as "0")
-            lead = np.cumprod(block[:, :-1] == 48, axis=1).astype(bool)
-            block[:, :-1][lead] = 32
+        v = np.asarray(columns[i], dtype=np.int64)
+        _digits_into(out[:, pos:pos + width], v, width, i in zero_pad)
         pos += width
-    return out.tobytes()
+    return out

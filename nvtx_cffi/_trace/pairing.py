@@ -168,7 +168,8 @@ def pair_batches(recording: Source, timeline: Timeline) -> Iterator[PairedBatch]
         opened = carry.get(image, [])
         if numpy:
             ranges, skip, still_open = _pair_numpy(batch, opened, strings)
-            threads = _np.unique(batch.tid).tolist()
+            tids = batch.tid
+            threads = _np.unique(tids).tolist() if (tids != tids[0]).any() else [int(tids[0])]
         else:
             ranges, skip, still_open = _pair_python(batch, opened, strings)
             threads = sorted(set(batch.tid))
@@ -310,15 +311,27 @@ def _pair_numpy(b: RecordBatch, opened: list, strings: List[str]) -> Tuple[Colum
     if not n:
         return Columns(RANGE_FIELDS, [np.zeros(0, np.int64) for _ in RANGE_FIELDS]), skip, []
     g = (tid.astype(np.int64) << 32) | dom.astype(np.int64)
-    order = np.argsort(g, kind="stable")  # by (tid, domain); each group stays in record order
-    gs = g[order]
+    native = _native()
+    if native is not None:
+        return _pair_native(native, b, pp, nc, kind, g, tid, dom, time, text, cat, color, has_color, ptype, payload,
+                            strings, skip)
+    if not (g != g[0]).any():  # one (tid, domain) group, the common case: already in order
+        order = np.arange(n)
+        gidx = np.zeros(n, dtype=np.int64)
+        first = np.zeros(n, dtype=bool)
+        first[0] = True
+    else:
+        uniq, gid = np.unique(g, return_inverse=True)
+        gid = gid.reshape(-1)
+        # by (tid, domain); each group stays in record order (a radix sort for 16-bit keys)
+        order = np.argsort(gid.astype(np.uint16) if len(uniq) <= 1 << 16 else gid, kind="stable")
+        gidx = gid[order]
+        first = np.empty(n, dtype=bool)
+        first[0] = True
+        np.not_equal(gidx[1:], gidx[:-1], out=first[1:])
     ks = kind[order]
     step = np.where(ks == PUSH, 1, -1).astype(np.int64)
     csum = np.cumsum(step)
-    first = np.empty(n, dtype=bool)
-    first[0] = True
-    np.not_equal(gs[1:], gs[:-1], out=first[1:])
-    gidx = np.cumsum(first) - 1
     running = csum - (csum - step)[first][gidx]  # depth change since the group's start, after each event
     big = 2 * n + 2  # separates groups so one running minimum serves them all
     floor = np.minimum(np.minimum.accumulate(running - gidx * big) + gidx * big, 0)
@@ -331,13 +344,24 @@ def _pair_numpy(b: RecordBatch, opened: list, strings: List[str]) -> Tuple[Colum
     depth_after = running - floor
     level = np.where(is_pop, depth_after, depth_after - 1)
     keep = np.flatnonzero(~unmatched)
-    by_level = keep[np.lexsort((keep, level[keep], gidx[keep]))]
+    # by (group, level), each in order: a push and the pop that closes it are then neighbours
+    levels = int(level[keep].max()) + 1 if len(keep) else 1
+    key = gidx[keep] * levels + level[keep]
+    if len(keep) and int(key.max()) < 1 << 16:
+        key = key.astype(np.uint16)  # radix sort
+    by_level = keep[np.argsort(key, kind="stable")]
     kk = ks[by_level]
     same = (gidx[by_level[:-1]] == gidx[by_level[1:]]) & (level[by_level[:-1]] == level[by_level[1:]])
     pair = (kk[:-1] == PUSH) & (kk[1:] == POP) & same
     push_s = by_level[:-1][pair]  # indices into the sorted order
     pop_s = by_level[1:][pair]
-    by_pop = np.argsort(order[pop_s], kind="stable")  # hand ranges out in the order of their pops
+    # hand ranges out in the order of their pops (distinct positions: a scatter, not a sort)
+    pop_at = order[pop_s]
+    rank = np.empty(n, dtype=np.int64)
+    rank[pop_at] = np.arange(len(pop_at))
+    seen = np.zeros(n, dtype=bool)
+    seen[pop_at] = True
+    by_pop = rank[np.flatnonzero(seen)]
     push_s = push_s[by_pop]
     pop_s = pop_s[by_pop]
     pi = order[push_s]  # indices into the combined columns
@@ -355,6 +379,66 @@ def _pair_numpy(b: RecordBatch, opened: list, strings: List[str]) -> Tuple[Colum
         for row in zip(tid[oi].tolist(), dom[oi].tolist(), time[oi].tolist(), text[oi].tolist(), cat[oi].tolist(),
                        color[oi].tolist(), has_color[oi].tolist(), ptype[oi].tolist(), payload[oi].tolist(),
                        level[open_s].tolist()):
+            still_open.append(row[:3] + (strings[row[3]],) + row[4:])
+    return ranges, skip, still_open
+
+
+_NATIVE: List[Any] = []
+
+
+def _native() -> Any:
+    """``(ffi, lib)`` of the CFFI module when it has the C stack pairing (c/trace_decode.c), else None."""
+    if not _NATIVE:
+        try:
+            from .._native._ffi import ffi, lib  # type: ignore[import-not-found]
+
+            _NATIVE.append((ffi, lib) if hasattr(lib, "nvtxcffi_pair_stacks") else None)
+        except ImportError:  # pragma: no cover - a source tree without its compiled module
+            _NATIVE.append(None)
+    return _NATIVE[0]
+
+
+def _pair_native(native: Any, b: RecordBatch, pp: Any, nc: int, kind: Any, g: Any, tid: Any, dom: Any, time: Any,
+                 text: Any, cat: Any, color: Any, has_color: Any, ptype: Any, payload: Any, strings: Any,
+                 skip: Any) -> Tuple[Columns, Any, list]:
+    """The same pairing as the NumPy one, with one stack per (tid, domain) in C: O(n), no sorting."""
+    np = _np
+    ffi, lib = native
+    n = len(kind)
+    if not (g != g[0]).any():  # one (tid, domain) group, the common case
+        gid = np.zeros(n, dtype=np.int64)
+        ngroups = 1
+    else:
+        uniq, gid = np.unique(g, return_inverse=True)  # group ids in (tid, domain) order
+        gid = np.ascontiguousarray(gid.reshape(-1), dtype=np.int64)
+        ngroups = len(uniq)
+    kind = np.ascontiguousarray(kind, dtype=np.uint8)
+    top = np.empty(ngroups, dtype=np.int64)
+    below = np.empty(n, dtype=np.int64)
+    level = np.empty(n, dtype=np.int64)
+    state = np.empty(n, dtype=np.uint8)
+    push_of = np.empty(n, dtype=np.int64)
+    pop_of = np.empty(n, dtype=np.int64)
+
+    def buf(a: Any, ctype: str) -> Any:
+        return ffi.from_buffer(ctype + "[]", a)
+
+    pairs = lib.nvtxcffi_pair_stacks(buf(kind, "uint8_t"), buf(gid, "int64_t"), n, ngroups, buf(top, "int64_t"),
+                                     buf(below, "int64_t"), buf(level, "int64_t"), buf(state, "uint8_t"),
+                                     buf(push_of, "int64_t"), buf(pop_of, "int64_t"))
+    pi = push_of[:pairs]
+    qi = pop_of[:pairs]
+    ranges = Columns(RANGE_FIELDS, [tid[pi], time[pi], time[qi], level[pi], text[pi], dom[pi], cat[pi],
+                                    color[pi], has_color[pi], ptype[pi], payload[pi]])
+    bad = np.flatnonzero(state == 1) - nc  # unmatched pops (carried rows are pushes)
+    skip[pp[bad]] = True
+    still_open = []
+    oi = np.flatnonzero(state == 2)
+    if len(oi):
+        oi = oi[np.lexsort((level[oi], gid[oi]))]  # by (tid, domain), then depth
+        for row in zip(tid[oi].tolist(), dom[oi].tolist(), time[oi].tolist(), text[oi].tolist(), cat[oi].tolist(),
+                       color[oi].tolist(), has_color[oi].tolist(), ptype[oi].tolist(), payload[oi].tolist(),
+                       level[oi].tolist()):
             still_open.append(row[:3] + (strings[row[3]],) + row[4:])
     return ranges, skip, still_open
 

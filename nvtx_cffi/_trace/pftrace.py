@@ -305,6 +305,12 @@ class PerfettoWriter:
                                lambda c: _hex(int(c)), new_colors)
         self._interned_packet(seq, new_names, new_cats, new_colors)
         ev_type = np.where(kind == PUSH, _BEGIN, np.where(kind == POP, _END, _INSTANT)).astype(np.uint64)
+        native = _native_encoder()
+        if native is not None:
+            self._write(_encode_native(native, n, dt, ev_type, named, name_iid, cat_iid, has_color, color_iid,
+                                       seq.seq_bytes))
+            self.count += n
+            return
         # TrackEvent: type, [name_iid], [category_iids], [color annotation]
         te = _Fields(n)
         te.const(b"\x48", None)
@@ -441,6 +447,43 @@ def _annotation_payload(ptype: int, raw: int) -> bytes:
 
 
 # --------------------------------------------------------------------------- vectorised encoding
+
+_NATIVE: List[Any] = []
+
+
+def _native_encoder() -> Any:
+    """``(ffi, lib)`` of the CFFI module when it has the packet encoder (c/trace_decode.c), else None."""
+    if not _NATIVE:
+        try:
+            from .._native._ffi import ffi, lib  # type: ignore[import-not-found]
+
+            _NATIVE.append((ffi, lib) if hasattr(lib, "nvtxcffi_pftrace_events") else None)
+        except ImportError:  # pragma: no cover - a source tree without its compiled module
+            _NATIVE.append(None)
+    return _NATIVE[0]
+
+
+def _encode_native(native: Any, n: int, dt: Any, ev_type: Any, named: Any, name_iid: Any, cat_iid: Any,
+                   has_color: Any, color_iid: Any, seq_bytes: bytes) -> bytes:
+    """The bytes :meth:`PerfettoWriter._encode_numpy` builds with :class:`_Fields`, from C."""
+    np = _np
+    ffi, lib = native
+
+    def u64(a: Any) -> Any:
+        return ffi.from_buffer("uint64_t[]", np.ascontiguousarray(a, dtype=np.uint64))
+
+    def u8(a: Any) -> Any:
+        return ffi.from_buffer("uint8_t[]", np.ascontiguousarray(a, dtype=np.uint8))
+
+    capacity = n * (90 + len(seq_bytes))
+    out = np.empty(capacity, dtype=np.uint8)
+    size = lib.nvtxcffi_pftrace_events(n, u64(dt), u64(ev_type), u8(named), u64(name_iid), u64(cat_iid),
+                                       u8(has_color), u64(color_iid), ffi.from_buffer("uint8_t[]", seq_bytes), len(seq_bytes),
+                                       ffi.from_buffer("uint8_t[]", out), capacity)
+    if size < 0:  # pragma: no cover - the capacity above always suffices
+        msg = "pftrace encoder: buffer too small"
+        raise RuntimeError(msg)
+    return out[:size].tobytes()
 
 
 def _varint_len(v: Any) -> Any:

@@ -38,7 +38,8 @@ class Progress:
         if not self._enabled:
             return
         now = time.monotonic()
-        if now - self._start < self._after or now - self._last < self._interval:
+        final = bool(total) and done >= total and self._shown  # the last line is never rate-limited away
+        if now - self._start < self._after or (now - self._last < self._interval and not final):
             return
         self._last = now
         if total:

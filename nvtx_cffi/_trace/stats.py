@@ -85,6 +85,22 @@ def _kth_smallest(values: Sequence[int], k: int) -> int:
     return sorted(d for d in candidates if lo <= d <= hi)[k]
 
 
+def _int64_view(durations: Sequence[int]):
+    """``durations`` (an ``array('q')``) as a NumPy int64 view, no copy; None without NumPy."""
+    if _np is not None and isinstance(durations, array) and durations.typecode == "q" and len(durations):
+        return _np.frombuffer(durations, dtype=_np.int64)
+    return None
+
+
+def _exact_sum(view) -> int:
+    """The exact integer sum of an int64 array (NumPy sums in int64: exact while no partial sum
+    overflows, which the bound below guarantees; Python ints otherwise)."""
+    top = max(abs(int(view.min())), abs(int(view.max())))
+    if top * len(view) < 1 << 63:
+        return int(view.sum())
+    return sum(view.tolist())
+
+
 class RangeStats:
     """Statistics of the durations (ns) of the ranges that share a name, domain and style.
 
@@ -100,7 +116,8 @@ class RangeStats:
                  other: bool = False):
         n = len(durations)
         self.other = other  # the OTHER_NAME row: ranges of the names past the bound
-        total = sum(durations)
+        view = _int64_view(durations)
+        total = _exact_sum(view) if view is not None else sum(durations)
         self.name = name
         self.domain = domain
         self.style = style
@@ -112,10 +129,15 @@ class RangeStats:
             self.median_ns = float(_kth_smallest(durations, mid))
         else:
             self.median_ns = (_kth_smallest(durations, mid - 1) + _kth_smallest(durations, mid)) / 2.0
-        self.min_ns = min(durations)
-        self.max_ns = max(durations)
+        self.min_ns = int(view.min()) if view is not None else min(durations)
+        self.max_ns = int(view.max()) if view is not None else max(durations)
         if n > 1:
-            squares = sum(map(operator.mul, durations, durations))
+            top = max(abs(self.min_ns), abs(self.max_ns))
+            step = (1 << 63) // (top * top + 1)  # values whose squares NumPy can sum exactly in int64
+            if view is not None and step >= 64:
+                squares = sum(int(_np.dot(view[i:i + step], view[i:i + step])) for i in range(0, n, step))
+            else:
+                squares = sum(map(operator.mul, durations, durations))
             self.stddev_ns = math.sqrt((n * squares - total * total) / (n * (n - 1)))  # sample stddev
         else:
             self.stddev_ns = 0.0
@@ -160,7 +182,11 @@ class StatsCollector:
 
     def add_many(self, domain: Optional[str], name: str, style: str, durations: Sequence[int]) -> None:
         """Count complete ranges of one (domain, name, style) at once: ``durations`` in ns."""
-        self._group(domain, name, style).extend(durations)
+        group = self._group(domain, name, style)
+        if hasattr(durations, "dtype"):  # a NumPy array: appended as bytes, no Python ints
+            group.frombytes(durations.astype("=i8", copy=False).tobytes())
+        else:
+            group.extend(durations)
 
     @property
     def folded(self) -> int:
@@ -169,7 +195,10 @@ class StatsCollector:
 
     def rows(self) -> List[RangeStats]:
         """One row per group, sorted by total time (largest first), then label."""
-        grand_total = sum(sum(d) for d in self._groups.values())
+        grand_total = 0
+        for d in self._groups.values():
+            view = _int64_view(d)
+            grand_total += _exact_sum(view) if view is not None else sum(d)
         rows = [RangeStats(name, None if domain is _OTHER else domain, "PushPop" if style == "push" else "StartEnd",
                            durations, grand_total, other=domain is _OTHER)
                 for (domain, name, style), durations in self._groups.items()]

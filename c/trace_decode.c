@@ -1,0 +1,193 @@
+/* trace_decode.c - the tracer's bulk helpers: see trace_decode.h. */
+#include "trace_decode.h"
+
+#include <string.h>
+
+enum {
+    EV_SIZE = 48,
+    OFF_KIND = 8, OFF_API = 9, OFF_FLAGS = 10, OFF_PTYPE = 11, OFF_DOMAIN = 16, OFF_MESSAGE = 20,
+    OFF_COLOR = 24, OFF_CATEGORY = 28, OFF_PAYLOAD = 32, OFF_RANGE_ID = 40,
+};
+
+static void put32(unsigned char *rec, int off, uint32_t v) { memcpy(rec + off, &v, 4); }
+
+static void or64(unsigned char *rec, int off, uint64_t v)
+{
+    uint64_t x;
+    memcpy(&x, rec + off, 8);
+    x |= v;
+    memcpy(rec + off, &x, 8);
+}
+
+int64_t nvtxcffi_decode_events(const uint64_t *words, int64_t n, void *events, uint64_t *ticks,
+                               int64_t capacity)
+{
+    unsigned char *base = (unsigned char *)events;
+    unsigned char *rec = NULL;
+    int64_t e = 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t w = words[i];
+        unsigned tag = (unsigned)(w & 0xFF);
+        if (tag >= 1 && tag <= 5) {
+            if (e >= capacity)
+                return -1;
+            rec = base + e * EV_SIZE;
+            rec[OFF_KIND] = (unsigned char)tag;
+            ticks[e++] = w >> 8;
+            continue;
+        }
+        if (tag < 0x10 || tag > 0x17 || rec == NULL)
+            continue;
+        uint32_t hi = (uint32_t)(w >> 32);
+        switch (tag) {
+        case 0x10: /* ATTR */
+            rec[OFF_API] = (unsigned char)((w >> 8) & 3);
+            put32(rec, OFF_DOMAIN, (uint32_t)((w >> 16) & 0xFFFF));
+            put32(rec, OFF_MESSAGE, hi);
+            break;
+        case 0x11: /* COLOR */
+            put32(rec, OFF_COLOR, hi);
+            rec[OFF_FLAGS] |= 1;
+            break;
+        case 0x12: /* CATEGORY */
+            put32(rec, OFF_CATEGORY, hi);
+            break;
+        case 0x13: /* PAYLOAD */
+            rec[OFF_PTYPE] = (unsigned char)((w >> 8) & 0xFF);
+            or64(rec, OFF_PAYLOAD, hi);
+            break;
+        case 0x14: /* PAYLOAD_HI */
+            or64(rec, OFF_PAYLOAD, (uint64_t)hi << 32);
+            break;
+        case 0x15: /* RANGE_ID */
+            or64(rec, OFF_RANGE_ID, w >> 8);
+            break;
+        case 0x17: /* RANGE_ID_HI */
+            or64(rec, OFF_RANGE_ID, ((w >> 8) & 0xFF) << 56);
+            break;
+        default: /* 0x16 PTYPE_RAW: not a column */
+            break;
+        }
+    }
+    return e;
+}
+
+int64_t nvtxcffi_pair_stacks(const uint8_t *kind, const int64_t *group, int64_t n, int64_t ngroups,
+                             int64_t *top, int64_t *below, int64_t *level, uint8_t *state, int64_t *push_of,
+                             int64_t *pop_of)
+{
+    int64_t pairs = 0;
+    for (int64_t g = 0; g < ngroups; g++)
+        top[g] = -1;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t g = group[i];
+        int64_t t = top[g];
+        if (kind[i] == 1) {
+            below[i] = t;
+            level[i] = t < 0 ? 0 : level[t] + 1;
+            state[i] = 2;
+            top[g] = i;
+        } else if (t < 0) {
+            level[i] = 0;
+            state[i] = 1;
+        } else {
+            level[i] = 0;
+            state[i] = 0;
+            state[t] = 0;
+            push_of[pairs] = t;
+            pop_of[pairs++] = i;
+            top[g] = below[t];
+        }
+    }
+    return pairs;
+}
+
+static int varint_len(uint64_t v)
+{
+    int n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static uint8_t *put_varint(uint8_t *p, uint64_t v)
+{
+    while (v >= 0x80) {
+        *p++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+int64_t nvtxcffi_pftrace_events(int64_t n, const uint64_t *dt, const uint64_t *ev_type, const uint8_t *named,
+                                const uint64_t *name_iid, const uint64_t *cat_iid, const uint8_t *has_color,
+                                const uint64_t *color_iid, const uint8_t *seq, int64_t seq_len, uint8_t *out,
+                                int64_t capacity)
+{
+    uint8_t *p = out;
+    uint8_t te[64];
+    if (seq_len < 0 || seq_len > 64)
+        return -1;
+    for (int64_t i = 0; i < n; i++) {
+        if ((p - out) + 90 + seq_len > capacity)
+            return -1;
+        uint8_t *t = te;
+        *t++ = 0x48;
+        t = put_varint(t, ev_type[i]);
+        if (named[i]) {
+            *t++ = 0x50;
+            t = put_varint(t, name_iid[i]);
+        }
+        if (cat_iid[i]) {
+            *t++ = 0x18;
+            t = put_varint(t, cat_iid[i]);
+        }
+        if (has_color[i]) {
+            *t++ = 0x22;
+            t = put_varint(t, (uint64_t)(4 + varint_len(color_iid[i])));
+            *t++ = 0x08;
+            *t++ = 0x01;
+            *t++ = 0x88;
+            *t++ = 0x01;
+            t = put_varint(t, color_iid[i]);
+        }
+        uint64_t te_len = (uint64_t)(t - te);
+        uint64_t pk_len = 1 + (uint64_t)varint_len(dt[i]) + 1 + (uint64_t)varint_len(te_len) + te_len + (uint64_t)seq_len;
+        *p++ = 0x0a;
+        p = put_varint(p, pk_len);
+        *p++ = 0x40;
+        p = put_varint(p, dt[i]);
+        *p++ = 0x5a;
+        p = put_varint(p, te_len);
+        memcpy(p, te, te_len);
+        p += te_len;
+        memcpy(p, seq, (size_t)seq_len);
+        p += seq_len;
+    }
+    return (int64_t)(p - out);
+}
+
+void nvtxcffi_fixed_rows(const int64_t *values, int64_t n, int64_t ncols, const int64_t *offsets,
+                         const int64_t *widths, const uint8_t *zero_pad, const uint8_t *tmpl, int64_t row_len,
+                         uint8_t *out)
+{
+    for (int64_t i = 0; i < n; i++) {
+        uint8_t *row = out + i * row_len;
+        memcpy(row, tmpl, (size_t)row_len);
+        for (int64_t c = 0; c < ncols; c++) {
+            uint64_t v = (uint64_t)values[c * n + i];
+            uint8_t *first = row + offsets[c];
+            uint8_t *p = first + widths[c] - 1;
+            do {
+                *p-- = (uint8_t)('0' + v % 10);
+                v /= 10;
+            } while (v && p >= first);
+            uint8_t fill = zero_pad[c] ? '0' : ' ';
+            while (p >= first)
+                *p-- = fill;
+        }
+    }
+}

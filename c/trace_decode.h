@@ -1,0 +1,49 @@
+/* trace_decode.h - the tracer's bulk helpers (c/trace_decode.c), in the CFFI module with the shim.
+ *
+ * The header is also the cdef (build_ffi.py): plain declarations only.
+ */
+#ifndef NVTX_CFFI_TRACE_DECODE_H
+#define NVTX_CFFI_TRACE_DECODE_H
+
+#include <stdint.h>
+
+/* Decode a block of recorder words (format 2, c/recorder.h: a file's chunk records, chunk headers
+ * left out, each chunk cut at its first zero or corrupt word) into `events`: packed 48-byte
+ * records of nvtx_cffi.recorder's EVENT_DTYPE (time_ns i8, kind u1, api u1, flags u1,
+ * payload_type u1, tid u4, domain u4, message u4, color u4, category u4, payload u8,
+ * range_id u8), zeroed by the caller. Event heads (tags 1..5) start a record; extension words
+ * (0x10..0x17) fill the latest one (none yet: ignored); anything else is skipped. The raw 56-bit
+ * time of each event goes to ticks[] (time_ns is the caller's: the clock mapping). Returns the
+ * events written, or -1 when there are more than `capacity`. */
+int64_t nvtxcffi_decode_events(const uint64_t *words, int64_t n, void *events, uint64_t *ticks,
+                               int64_t capacity);
+
+/* Push/pop pairing with one stack per group: kind[i] 1 (push) or 2 (pop), group[i] in
+ * [0, ngroups). Pairs go out in the order of their pops: push_of[k], pop_of[k] (indices into
+ * the input); returns their number. level[i]: a push's depth in its group's stack (0: outermost);
+ * state[i]: 1 for a pop with nothing open (unmatched), 2 for a push still open at the end, 0
+ * otherwise. top (ngroups) and below (n) are scratch. */
+int64_t nvtxcffi_pair_stacks(const uint8_t *kind, const int64_t *group, int64_t n, int64_t ngroups,
+                             int64_t *top, int64_t *below, int64_t *level, uint8_t *state, int64_t *push_of,
+                             int64_t *pop_of);
+
+/* Perfetto TracePackets of thread track events (nvtx_cffi/_trace/pftrace.py, _encode_numpy): per
+ * row i, TracePacket{timestamp (delta): dt[i], track_event: TrackEvent{type: ev_type[i],
+ * [name_iid], [category_iids], [debug annotation {name_iid 1, string_value_iid color_iid}]},
+ * then the `seq` bytes (trusted_packet_sequence_id...)}, each wrapped as field 1 of Trace.
+ * name_iid is written where named[i], the category where cat_iid[i] != 0, the colour where
+ * has_color[i]. Returns the bytes written to out, or -1 past `capacity` (90 + seq_len a row is
+ * always enough). */
+int64_t nvtxcffi_pftrace_events(int64_t n, const uint64_t *dt, const uint64_t *ev_type, const uint8_t *named,
+                                const uint64_t *name_iid, const uint64_t *cat_iid, const uint8_t *has_color,
+                                const uint64_t *color_iid, const uint8_t *seq, int64_t seq_len, uint8_t *out,
+                                int64_t capacity);
+
+/* Fixed-width text rows (nvtx_cffi/_trace/fixedwidth.py): row i is `tmpl` (row_len bytes) with
+ * column c's value values[c * n + i] (>= 0) printed right-aligned in [offsets[c], offsets[c] +
+ * widths[c]): leading zeros where zero_pad[c], else spaces. The value must fit its width. */
+void nvtxcffi_fixed_rows(const int64_t *values, int64_t n, int64_t ncols, const int64_t *offsets,
+                         const int64_t *widths, const uint8_t *zero_pad, const uint8_t *tmpl, int64_t row_len,
+                         uint8_t *out);
+
+#endif
