@@ -842,13 +842,61 @@ static PyObject *range_call(PyObject *op, PyObject *const *args, size_t nargsf, 
     }
 }
 
+/* push_range(message) / mark(message), the commonest calls: one positional str already in the
+ * default-colour cache is its slot; -1 sends the call down range_call's general path.
+ * A call site passes the same str object every time (a constant of its code): a small
+ * direct-mapped table by the object's address answers before the dict (whose lookup costs about
+ * as much as the rest of the call). It holds a reference to each str it maps, so an address is
+ * never reused by another object while mapped; a str's slot never changes (slots are never freed). */
+#define MESSAGE_SLOTS 256 /* a power of two */
+static struct {
+    PyObject *message; /* strong reference, or NULL */
+    int slot;
+} message_slots[MESSAGE_SLOTS];
+
+static inline int message_only_slot(PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    if (PyVectorcall_NARGS(nargsf) != 1 || kwnames != NULL || blue_slots == NULL)
+        return -1;
+    PyObject *message = args[0];
+    size_t at = ((uintptr_t)message >> 4) & (MESSAGE_SLOTS - 1);
+    if (message_slots[at].message == message)
+        return message_slots[at].slot;
+    if (!PyUnicode_CheckExact(message))
+        return -1;
+    PyObject *found = PyDict_GetItemWithError(blue_slots, message); /* exact str: nothing to raise but memory */
+    if (found == NULL) {
+        PyErr_Clear();
+        return -1;
+    }
+    int slot = as_slot(found);
+    if (slot >= 0) {
+        PyObject *old = message_slots[at].message;
+        Py_INCREF(message);
+        message_slots[at].message = message;
+        message_slots[at].slot = slot;
+        Py_XDECREF(old); /* a str: no code runs */
+    }
+    return slot;
+}
+
 static PyObject *push_range_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
+    int slot = message_only_slot(args, nargsf, kwnames);
+    if (slot >= 0) {
+        nvtxcffi_shim.push(slot);
+        Py_RETURN_NONE;
+    }
     return range_call(op, args, nargsf, kwnames, NVTXCFFI_OP_PUSH);
 }
 
 static PyObject *mark_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
+    int slot = message_only_slot(args, nargsf, kwnames);
+    if (slot >= 0) {
+        nvtxcffi_shim.mark(slot);
+        Py_RETURN_NONE;
+    }
     return range_call(op, args, nargsf, kwnames, NVTXCFFI_OP_MARK);
 }
 
@@ -859,6 +907,10 @@ static PyObject *start_range_call(PyObject *op, PyObject *const *args, size_t na
 
 static PyObject *pop_range_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
+    if (PyVectorcall_NARGS(nargsf) == 0 && kwnames == NULL) { /* pop_range(): the commonest call */
+        nvtxcffi_shim.pop_default();
+        Py_RETURN_NONE;
+    }
     PyObject *a[1];
     if (!bind(args, PyVectorcall_NARGS(nargsf), kwnames, pop_params, 1, 0, a))
         return twin(op, args, nargsf, kwnames);
