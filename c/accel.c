@@ -1037,13 +1037,23 @@ static int domain_attrs_slot(PyObject *const *args, size_t nargsf, PyObject *kwn
  * the attributes Domain._by_keywords_event prepared for (message, color, category), through a
  * style; the payload is sent with it. NULL with nothing raised: not this shape or not prepared yet
  * (the Python twin decides). */
-static PyObject *domain_keywords(PyObject *const *args, size_t nargsf, PyObject *kwnames, int opcode)
+/* What the keyword names of a Domain call bind to (message, color, category, payload: 0..3),
+ * remembered for the last kwnames tuple seen: a call site passes the same tuple (a constant of
+ * its code) every time. */
+static PyObject *domain_kwnames_seen; /* strong reference */
+static signed char domain_kwnames_map[4];
+
+static int domain_bind_keywords(PyObject *const *args, PyObject *kwnames, PyObject **k)
 {
-    if (domain_keywords_offset < 0 || PyVectorcall_NARGS(nargsf) != 1 || kwnames == NULL
-        || !Py_IS_TYPE(args[0], domain_cls))
-        return NULL;
-    PyObject *k[4] = {NULL, NULL, NULL, NULL};
     Py_ssize_t nkw = PyTuple_GET_SIZE(kwnames);
+    if (kwnames == domain_kwnames_seen) {
+        for (Py_ssize_t j = 0; j < nkw; j++)
+            k[domain_kwnames_map[j]] = args[1 + j];
+        return 1;
+    }
+    if (nkw > 4)
+        return 0;
+    signed char map[4];
     for (Py_ssize_t j = 0; j < nkw; j++) {
         PyObject *name = PyTuple_GET_ITEM(kwnames, j);
         int found = -1;
@@ -1055,10 +1065,58 @@ static PyObject *domain_keywords(PyObject *const *args, size_t nargsf, PyObject 
                 found = i;
         if (found < 0 || k[found] != NULL) {
             PyErr_Clear();
-            return NULL;
+            return 0;
         }
         k[found] = args[1 + j];
+        map[j] = (signed char)found;
     }
+    PyObject *old = domain_kwnames_seen;
+    Py_INCREF(kwnames);
+    domain_kwnames_seen = kwnames;
+    memcpy(domain_kwnames_map, map, sizeof map);
+    Py_XDECREF(old); /* a tuple of str: no code runs */
+    return 1;
+}
+
+/* The answer of a Domain keyword call by the identity of (Domain, message, color, category): a
+ * direct-mapped table before the style and its dict (the same answers; references held, so an
+ * address is not reused while mapped). */
+#define DOMAIN_CALLS 256 /* a power of two */
+static struct {
+    PyObject *key[4]; /* strong references, or NULL */
+    int slot;
+} domain_calls[DOMAIN_CALLS];
+
+static inline size_t domain_call_at(PyObject *const *key)
+{
+    uint64_t h = 0x9E3779B97F4A7C15ull;
+    for (int i = 0; i < 4; i++)
+        h = (h ^ ((uintptr_t)key[i] >> 4)) * 0xff51afd7ed558ccdull;
+    return (size_t)(h >> 40) & (DOMAIN_CALLS - 1);
+}
+
+static void domain_call_put(PyObject *const *key, int slot)
+{
+    size_t at = domain_call_at(key);
+    PyObject *old[4];
+    for (int i = 0; i < 4; i++) {
+        old[i] = domain_calls[at].key[i];
+        Py_INCREF(key[i]);
+        domain_calls[at].key[i] = key[i];
+    }
+    domain_calls[at].slot = slot;
+    for (int i = 0; i < 4; i++) /* a Domain, strs, ints, floats, None: no code runs */
+        Py_XDECREF(old[i]);
+}
+
+static PyObject *domain_keywords(PyObject *const *args, size_t nargsf, PyObject *kwnames, int opcode)
+{
+    if (domain_keywords_offset < 0 || PyVectorcall_NARGS(nargsf) != 1 || kwnames == NULL
+        || !Py_IS_TYPE(args[0], domain_cls))
+        return NULL;
+    PyObject *k[4] = {NULL, NULL, NULL, NULL};
+    if (!domain_bind_keywords(args, kwnames, k))
+        return NULL;
     for (int i = 0; i < 4; i++)
         if (k[i] == NULL)
             k[i] = Py_None;
@@ -1067,11 +1125,18 @@ static PyObject *domain_keywords(PyObject *const *args, size_t nargsf, PyObject 
     double fvalue = 0.0;
     if (k[3] != Py_None && !payload_c(k[3], &kind, &ivalue, &fvalue))
         return NULL;
-    style_t *style;
-    PyObject *answer = style_get(STYLE_DOMAIN, args[0], k[1], k[2], k[0], &style);
+    PyObject *call_key[4] = {args[0], k[0], k[1], k[2]};
+    size_t at = domain_call_at(call_key);
     int slot;
-    if (answer != NULL) {
+    style_t *style;
+    PyObject *answer;
+    if (domain_calls[at].key[0] == call_key[0] && domain_calls[at].key[1] == call_key[1]
+        && domain_calls[at].key[2] == call_key[2] && domain_calls[at].key[3] == call_key[3]) {
+        slot = domain_calls[at].slot;
+    } else if ((answer = style_get(STYLE_DOMAIN, args[0], k[1], k[2], k[0], &style)) != NULL) {
         slot = as_slot(answer);
+        if (style != NULL)
+            domain_call_put(call_key, slot);
     } else {
         PyObject *cache = member_at(args[0], domain_keywords_offset), *attributes;
         if (cache == NULL || !PyDict_CheckExact(cache))
