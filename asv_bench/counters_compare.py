@@ -28,9 +28,7 @@ TARGET = {"int_sample": 3, "float_sample": 3}
 
 def child(library: str, tool: str, repeats: int, number: int) -> dict:
     if tool == "null":
-        here = os.path.dirname(os.path.abspath(__file__))
-        sys.path.insert(0, os.path.dirname(here))
-        import importlib.util
+        import importlib.util  # the installed nvtx_cffi (or an in-place build on PYTHONPATH)
 
         pkg = importlib.util.find_spec("nvtx_cffi").submodule_search_locations[0]
         os.environ["NVTX_INJECTION64_PATH"] = os.path.join(pkg, "libnvtx_null_tool.so")

@@ -201,6 +201,94 @@ static PyTypeObject CounterBaseType = {
     .tp_doc = "C base of nvtx_cffi's counters: sample() as a C method.",
 };
 
+/* NoOpCounterBase: the C base of the counter get_counter returns without a tool. Its methods do
+ * nothing but check their arguments as the Python signatures would (sample(value),
+ * sample_no_value(reason), batch_submit(values, timestamps): positional or by keyword). */
+static int noop_args(const char *fn, const char *const *names, Py_ssize_t want, PyObject *const *args,
+                     size_t nargsf, PyObject *kwnames)
+{
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    (void)args;
+    if (n > want) {
+        PyErr_Format(PyExc_TypeError, "%s() takes %zd positional arguments but %zd were given", fn, want + 1, n + 1);
+        return -1;
+    }
+    int seen = 0; /* bit i: argument i given */
+    for (Py_ssize_t i = 0; i < n; ++i)
+        seen |= 1 << i;
+    for (Py_ssize_t k = 0; k < nkw; ++k) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, k);
+        Py_ssize_t i = 0;
+        for (; i < want; ++i)
+            if (PyUnicode_CompareWithASCIIString(key, names[i]) == 0)
+                break;
+        if (i == want) {
+            PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", fn, key);
+            return -1;
+        }
+        if (seen & (1 << i)) {
+            PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", fn, names[i]);
+            return -1;
+        }
+        seen |= 1 << i;
+    }
+    for (Py_ssize_t i = 0; i < want; ++i)
+        if (!(seen & (1 << i))) {
+            PyErr_Format(PyExc_TypeError, "%s() missing required argument: '%s'", fn, names[i]);
+            return -1;
+        }
+    return 0;
+}
+
+static PyObject *noop_sample(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    static const char *const names[] = {"value"};
+    (void)self;
+    if (PyVectorcall_NARGS(nargsf) == 1 && kwnames == NULL)
+        Py_RETURN_NONE;
+    if (noop_args("sample", names, 1, args, nargsf, kwnames) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *noop_sample_no_value(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    static const char *const names[] = {"reason"};
+    (void)self;
+    if (noop_args("sample_no_value", names, 1, args, nargsf, kwnames) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *noop_batch_submit(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    static const char *const names[] = {"values", "timestamps"};
+    (void)self;
+    if (noop_args("batch_submit", names, 2, args, nargsf, kwnames) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef noop_methods[] = {
+    {"sample", FUNC_CAST(noop_sample), METH_FASTCALL | METH_KEYWORDS, "Does nothing (no tool is attached)."},
+    {"sample_no_value", FUNC_CAST(noop_sample_no_value), METH_FASTCALL | METH_KEYWORDS,
+     "Does nothing (no tool is attached)."},
+    {"batch_submit", FUNC_CAST(noop_batch_submit), METH_FASTCALL | METH_KEYWORDS,
+     "Does nothing (no tool is attached)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject NoOpCounterBaseType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "nvtx_cffi._speedups.NoOpCounterBase",
+    .tp_basicsize = sizeof(PyObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_new = PyType_GenericNew,
+    .tp_methods = noop_methods,
+    .tp_doc = "C base of the do-nothing counter (no tool): its methods do nothing.",
+};
+
 static PyMethodDef counters_functions[] = {
     {"bind_samplers", FUNC_CAST(bind_samplers), METH_FASTCALL, "bind_samplers(i64_address, f64_address)"},
     {"sampler", FUNC_CAST(make_sampler), METH_FASTCALL, "sampler(counter, is_float) -> a counter's sample()"},
@@ -209,8 +297,13 @@ static PyMethodDef counters_functions[] = {
 
 int nvtxcffi_counters_init(PyObject *module)
 {
-    if (PyType_Ready(&SamplerType) < 0 || PyType_Ready(&CounterBaseType) < 0)
+    if (PyType_Ready(&SamplerType) < 0 || PyType_Ready(&CounterBaseType) < 0 || PyType_Ready(&NoOpCounterBaseType) < 0)
         return -1;
+    Py_INCREF(&NoOpCounterBaseType);
+    if (PyModule_AddObject(module, "NoOpCounterBase", (PyObject *)&NoOpCounterBaseType) < 0) {
+        Py_DECREF(&NoOpCounterBaseType);
+        return -1;
+    }
     Py_INCREF(&CounterBaseType);
     if (PyModule_AddObject(module, "CounterBase", (PyObject *)&CounterBaseType) < 0) {
         Py_DECREF(&CounterBaseType);

@@ -479,20 +479,97 @@ def encode(domain_index: int, payload):
     return schema, blob, len(blob)
 
 
+# The per-call path of a binary payload: per domain, the schemas of each dtype object seen (kept
+# alive in the entry, so its id is never reused while cached): (dtype, scalar schema, array schema
+# or None). Filled by the general path after it registered (or found) the schemas; bounded.
+_FAST_DTYPES_PER_DOMAIN = 256
+_fast_schemas: Dict[int, Dict[int, tuple]] = {}
+_slot_domains: Dict[int, int] = {}
+_ndarray = np.ndarray if np is not None else None
+#: Payload types sent as binary payloads without payload_fields() first (only with NumPy).
+FAST_TYPES = frozenset((np.ndarray, list, tuple, range, bytes)) if np is not None else frozenset()
+_from_buffer = ffi.from_buffer
+_NULL = ffi.NULL
+
+
+def slot_domain(slot: int) -> int:
+    """The domain index of prepared slot ``slot`` (slots never change domain; cached)."""
+    found = _slot_domains.get(slot)
+    if found is None:
+        found = lib.nvtxcffi_slot_domain(slot)
+        if len(_slot_domains) < 65536:
+            _slot_domains[slot] = found
+    return found
+
+
 def emit(op: int, slot: int, domain_index: int, inline, payload) -> int:
-    """One range/mark with a binary payload (slot, or inline = (message, argb, category))."""
+    """One range/mark with a binary payload (slot, or inline = (message, argb, category)).
+
+    An array whose dtype this domain has seen: the cached schema, the buffer's address, one C call
+    (nvtxcffi_emit_ext_counted prefixes the element count). Anything else: _emit_general."""
+    if payload.__class__ is not _ndarray:
+        if payload.__class__ not in FAST_TYPES:
+            return _emit_general(op, slot, domain_index, inline, payload)
+        payload = np.array(payload)
+    dtype = payload.dtype
+    cached = _fast_schemas.get(domain_index)
+    entry = cached.get(id(dtype)) if cached is not None else None
+    if entry is None or entry[0] is not dtype:
+        return _emit_general(op, slot, domain_index, inline, payload)
+    nbytes = payload.nbytes
+    if not nbytes:
+        return _emit_general(op, slot, domain_index, inline, payload)
+    try:
+        buffer = _from_buffer(payload)  # C-contiguous only (a plain buffer)
+    except (ValueError, TypeError, BufferError):
+        return _emit_general(op, slot, domain_index, inline, payload)
+    if inline is None:
+        message, argb, category = _NULL, 0, 0
+    else:
+        message, argb, category = inline
+        slot = -1
+    if payload.ndim:
+        schema = entry[2]
+        if schema is None:
+            return _emit_general(op, slot, domain_index, inline, payload)
+        return lib.nvtxcffi_emit_ext_counted(op, slot, domain_index, message, argb, category, schema, buffer,
+                                             nbytes, payload.size)
+    return lib.nvtxcffi_emit_ext(op, slot, domain_index, message, argb, category, entry[1], buffer, nbytes)
+
+
+def _remember(domain_index: int, array) -> None:
+    """Cache this array's dtype's schemas (registered by encode()) for emit()'s per-call path."""
+    dtype = array.dtype
+    reg = registry(domain_index)
+    scalar = reg.dtype_schema(dtype)
+    vector = reg.arrays.get(scalar)
+    with _lock:
+        cached = _fast_schemas.setdefault(domain_index, {})
+        entry = cached.get(id(dtype))
+        if entry is not None and entry[0] is dtype:
+            if vector is None or entry[2] is not None:
+                return
+        elif len(cached) >= _FAST_DTYPES_PER_DOMAIN:
+            return
+        cached[id(dtype)] = (dtype, scalar, vector)
+
+
+def _emit_general(op: int, slot: int, domain_index: int, inline, payload) -> int:
+    """emit() for first uses, empty and non-contiguous arrays: encode() (checks, registers)."""
     try:
         encoded = encode(domain_index, payload)
     except ValueError as exc:
         if "too many payload schemas" not in str(exc):
             raise
-        warnings.warn(f"{exc}; the event is sent without its payload", NvtxWarning, stacklevel=3)
+        warnings.warn(f"{exc}; the event is sent without its payload", NvtxWarning, stacklevel=4)
         encoded = None
     if encoded is None:
         schema, buffer, size = 0, ffi.NULL, 0
     else:
         schema, data, size = encoded
         buffer = ffi.from_buffer(data)
+        if isinstance(payload, np.ndarray):
+            _remember(domain_index, payload)
     if encoded is None:
         # No payload: the plain call (nvtx sends the event without one).
         if inline is None:
