@@ -384,6 +384,22 @@ def _packer(dtype) -> Optional[tuple]:
     return packer.pack, (tuple,), True
 
 
+def _own_c_methods(cls, *names) -> None:
+    """Give ``cls`` its own descriptors of its C base's methods: CPython 3.11's specialised call of a
+    C method wants ``self`` exactly of the descriptor's type (``counter.sample(v)`` stays
+    unspecialised with the base's descriptor)."""
+    from ._accel import speedups
+
+    method_for = getattr(speedups, "method_for", None)
+    if method_for is not None:
+        for name in names:
+            setattr(cls, name, method_for(cls, name))
+
+
+if _CBase is not None:
+    _own_c_methods(Int64Counter, "sample")
+    _own_c_methods(Float64Counter, "sample")
+
 if _CBase is not None:  # ExtCounter.sample is Python: a class attribute over CounterBase's
     ExtCounter.sample = ExtCounter._sample_ext
 
@@ -415,6 +431,9 @@ class _NoOpCounter(_NoOpBase or object):  # type: ignore[misc]
         def sample_no_value(self, reason) -> None:
             """Does nothing (no tool is attached)."""
 
+
+if _NoOpBase is not None:
+    _own_c_methods(_NoOpCounter, "sample", "batch_submit", "sample_no_value")
 
 _NO_OP_COUNTER = _NoOpCounter()
 
