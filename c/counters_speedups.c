@@ -290,6 +290,92 @@ static PyTypeObject NoOpCounterBaseType = {
     .tp_doc = "C base of the do-nothing counter (no tool): its methods do nothing.",
 };
 
+/* ---- binary payloads: the per-call C part of nvtx_cffi/_payload.emit ----------------------------- */
+typedef uint64_t (*emit_ext_fn)(int, int, int, const char *, uint32_t, uint32_t, uint64_t, const void *, size_t);
+typedef uint64_t (*emit_counted_fn)(int, int, int, const char *, uint32_t, uint32_t, uint64_t, const void *, size_t,
+                                    uint64_t);
+static emit_ext_fn g_emit_ext;
+static emit_counted_fn g_emit_counted;
+
+/* bind_payloads(emit_ext_address, emit_ext_counted_address): the shim's two functions (ffi.addressof). */
+static PyObject *bind_payloads(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "bind_payloads(emit_ext_address, emit_ext_counted_address)");
+        return NULL;
+    }
+    void *a = PyLong_AsVoidPtr(args[0]);
+    void *b = PyLong_AsVoidPtr(args[1]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (a == NULL || b == NULL) {
+        PyErr_SetString(PyExc_ValueError, "bind_payloads: NULL address");
+        return NULL;
+    }
+    if ((g_emit_ext != NULL && (void *)g_emit_ext != a) || (g_emit_counted != NULL && (void *)g_emit_counted != b)) {
+        PyErr_SetString(PyExc_ValueError, "bind_payloads: already bound to other functions");
+        return NULL;
+    }
+    g_emit_ext = (emit_ext_fn)a;
+    g_emit_counted = (emit_counted_fn)b;
+    Py_RETURN_NONE;
+}
+
+/* emit_array(op, slot, domain, inline, scalar_schema, array_schema, array) -> the C call's result,
+ * or None when this array is not for this path (not C-contiguous, empty, no buffer, a 0-d schema
+ * missing...): then nothing was sent and the caller takes the general path. inline: None (the
+ * prepared slot) or (message bytes, argb, category); array_schema 0: not registered yet. */
+static PyObject *emit_array(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "emit_array(op, slot, domain, inline, scalar_schema, array_schema, array)");
+        return NULL;
+    }
+    if (g_emit_ext == NULL || g_emit_counted == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "emit_array: bind_payloads() was not called");
+        return NULL;
+    }
+    int op = (int)PyLong_AsLong(args[0]);
+    int slot = (int)PyLong_AsLong(args[1]);
+    int domain = (int)PyLong_AsLong(args[2]);
+    unsigned long long scalar = PyLong_AsUnsignedLongLong(args[4]);
+    unsigned long long vector = PyLong_AsUnsignedLongLong(args[5]);
+    if (PyErr_Occurred())
+        return NULL;
+    const char *message = NULL;
+    uint32_t argb = 0, category = 0;
+    PyObject *inline_ = args[3];
+    if (inline_ != Py_None) {
+        if (!PyTuple_Check(inline_) || PyTuple_GET_SIZE(inline_) != 3 || !PyBytes_Check(PyTuple_GET_ITEM(inline_, 0)))
+            Py_RETURN_NONE; /* (ffi.NULL, ...): the general path */
+        message = PyBytes_AS_STRING(PyTuple_GET_ITEM(inline_, 0));
+        argb = (uint32_t)PyLong_AsUnsignedLongMask(PyTuple_GET_ITEM(inline_, 1));
+        category = (uint32_t)PyLong_AsUnsignedLongMask(PyTuple_GET_ITEM(inline_, 2));
+        if (PyErr_Occurred())
+            return NULL;
+        slot = -1;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[6], &view, PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    uint64_t result;
+    if (view.len <= 0 || view.itemsize <= 0 || (view.ndim > 0 && vector == 0)) {
+        PyBuffer_Release(&view);
+        Py_RETURN_NONE;
+    }
+    if (view.ndim > 0)
+        result = g_emit_counted(op, slot, domain, message, argb, category, vector, view.buf, (size_t)view.len,
+                                (uint64_t)(view.len / view.itemsize));
+    else
+        result = g_emit_ext(op, slot, domain, message, argb, category, scalar, view.buf, (size_t)view.len);
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLongLong(result);
+}
+
 /* method_for(cls, name): the C method `name` of CounterBase or NoOpCounterBase as a method
  * descriptor of `cls`, a subclass. CPython 3.11's specialised calls of a C method
  * (PRECALL_NO_KW_METHOD_DESCRIPTOR_O and kin) require `self` to be exactly of the descriptor's
@@ -323,6 +409,9 @@ static PyObject *method_for(PyObject *module, PyObject *const *args, Py_ssize_t 
 }
 
 static PyMethodDef counters_functions[] = {
+    {"bind_payloads", FUNC_CAST(bind_payloads), METH_FASTCALL, "bind_payloads(emit_ext_address, emit_ext_counted_address)"},
+    {"emit_array", FUNC_CAST(emit_array), METH_FASTCALL,
+     "emit_array(op, slot, domain, inline, scalar_schema, array_schema, array) -> result, or None (not sent)"},
     {"method_for", FUNC_CAST(method_for), METH_FASTCALL, "method_for(cls, name) -> a C method as cls's own descriptor"},
     {"bind_samplers", FUNC_CAST(bind_samplers), METH_FASTCALL, "bind_samplers(i64_address, f64_address)"},
     {"sampler", FUNC_CAST(make_sampler), METH_FASTCALL, "sampler(counter, is_float) -> a counter's sample()"},

@@ -516,6 +516,9 @@ def emit(op: int, slot: int, domain_index: int, inline, payload) -> int:
     entry = cached.get(id(dtype)) if cached is not None else None
     if entry is None or entry[0] is not dtype:
         return _emit_general(op, slot, domain_index, inline, payload)
+    if _c_emit_array is not None:  # _speedups: buffer, count and the shim's call in C
+        result = _c_emit_array(op, slot, domain_index, inline, entry[1], entry[2] or 0, payload)
+        return _emit_general(op, slot, domain_index, inline, payload) if result is None else result
     nbytes = payload.nbytes
     if not nbytes:
         return _emit_general(op, slot, domain_index, inline, payload)
@@ -537,8 +540,24 @@ def emit(op: int, slot: int, domain_index: int, inline, payload) -> int:
     return lib.nvtxcffi_emit_ext(op, slot, domain_index, message, argb, category, entry[1], buffer, nbytes)
 
 
+_c_emit_array = None  # _speedups.emit_array once bound (first _remember), None without the accelerator
+
+
+def _bind_c_emit_array():
+    from ._accel import speedups
+
+    if speedups is None or not hasattr(speedups, "emit_array"):
+        return None
+    speedups.bind_payloads(int(ffi.cast("uintptr_t", ffi.addressof(lib, "nvtxcffi_emit_ext"))),
+                           int(ffi.cast("uintptr_t", ffi.addressof(lib, "nvtxcffi_emit_ext_counted"))))
+    return speedups.emit_array
+
+
 def _remember(domain_index: int, array) -> None:
     """Cache this array's dtype's schemas (registered by encode()) for emit()'s per-call path."""
+    global _c_emit_array
+    if _c_emit_array is None:
+        _c_emit_array = _bind_c_emit_array()
     dtype = array.dtype
     reg = registry(domain_index)
     scalar = reg.dtype_schema(dtype)
