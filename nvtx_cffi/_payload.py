@@ -429,9 +429,19 @@ class ExtFields(tuple):
         return self
 
 
+_checked_dtypes: Dict[int, object] = {}  # id -> dtype objects check_dtype() passed (kept alive; bounded)
+
+
 def fields_for(payload):
     """payload_fields() for everything that is not an int or a float: ExtFields, or "no payload"
     after a warning (nvtx's behaviour for str, dict and other types)."""
+    if payload.__class__ is _ndarray:  # the per-call case: a dtype already checked is not again
+        dtype = payload.dtype
+        if _checked_dtypes.get(id(dtype)) is not dtype:
+            check_dtype(dtype)
+            if len(_checked_dtypes) < 1024:
+                _checked_dtypes[id(dtype)] = dtype
+        return ExtFields(payload)
     if np is not None and (isinstance(payload, np.ndarray) or type(payload) in _SEQUENCES):
         check_dtype(payload.dtype if isinstance(payload, np.ndarray) else np.array(payload).dtype)
         return ExtFields(payload)
