@@ -420,13 +420,41 @@ KIND_EXT = 100
 _SEQUENCES = (list, tuple, range, bytes)
 
 
-class ExtFields(tuple):
-    """``(KIND_EXT, 0, 0.0)`` with ``.payload``: payload_fields()' answer for a binary payload."""
+_EXT_TRIPLE = (KIND_EXT, 0, 0.0)
 
-    def __new__(cls, payload):
-        self = tuple.__new__(cls, (KIND_EXT, 0, 0.0))
-        self.payload = payload
-        return self
+
+class ExtFields:
+    """payload_fields()' answer for a binary payload: reads as the tuple ``(KIND_EXT, 0, 0.0)``
+    (unpacking, indexing, len, ==) and carries ``.payload``. Not a tuple subclass: one slot, so
+    making one per call costs no instance dict."""
+
+    __slots__ = ("payload",)
+
+    def __iter__(self):
+        return iter(_EXT_TRIPLE)
+
+    def __getitem__(self, index):
+        return _EXT_TRIPLE[index]
+
+    def __len__(self) -> int:
+        return 3
+
+    def __eq__(self, other):
+        return _EXT_TRIPLE == (tuple(other) if isinstance(other, ExtFields) else other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"ExtFields({self.payload!r})"
+
+
+_new_ext_fields = object.__new__
+
+
+def _ext_fields(payload) -> ExtFields:
+    fields = _new_ext_fields(ExtFields)
+    fields.payload = payload
+    return fields
 
 
 _checked_dtypes: Dict[int, object] = {}  # id -> dtype objects check_dtype() passed (kept alive; bounded)
@@ -441,10 +469,10 @@ def fields_for(payload):
             check_dtype(dtype)
             if len(_checked_dtypes) < 1024:
                 _checked_dtypes[id(dtype)] = dtype
-        return ExtFields(payload)
+        return _ext_fields(payload)
     if np is not None and (isinstance(payload, np.ndarray) or type(payload) in _SEQUENCES):
         check_dtype(payload.dtype if isinstance(payload, np.ndarray) else np.array(payload).dtype)
-        return ExtFields(payload)
+        return _ext_fields(payload)
     msg = f"Unsupported payload type: {type(payload)}."
     if np is None and type(payload) in _SEQUENCES:
         msg += " Install numpy for extended payload support."
