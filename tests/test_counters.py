@@ -237,7 +237,7 @@ print(type(c).__name__)
     ([("a", "i8"), ("b", "f8")], (1, 2.0)),
     ([("a", "i8"), ("b", "f8")], (True, 3)),  # bool and int where NumPy takes them
     ([("a", "u1"), ("b", "i4"), ("c", "f4")], (255, -7, 0.1)),  # padding between fields
-    (np.dtype({"names": ["a", "b"], "formats": ["i2", "f8"], "offsets": [0, 8], "itemsize": 24}), (3, 0.5)),
+    ({"names": ["a", "b"], "formats": ["i2", "f8"], "offsets": [0, 8], "itemsize": 24}, (3, 0.5)),
     ("i4", 12), ("f4", 0.1), ("f8", 3), ("u2", 65535),
 ])
 def test_ext_counter_struct_path_packs_as_numpy(dtype, value):
