@@ -19,18 +19,21 @@ import time
 
 SHAPES = {
     "int_sample": ("c = d.get_counter('c', int)", "c.sample(5)"),
+    "int_bound": ("s = d.get_counter('c', int).sample", "s(5)"),
     "float_sample": ("f = d.get_counter('f', float)", "f.sample(0.5)"),
     "group_sample": ("g = d.get_counter('g', [('a', 'i8'), ('b', 'f8')]); v = (1, 2.0)", "g.sample(v)"),
     "mark_array": ("import numpy as np; a = np.arange(16); m = nvtx.mark", "m('step', payload=a)"),
+    "with_array": ("import numpy as np; a = np.arange(16); ann = nvtx.annotate",
+                   "with ann('step', payload=a): pass"),
+    "mark_list": ("l = list(range(16)); m = nvtx.mark", "m('step', payload=l)"),
+    "floor_c_meth": ("st = set()", "st.discard(5)"),  # the interpreter's C-method call (no NVTX)
 }
-TARGET = {"int_sample": 3, "float_sample": 3}
+TARGET = {"int_sample": 3, "int_bound": 3, "float_sample": 3}
 
 
 def child(library: str, tool: str, repeats: int, number: int) -> dict:
     if tool == "null":
-        here = os.path.dirname(os.path.abspath(__file__))
-        sys.path.insert(0, os.path.dirname(here))
-        import importlib.util
+        import importlib.util  # the installed nvtx_cffi (or an in-place build on PYTHONPATH)
 
         pkg = importlib.util.find_spec("nvtx_cffi").submodule_search_locations[0]
         os.environ["NVTX_INJECTION64_PATH"] = os.path.join(pkg, "libnvtx_null_tool.so")

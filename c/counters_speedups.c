@@ -11,9 +11,30 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 typedef void (*sample_i64_fn)(int, int64_t);
 typedef void (*sample_f64_fn)(int, double);
+
+/* An exact int of at most one digit (|v| < 2**30): its value without a call; 0 otherwise. */
+static inline int small_int(PyObject *v, long long *out)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    if (PyLong_CheckExact(v) && PyUnstable_Long_IsCompact((PyLongObject *)v)) {
+        *out = (long long)PyUnstable_Long_CompactValue((PyLongObject *)v);
+        return 1;
+    }
+#else
+    if (PyLong_CheckExact(v)) {
+        Py_ssize_t size = Py_SIZE(v);
+        if (size >= -1 && size <= 1) {
+            *out = (long long)size * (long long)((PyLongObject *)v)->ob_digit[0];
+            return 1;
+        }
+    }
+#endif
+    return 0;
+}
 
 static sample_i64_fn g_i64;
 static sample_f64_fn g_f64;
@@ -144,11 +165,16 @@ static PyObject *counter_sample(PyObject *self, PyObject *v)
             return NULL;
         g_f64(c->counter, d);
     } else if (c->kind == 1) {
+        long long x;
+        if (small_int(v, &x)) {
+            g_i64(c->counter, (int64_t)x);
+            Py_RETURN_NONE;
+        }
         if (PyFloat_Check(v)) {
             PyErr_Format(PyExc_TypeError, "sample() of an int64 counter takes an int, not float");
             return NULL;
         }
-        long long x = PyLong_AsLongLong(v);
+        x = PyLong_AsLongLong(v);
         if (x == -1 && PyErr_Occurred())
             return NULL;
         g_i64(c->counter, (int64_t)x);
@@ -201,7 +227,217 @@ static PyTypeObject CounterBaseType = {
     .tp_doc = "C base of nvtx_cffi's counters: sample() as a C method.",
 };
 
+/* NoOpCounterBase: the C base of the counter get_counter returns without a tool. Its methods do
+ * nothing but check their arguments as the Python signatures would (sample(value),
+ * sample_no_value(reason), batch_submit(values, timestamps): positional or by keyword). */
+static int noop_args(const char *fn, const char *const *names, Py_ssize_t want, PyObject *const *args,
+                     size_t nargsf, PyObject *kwnames)
+{
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    (void)args;
+    if (n > want) {
+        PyErr_Format(PyExc_TypeError, "%s() takes %zd positional arguments but %zd were given", fn, want + 1, n + 1);
+        return -1;
+    }
+    int seen = 0; /* bit i: argument i given */
+    for (Py_ssize_t i = 0; i < n; ++i)
+        seen |= 1 << i;
+    for (Py_ssize_t k = 0; k < nkw; ++k) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, k);
+        Py_ssize_t i = 0;
+        for (; i < want; ++i)
+            if (PyUnicode_CompareWithASCIIString(key, names[i]) == 0)
+                break;
+        if (i == want) {
+            PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", fn, key);
+            return -1;
+        }
+        if (seen & (1 << i)) {
+            PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", fn, names[i]);
+            return -1;
+        }
+        seen |= 1 << i;
+    }
+    for (Py_ssize_t i = 0; i < want; ++i)
+        if (!(seen & (1 << i))) {
+            PyErr_Format(PyExc_TypeError, "%s() missing required argument: '%s'", fn, names[i]);
+            return -1;
+        }
+    return 0;
+}
+
+static PyObject *noop_sample(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    static const char *const names[] = {"value"};
+    (void)self;
+    if (PyVectorcall_NARGS(nargsf) == 1 && kwnames == NULL)
+        Py_RETURN_NONE;
+    if (noop_args("sample", names, 1, args, nargsf, kwnames) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *noop_sample_no_value(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    static const char *const names[] = {"reason"};
+    (void)self;
+    if (noop_args("sample_no_value", names, 1, args, nargsf, kwnames) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *noop_batch_submit(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    static const char *const names[] = {"values", "timestamps"};
+    (void)self;
+    if (noop_args("batch_submit", names, 2, args, nargsf, kwnames) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef noop_methods[] = {
+    {"sample", FUNC_CAST(noop_sample), METH_FASTCALL | METH_KEYWORDS, "Does nothing (no tool is attached)."},
+    {"sample_no_value", FUNC_CAST(noop_sample_no_value), METH_FASTCALL | METH_KEYWORDS,
+     "Does nothing (no tool is attached)."},
+    {"batch_submit", FUNC_CAST(noop_batch_submit), METH_FASTCALL | METH_KEYWORDS,
+     "Does nothing (no tool is attached)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject NoOpCounterBaseType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "nvtx_cffi._speedups.NoOpCounterBase",
+    .tp_basicsize = sizeof(PyObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_new = PyType_GenericNew,
+    .tp_methods = noop_methods,
+    .tp_doc = "C base of the do-nothing counter (no tool): its methods do nothing.",
+};
+
+/* ---- binary payloads: the per-call C part of nvtx_cffi/_payload.emit ----------------------------- */
+typedef uint64_t (*emit_ext_fn)(int, int, int, const char *, uint32_t, uint32_t, uint64_t, const void *, size_t);
+typedef uint64_t (*emit_counted_fn)(int, int, int, const char *, uint32_t, uint32_t, uint64_t, const void *, size_t,
+                                    uint64_t);
+static emit_ext_fn g_emit_ext;
+static emit_counted_fn g_emit_counted;
+
+/* bind_payloads(emit_ext_address, emit_ext_counted_address): the shim's two functions (ffi.addressof). */
+static PyObject *bind_payloads(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "bind_payloads(emit_ext_address, emit_ext_counted_address)");
+        return NULL;
+    }
+    void *a = PyLong_AsVoidPtr(args[0]);
+    void *b = PyLong_AsVoidPtr(args[1]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (a == NULL || b == NULL) {
+        PyErr_SetString(PyExc_ValueError, "bind_payloads: NULL address");
+        return NULL;
+    }
+    if ((g_emit_ext != NULL && (void *)g_emit_ext != a) || (g_emit_counted != NULL && (void *)g_emit_counted != b)) {
+        PyErr_SetString(PyExc_ValueError, "bind_payloads: already bound to other functions");
+        return NULL;
+    }
+    g_emit_ext = (emit_ext_fn)a;
+    g_emit_counted = (emit_counted_fn)b;
+    Py_RETURN_NONE;
+}
+
+/* emit_array(op, slot, domain, inline, scalar_schema, array_schema, array) -> the C call's result,
+ * or None when this array is not for this path (not C-contiguous, empty, no buffer, a 0-d schema
+ * missing...): then nothing was sent and the caller takes the general path. inline: None (the
+ * prepared slot) or (message bytes, argb, category); array_schema 0: not registered yet. */
+static PyObject *emit_array(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "emit_array(op, slot, domain, inline, scalar_schema, array_schema, array)");
+        return NULL;
+    }
+    if (g_emit_ext == NULL || g_emit_counted == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "emit_array: bind_payloads() was not called");
+        return NULL;
+    }
+    int op = (int)PyLong_AsLong(args[0]);
+    int slot = (int)PyLong_AsLong(args[1]);
+    int domain = (int)PyLong_AsLong(args[2]);
+    unsigned long long scalar = PyLong_AsUnsignedLongLong(args[4]);
+    unsigned long long vector = PyLong_AsUnsignedLongLong(args[5]);
+    if (PyErr_Occurred())
+        return NULL;
+    const char *message = NULL;
+    uint32_t argb = 0, category = 0;
+    PyObject *inline_ = args[3];
+    if (inline_ != Py_None) {
+        if (!PyTuple_Check(inline_) || PyTuple_GET_SIZE(inline_) != 3 || !PyBytes_Check(PyTuple_GET_ITEM(inline_, 0)))
+            Py_RETURN_NONE; /* (ffi.NULL, ...): the general path */
+        message = PyBytes_AS_STRING(PyTuple_GET_ITEM(inline_, 0));
+        argb = (uint32_t)PyLong_AsUnsignedLongMask(PyTuple_GET_ITEM(inline_, 1));
+        category = (uint32_t)PyLong_AsUnsignedLongMask(PyTuple_GET_ITEM(inline_, 2));
+        if (PyErr_Occurred())
+            return NULL;
+        slot = -1;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[6], &view, PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    uint64_t result;
+    if (view.len <= 0 || view.itemsize <= 0 || (view.ndim > 0 && vector == 0)) {
+        PyBuffer_Release(&view);
+        Py_RETURN_NONE;
+    }
+    if (view.ndim > 0)
+        result = g_emit_counted(op, slot, domain, message, argb, category, vector, view.buf, (size_t)view.len,
+                                (uint64_t)(view.len / view.itemsize));
+    else
+        result = g_emit_ext(op, slot, domain, message, argb, category, scalar, view.buf, (size_t)view.len);
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLongLong(result);
+}
+
+/* method_for(cls, name): the C method `name` of CounterBase or NoOpCounterBase as a method
+ * descriptor of `cls`, a subclass. CPython 3.11's specialised calls of a C method
+ * (PRECALL_NO_KW_METHOD_DESCRIPTOR_O and kin) require `self` to be exactly of the descriptor's
+ * type: set on the class users get (Int64Counter, ...), `counter.sample(v)` takes that fast path,
+ * where the inherited descriptor (of the C base) leaves the call unspecialised. */
+static PyObject *method_for(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 2 || !PyType_Check(args[0]) || !PyUnicode_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "method_for(cls, name)");
+        return NULL;
+    }
+    PyTypeObject *cls = (PyTypeObject *)args[0];
+    PyMethodDef *table;
+    if (PyType_IsSubtype(cls, &CounterBaseType))
+        table = counter_base_methods;
+    else if (PyType_IsSubtype(cls, &NoOpCounterBaseType))
+        table = noop_methods;
+    else {
+        PyErr_SetString(PyExc_TypeError, "method_for: cls must subclass CounterBase or NoOpCounterBase");
+        return NULL;
+    }
+    const char *name = PyUnicode_AsUTF8(args[1]);
+    if (name == NULL)
+        return NULL;
+    for (PyMethodDef *def = table; def->ml_name != NULL; ++def)
+        if (strcmp(def->ml_name, name) == 0 && name[0] != '_')
+            return PyDescr_NewMethod(cls, def);
+    PyErr_Format(PyExc_AttributeError, "method_for: no C method %R", args[1]);
+    return NULL;
+}
+
 static PyMethodDef counters_functions[] = {
+    {"bind_payloads", FUNC_CAST(bind_payloads), METH_FASTCALL, "bind_payloads(emit_ext_address, emit_ext_counted_address)"},
+    {"emit_array", FUNC_CAST(emit_array), METH_FASTCALL,
+     "emit_array(op, slot, domain, inline, scalar_schema, array_schema, array) -> result, or None (not sent)"},
+    {"method_for", FUNC_CAST(method_for), METH_FASTCALL, "method_for(cls, name) -> a C method as cls's own descriptor"},
     {"bind_samplers", FUNC_CAST(bind_samplers), METH_FASTCALL, "bind_samplers(i64_address, f64_address)"},
     {"sampler", FUNC_CAST(make_sampler), METH_FASTCALL, "sampler(counter, is_float) -> a counter's sample()"},
     {NULL, NULL, 0, NULL},
@@ -209,8 +445,13 @@ static PyMethodDef counters_functions[] = {
 
 int nvtxcffi_counters_init(PyObject *module)
 {
-    if (PyType_Ready(&SamplerType) < 0 || PyType_Ready(&CounterBaseType) < 0)
+    if (PyType_Ready(&SamplerType) < 0 || PyType_Ready(&CounterBaseType) < 0 || PyType_Ready(&NoOpCounterBaseType) < 0)
         return -1;
+    Py_INCREF(&NoOpCounterBaseType);
+    if (PyModule_AddObject(module, "NoOpCounterBase", (PyObject *)&NoOpCounterBaseType) < 0) {
+        Py_DECREF(&NoOpCounterBaseType);
+        return -1;
+    }
     Py_INCREF(&CounterBaseType);
     if (PyModule_AddObject(module, "CounterBase", (PyObject *)&CounterBaseType) < 0) {
         Py_DECREF(&CounterBaseType);

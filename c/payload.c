@@ -280,6 +280,29 @@ uint64_t nvtxcffi_emit_ext(int op, int slot, int domain, const char *message, ui
     }
 }
 
+uint64_t nvtxcffi_emit_ext_counted(int op, int slot, int domain, const char *message, uint32_t color,
+                                   uint32_t category, uint64_t schema_id, const void *data, size_t nbytes,
+                                   uint64_t count)
+{
+    uint64_t stack[512]; /* 4 KiB, 8-aligned */
+    size_t size = sizeof count + nbytes;
+    unsigned char *buf = size <= sizeof stack ? (unsigned char *)stack : malloc(size);
+    if (buf == NULL || (nbytes && data == NULL))
+        return nvtxcffi_emit_ext(op, slot, domain, message, color, category, 0, NULL, 0);
+    memcpy(buf, &count, sizeof count);
+    if (nbytes)
+        memcpy(buf + sizeof count, data, nbytes);
+    uint64_t result = nvtxcffi_emit_ext(op, slot, domain, message, color, category, schema_id, buf, size);
+    if (buf != (unsigned char *)stack)
+        free(buf);
+    return result;
+}
+
+void nvtxcffi_counter_sample_bytes(int counter, const char *data, size_t size)
+{
+    nvtxcffi_counter_sample(counter, data, size);
+}
+
 /* ---- one-argument samples ----------------------------------------------------------------------
  * fast_i64[K] / fast_f64[K] are written once, under counter_lock, before the registering call
  * returns K to Python (which then binds the function); a function whose K was never handed out

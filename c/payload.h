@@ -83,6 +83,16 @@ int64_t nvtxcffi_timestamp(void);
 uint64_t nvtxcffi_emit_ext(int op, int slot, int domain, const char *message, uint32_t color,
                            uint32_t category, uint64_t schema_id, const void *data, size_t size);
 
+/* nvtxcffi_emit_ext for an array payload of a dynamic-size schema ({uint64 count; data[count]}):
+ * sends the bytes of count, then the nbytes at data, as one payload (copied into one buffer: on
+ * the stack up to 4 KiB, else malloc'd; when malloc fails the event goes with an empty payload). */
+uint64_t nvtxcffi_emit_ext_counted(int op, int slot, int domain, const char *message, uint32_t color,
+                                   uint32_t category, uint64_t schema_id, const void *data, size_t nbytes,
+                                   uint64_t count);
+
+/* nvtxcffi_counter_sample from a char buffer (a Python bytes, passed without a copy). */
+void nvtxcffi_counter_sample_bytes(int counter, const char *data, size_t size);
+
 /* The domain index of prepared slot `slot` (c/nvtx_shim.c), -1 if there is none. */
 int nvtxcffi_slot_domain(int slot);
 

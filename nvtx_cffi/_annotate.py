@@ -14,6 +14,7 @@ from ._locks import hold_across_fork
 from ._domain import OP_PUSH, OP_START, EventAttributes, get_domain
 from ._native import lib
 from ._validate import Payload, payload_fields
+from ._payload import KIND_EXT as _KIND_EXT
 from ._wrappers import wrap
 
 __all__ = ["annotate"]
@@ -311,7 +312,7 @@ def _with_payload(cls, message, color, domain, category, payload) -> annotate:
         template = cls(message, color, domain, category)
     self = _Base.__new__(cls)
     self._args = (message, color, domain, category, payload)
-    if _accel is None and (template._slot >= 0 or not _state.ACTIVE):
+    if _accel is None and (template._slot >= 0 or not _state.ACTIVE) and fields[0] != _KIND_EXT:
         # the Python base: attributes made on first use; __enter__ sends the template's slot + value
         self._attrs, self._template, self._fields = None, template, fields
     else:

@@ -13,6 +13,7 @@ import array as pyarray
 import dataclasses
 import enum
 import functools
+import struct
 import threading
 from typing import Dict, Iterable, Optional, Union
 
@@ -312,7 +313,22 @@ class ExtCounter(Counter):
 
     __slots__ = ()
 
+    def _bind(self) -> None:
+        super()._bind()
+        _ext_packers[self._index] = _packer(self.dtype)
+
     def _sample_ext(self, value) -> None:
+        packer = _ext_packers.get(self._index)
+        if packer is not None and value.__class__ in packer[1]:
+            # A tuple (group) or a number (one field) of plain numbers: struct.pack lays them out
+            # as NumPy would; anything it refuses goes the NumPy way (same values, same errors).
+            try:
+                data = packer[0](*value) if packer[2] else packer[0](value)
+            except (struct.error, TypeError, ValueError, OverflowError):
+                pass
+            else:
+                _sample_bytes(self._index, data, len(data))
+                return
         payload = np.ascontiguousarray(value, self.dtype)
         if payload.size != 1:
             raise ValueError(
@@ -329,25 +345,95 @@ class ExtCounter(Counter):
         self._submit(payload, nbytes, nbytes // self.dtype.itemsize, timestamps)
 
 
+# ExtCounter.sample's fast path: per counter index, (Struct.pack, the value classes it takes,
+# whether the value is a tuple of fields) for dtypes of plain integer/float fields; None otherwise.
+_ext_packers: Dict[int, Optional[tuple]] = {}
+_sample_bytes = lib.nvtxcffi_counter_sample_bytes
+_STRUCT_CODES = {"i1": "b", "u1": "B", "i2": "h", "u2": "H", "i4": "i", "u4": "I", "i8": "q", "u8": "Q",
+                 "f4": "f", "f8": "d"}
+
+
+def _packer(dtype) -> Optional[tuple]:
+    """A struct.Struct with the exact layout of ``dtype`` (offsets, padding, itemsize), for dtypes
+    of native integer and float fields (not f2, bool, strings, subarrays)."""
+    if np is None or not isinstance(dtype, np.dtype) or dtype.subdtype is not None:
+        return None
+
+    def code(field) -> Optional[str]:
+        if field.subdtype is not None or field.fields is not None or not field.isnative:
+            return None
+        return _STRUCT_CODES.get(f"{field.kind}{field.itemsize}")
+
+    if dtype.names is None:
+        c = code(dtype)
+        if c is None or dtype.kind == "f" and c in "bBhHiIqQ":
+            return None
+        return struct.Struct("=" + c).pack, ((int, float) if dtype.kind == "f" else (int,)), False
+    fmt, at = "=", 0
+    for name in dtype.names:  # the tuple's order: offsets must rise with it
+        field, offset = dtype.fields[name][:2]
+        c = code(field)
+        if c is None or offset < at:
+            return None
+        fmt += "x" * (offset - at) + c
+        at = offset + field.itemsize
+    fmt += "x" * (dtype.itemsize - at)
+    packer = struct.Struct(fmt)
+    if packer.size != dtype.itemsize:
+        return None
+    return packer.pack, (tuple,), True
+
+
+def _own_c_methods(cls, *names) -> None:
+    """Give ``cls`` its own descriptors of its C base's methods: CPython 3.11's specialised call of a
+    C method wants ``self`` exactly of the descriptor's type (``counter.sample(v)`` stays
+    unspecialised with the base's descriptor)."""
+    from ._accel import speedups
+
+    method_for = getattr(speedups, "method_for", None)
+    if method_for is not None:
+        for name in names:
+            setattr(cls, name, method_for(cls, name))
+
+
+if _CBase is not None:
+    _own_c_methods(Int64Counter, "sample")
+    _own_c_methods(Float64Counter, "sample")
+
 if _CBase is not None:  # ExtCounter.sample is Python: a class attribute over CounterBase's
     ExtCounter.sample = ExtCounter._sample_ext
 
 
-class _NoOpCounter:
-    """What ``get_counter`` returns without a tool (nvtx's DummyCounter): every call does nothing."""
+def _c_noop_base():
+    """_speedups' NoOpCounterBase (its methods: C, doing nothing), or None (PyPy, no accelerator)."""
+    from ._accel import speedups
+
+    return getattr(speedups, "NoOpCounterBase", None) if speedups is not None else None
+
+
+_NoOpBase = _c_noop_base()
+
+
+class _NoOpCounter(_NoOpBase or object):  # type: ignore[misc]
+    """What ``get_counter`` returns without a tool (nvtx's DummyCounter): every call does nothing.
+    With the accelerator its methods are C (a call costs what a no-op C method costs)."""
 
     __slots__ = ()
     name = dtype = domain = description = scope = semantics = time_domain = None
 
-    def sample(self, value) -> None:  # a plain method: CPython's cheapest Python call
-        """Does nothing (no tool is attached)."""
+    if _NoOpBase is None:
+        def sample(self, value) -> None:  # a plain method: the cheapest Python call
+            """Does nothing (no tool is attached)."""
 
-    def batch_submit(self, values, timestamps) -> None:
-        """Does nothing (no tool is attached)."""
+        def batch_submit(self, values, timestamps) -> None:
+            """Does nothing (no tool is attached)."""
 
-    def sample_no_value(self, reason) -> None:
-        """Does nothing (no tool is attached)."""
+        def sample_no_value(self, reason) -> None:
+            """Does nothing (no tool is attached)."""
 
+
+if _NoOpBase is not None:
+    _own_c_methods(_NoOpCounter, "sample", "batch_submit", "sample_no_value")
 
 _NO_OP_COUNTER = _NoOpCounter()
 

@@ -313,6 +313,8 @@ class Domain:
             kind, ivalue, fvalue = payload_fields(payload)  # validated even without a tool
             slot = attributes._slot
             if slot >= 0 and attributes._inline is None:
+                if kind == _KIND_EXT:  # a binary payload (was dropped here)
+                    return _payload.emit(op, slot, self._index, None, payload)
                 return lib.nvtxcffi_emit_slot(op, slot, kind, ivalue, fvalue)
         if not _ACTIVE:
             return 0 if op == OP_START else None

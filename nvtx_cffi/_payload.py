@@ -420,21 +420,59 @@ KIND_EXT = 100
 _SEQUENCES = (list, tuple, range, bytes)
 
 
-class ExtFields(tuple):
-    """``(KIND_EXT, 0, 0.0)`` with ``.payload``: payload_fields()' answer for a binary payload."""
+_EXT_TRIPLE = (KIND_EXT, 0, 0.0)
 
-    def __new__(cls, payload):
-        self = tuple.__new__(cls, (KIND_EXT, 0, 0.0))
-        self.payload = payload
-        return self
+
+class ExtFields:
+    """payload_fields()' answer for a binary payload: reads as the tuple ``(KIND_EXT, 0, 0.0)``
+    (unpacking, indexing, len, ==) and carries ``.payload``. Not a tuple subclass: one slot, so
+    making one per call costs no instance dict."""
+
+    __slots__ = ("payload",)
+
+    def __iter__(self):
+        return iter(_EXT_TRIPLE)
+
+    def __getitem__(self, index):
+        return _EXT_TRIPLE[index]
+
+    def __len__(self) -> int:
+        return 3
+
+    def __eq__(self, other):
+        return _EXT_TRIPLE == (tuple(other) if isinstance(other, ExtFields) else other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"ExtFields({self.payload!r})"
+
+
+_new_ext_fields = object.__new__
+
+
+def _ext_fields(payload) -> ExtFields:
+    fields = _new_ext_fields(ExtFields)
+    fields.payload = payload
+    return fields
+
+
+_checked_dtypes: Dict[int, object] = {}  # id -> dtype objects check_dtype() passed (kept alive; bounded)
 
 
 def fields_for(payload):
     """payload_fields() for everything that is not an int or a float: ExtFields, or "no payload"
     after a warning (nvtx's behaviour for str, dict and other types)."""
+    if payload.__class__ is _ndarray:  # the per-call case: a dtype already checked is not again
+        dtype = payload.dtype
+        if _checked_dtypes.get(id(dtype)) is not dtype:
+            check_dtype(dtype)
+            if len(_checked_dtypes) < 1024:
+                _checked_dtypes[id(dtype)] = dtype
+        return _ext_fields(payload)
     if np is not None and (isinstance(payload, np.ndarray) or type(payload) in _SEQUENCES):
         check_dtype(payload.dtype if isinstance(payload, np.ndarray) else np.array(payload).dtype)
-        return ExtFields(payload)
+        return _ext_fields(payload)
     msg = f"Unsupported payload type: {type(payload)}."
     if np is None and type(payload) in _SEQUENCES:
         msg += " Install numpy for extended payload support."
@@ -479,20 +517,116 @@ def encode(domain_index: int, payload):
     return schema, blob, len(blob)
 
 
+# The per-call path of a binary payload: per domain, the schemas of each dtype object seen (kept
+# alive in the entry, so its id is never reused while cached): (dtype, scalar schema, array schema
+# or None). Filled by the general path after it registered (or found) the schemas; bounded.
+_FAST_DTYPES_PER_DOMAIN = 256
+_fast_schemas: Dict[int, Dict[int, tuple]] = {}
+_slot_domains: Dict[int, int] = {}
+_ndarray = np.ndarray if np is not None else None
+#: Payload types sent as binary payloads without payload_fields() first (only with NumPy).
+FAST_TYPES = frozenset((np.ndarray, list, tuple, range, bytes)) if np is not None else frozenset()
+_from_buffer = ffi.from_buffer
+_NULL = ffi.NULL
+
+
+def slot_domain(slot: int) -> int:
+    """The domain index of prepared slot ``slot`` (slots never change domain; cached)."""
+    found = _slot_domains.get(slot)
+    if found is None:
+        found = lib.nvtxcffi_slot_domain(slot)
+        if len(_slot_domains) < 65536:
+            _slot_domains[slot] = found
+    return found
+
+
 def emit(op: int, slot: int, domain_index: int, inline, payload) -> int:
-    """One range/mark with a binary payload (slot, or inline = (message, argb, category))."""
+    """One range/mark with a binary payload (slot, or inline = (message, argb, category)).
+
+    An array whose dtype this domain has seen: the cached schema, the buffer's address, one C call
+    (nvtxcffi_emit_ext_counted prefixes the element count). Anything else: _emit_general."""
+    if payload.__class__ is not _ndarray:
+        if payload.__class__ not in FAST_TYPES:
+            return _emit_general(op, slot, domain_index, inline, payload)
+        payload = np.array(payload)
+    dtype = payload.dtype
+    cached = _fast_schemas.get(domain_index)
+    entry = cached.get(id(dtype)) if cached is not None else None
+    if entry is None or entry[0] is not dtype:
+        return _emit_general(op, slot, domain_index, inline, payload)
+    if _c_emit_array is not None:  # _speedups: buffer, count and the shim's call in C
+        result = _c_emit_array(op, slot, domain_index, inline, entry[1], entry[2] or 0, payload)
+        return _emit_general(op, slot, domain_index, inline, payload) if result is None else result
+    nbytes = payload.nbytes
+    if not nbytes:
+        return _emit_general(op, slot, domain_index, inline, payload)
+    try:
+        buffer = _from_buffer(payload)  # C-contiguous only (a plain buffer)
+    except (ValueError, TypeError, BufferError):
+        return _emit_general(op, slot, domain_index, inline, payload)
+    if inline is None:
+        message, argb, category = _NULL, 0, 0
+    else:
+        message, argb, category = inline
+        slot = -1
+    if payload.ndim:
+        schema = entry[2]
+        if schema is None:
+            return _emit_general(op, slot, domain_index, inline, payload)
+        return lib.nvtxcffi_emit_ext_counted(op, slot, domain_index, message, argb, category, schema, buffer,
+                                             nbytes, payload.size)
+    return lib.nvtxcffi_emit_ext(op, slot, domain_index, message, argb, category, entry[1], buffer, nbytes)
+
+
+_c_emit_array = None  # _speedups.emit_array once bound (first _remember), None without the accelerator
+
+
+def _bind_c_emit_array():
+    from ._accel import speedups
+
+    if speedups is None or not hasattr(speedups, "emit_array"):
+        return None
+    speedups.bind_payloads(int(ffi.cast("uintptr_t", ffi.addressof(lib, "nvtxcffi_emit_ext"))),
+                           int(ffi.cast("uintptr_t", ffi.addressof(lib, "nvtxcffi_emit_ext_counted"))))
+    return speedups.emit_array
+
+
+def _remember(domain_index: int, array) -> None:
+    """Cache this array's dtype's schemas (registered by encode()) for emit()'s per-call path."""
+    global _c_emit_array
+    if _c_emit_array is None:
+        _c_emit_array = _bind_c_emit_array()
+    dtype = array.dtype
+    reg = registry(domain_index)
+    scalar = reg.dtype_schema(dtype)
+    vector = reg.arrays.get(scalar)
+    with _lock:
+        cached = _fast_schemas.setdefault(domain_index, {})
+        entry = cached.get(id(dtype))
+        if entry is not None and entry[0] is dtype:
+            if vector is None or entry[2] is not None:
+                return
+        elif len(cached) >= _FAST_DTYPES_PER_DOMAIN:
+            return
+        cached[id(dtype)] = (dtype, scalar, vector)
+
+
+def _emit_general(op: int, slot: int, domain_index: int, inline, payload) -> int:
+    """emit() for first uses, empty and non-contiguous arrays: encode() (checks, registers)."""
     try:
         encoded = encode(domain_index, payload)
     except ValueError as exc:
         if "too many payload schemas" not in str(exc):
             raise
-        warnings.warn(f"{exc}; the event is sent without its payload", NvtxWarning, stacklevel=3)
+        warnings.warn(f"{exc}; the event is sent without its payload", NvtxWarning, stacklevel=4)
         encoded = None
     if encoded is None:
         schema, buffer, size = 0, ffi.NULL, 0
     else:
         schema, data, size = encoded
         buffer = ffi.from_buffer(data)
+        if isinstance(payload, np.ndarray):
+            _remember(domain_index, payload)
     if encoded is None:
         # No payload: the plain call (nvtx sends the event without one).
         if inline is None:

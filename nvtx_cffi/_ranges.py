@@ -27,6 +27,8 @@ from ._native import lib
 from ._validate import Payload, as_index, payload_fields
 from . import _payload
 from ._payload import KIND_EXT as _KIND_EXT
+from ._payload import FAST_TYPES as _FAST_TYPES
+_ndarray = _payload.np.ndarray if _payload.np is not None else None
 
 __all__ = ["push_range", "pop_range", "start_range", "end_range", "mark", "RangeId"]
 
@@ -98,9 +100,13 @@ def _dispatch(op: int, fast, message, color, domain, category, payload):
 
 
 def _with_payload(op: int, slot: int, payload) -> int:
+    cls = payload.__class__
+    if cls in _FAST_TYPES and (cls is not _ndarray or payload.ndim):
+        # arrays (not 0-d: an integer one is an int payload), lists...: binary, checked by emit()
+        return _payload.emit(op, slot, _payload.slot_domain(slot), None, payload)
     kind, ivalue, fvalue = payload_fields(payload)
     if kind == _KIND_EXT:  # a binary payload (nvtx_cffi/_payload.py)
-        return _payload.emit(op, slot, lib.nvtxcffi_slot_domain(slot), None, payload)
+        return _payload.emit(op, slot, _payload.slot_domain(slot), None, payload)
     return lib.nvtxcffi_emit_slot(op, slot, kind, ivalue, fvalue)
 
 

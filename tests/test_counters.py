@@ -230,3 +230,61 @@ print(type(c).__name__)
     assert proc.stdout.split() == ["Int64Counter"]
     _, out = samples(recorder.read(tmp_path).events)
     assert [(s.counter.name, s.values) for s in out] == [("late counter", {"value": 42})]
+
+
+@needs_numpy
+@pytest.mark.parametrize(("dtype", "value"), [
+    ([("a", "i8"), ("b", "f8")], (1, 2.0)),
+    ([("a", "i8"), ("b", "f8")], (True, 3)),  # bool and int where NumPy takes them
+    ([("a", "u1"), ("b", "i4"), ("c", "f4")], (255, -7, 0.1)),  # padding between fields
+    ({"names": ["a", "b"], "formats": ["i2", "f8"], "offsets": [0, 8], "itemsize": 24}, (3, 0.5)),
+    ("i4", 12), ("f4", 0.1), ("f8", 3), ("u2", 65535),
+])
+def test_ext_counter_struct_path_packs_as_numpy(dtype, value):
+    """ExtCounter.sample's struct.pack path lays a value out exactly as numpy.ascontiguousarray."""
+    from nvtx_cffi._counters import _packer, _normalize_dtype
+
+    normal = _normalize_dtype(dtype)
+    packer = _packer(normal)
+    assert packer is not None
+    pack, _, spread = packer
+    data = pack(*value) if spread else pack(value)
+    expected = np.ascontiguousarray(value, normal)
+    assert len(data) == expected.nbytes  # padding bytes are NumPy's garbage: compare the fields
+    assert np.frombuffer(data, normal).tolist() == expected.reshape(-1).tolist()
+
+
+@needs_numpy
+@pytest.mark.parametrize(("dtype", "value"), [
+    ([("a", "i8"), ("b", "f8")], (1.5, 2.0)),  # a float in an int field: NumPy truncates
+    ([("a", "u1"), ("b", "f8")], (300, 1.0)),  # out of range: NumPy's error (or wrap), not struct's
+    ([("a", "i8"), ("b", "f8")], (1, 2.0, 3)),  # wrong length: NumPy's error
+    ([("a", "i8"), ("b", "f8")], ("x", 1.0)),
+    ("f4", 1e300),  # NumPy: inf
+])
+def test_ext_counter_struct_refusals_go_the_numpy_way(dtype, value):
+    d = nvtx.get_domain("struct-fallback")
+    c = d.get_counter("c-" + str(dtype) + repr(value), dtype)
+    try:
+        with np.errstate(all="ignore"):
+            expected = np.ascontiguousarray(value, np.dtype(dtype))
+    except Exception as exc:  # the same exception type from sample()
+        with pytest.raises(type(exc)):
+            c.sample(value)
+        return
+    if nvtx.tool_attached():
+        with np.errstate(all="ignore"):
+            c.sample(value)  # accepted, as NumPy accepts it
+    assert expected.size == 1
+
+
+def test_int_and_float_counters_own_their_c_sample():
+    """With the accelerator, Int64Counter/Float64Counter hold their own descriptor of the C sample
+    (CPython 3.11 specialises the call only for self of exactly the descriptor's type)."""
+    from nvtx_cffi._accel import speedups
+
+    if speedups is None or not hasattr(speedups, "method_for"):
+        pytest.skip("no accelerator")
+    for cls in (nvtx.Int64Counter, nvtx.Float64Counter):
+        descriptor = cls.__dict__["sample"]
+        assert type(descriptor).__name__ == "method_descriptor" and descriptor.__objclass__ is cls

@@ -329,3 +329,39 @@ def test_the_counter_example_traced_to_pftrace_has_a_perfetto_counter_track_per_
     assert sorted(by_track["queue depth"]) == sorted([i % 7 for i in range(50)] + [1, 2, 3, 2, 1])
     assert len(by_track["memory.allocated"]) == 50 and max(by_track["memory.allocated"]) == 1024 * 49
     assert sum(1 for s in trace.slices if s["name"] == "step") == 50
+
+
+@pytest.mark.parametrize(("payload", "expected"), [
+    (np.arange(4), [0, 1, 2, 3]),
+    ([1.5, 2.5], [1.5, 2.5]),
+    (np.arange(10, dtype=np.int16)[::3], [0, 3, 6, 9]),  # not contiguous: the general path each time
+    (np.arange(6, dtype=np.uint8).reshape(2, 3), [0, 1, 2, 3, 4, 5]),
+    (np.array(1.5, dtype=np.float32), 1.5),
+    (np.array([(1, 2.5)], dtype=[("a", "i4"), ("b", "f8")]), [{"a": 1, "b": 2.5}]),
+])
+def test_repeated_payloads_take_the_cached_path_alike(payload, expected):
+    """The first call registers and caches the schemas; later ones (the per-call path: cached schema,
+    buffer, one C call) send the same thing, from every spelling."""
+    d = nvtx.get_domain("repeat-" + str(np.asarray(payload).dtype))
+    with _no_warning():
+        with recorder.capture() as got:
+            for _ in range(3):
+                nvtx.mark("m", payload=payload)
+                nvtx.end_range(nvtx.start_range("s", payload=payload))
+                with nvtx.annotate("a", payload=payload, domain="repeat-ann"):
+                    pass
+                d.mark(message="dm", payload=payload)
+                nvtx.push_range("inline", color=0x123456, payload=payload, domain="repeat-ann")
+                nvtx.pop_range(domain="repeat-ann")
+    got_ = decoded(got)
+    assert [(k, m, t, v, tr) for k, m, t, v, tr in got_] == [
+        (k, m, "ext", expected, False)
+        for k, m in [("mark", "m"), ("start", "s"), ("push", "a"), ("mark", "dm"), ("push", "inline")]] * 3
+
+
+def test_zero_d_integer_array_is_an_int_payload():
+    with recorder.capture() as got:
+        for _ in range(2):
+            nvtx.mark("z", payload=np.array(7))
+    assert [(k, m, t) for k, m, t, *_ in decoded(got)] == [("mark", "z", "int64")] * 2
+    assert [e.payload for e in got if e.kind == "mark"] == [7, 7]

@@ -70,7 +70,8 @@ def _make(name):
     return type(f"Shape_{name}", (_Shape,), attrs)
 
 
-for _name in (name for name, shape in shapes.SHAPES.items() if shape.libraries and not shape.plainest):
+for _name in (name for name, shape in shapes.SHAPES.items()
+              if shape.libraries and not shape.plainest and not shape.group):
     globals()[f"Shape_{_name}"] = _make(_name)
 del _name
 
@@ -105,6 +106,15 @@ def _make_spellings(plainest):
 for _name in sorted({shape.plainest for shape in shapes.SHAPES.values() if shape.plainest}):
     globals()[f"Spellings_{_name}"] = _make_spellings(_name)
 del _name
+
+
+class Counters(_Spellings):
+    """Counter samples and binary (array/list) payloads (issue 9): parameters shape x library x
+    tool, as the Spellings_* classes."""
+
+    params = [[n for n, s in shapes.SHAPES.items() if s.group == "counters"], ["nvtx_cffi", "nvtx"],
+              list(shapes.TOOLS)]
+    param_names = ["shape", "library", "tool"]
 
 
 class Baselines:

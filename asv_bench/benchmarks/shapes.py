@@ -45,6 +45,7 @@ class Shape(NamedTuple):
     libraries: tuple = ("nvtx_cffi", "nvtx")
     plain_setup: str = ""  # setup of the plain body (no L there)
     plainest: str = ""  # the plainest spelling of the same call (a shape name; "" = this is one)
+    group: str = ""  # a family of shapes with a benchmark class of its own ("counters"; "" = none)
 
 
 _F = "def f():\n    pass\n"
@@ -123,6 +124,28 @@ CALL_SHAPES = [
           "i += 1\nd.mark(message='x', payload=i)", "i += 1", plain_setup=_I, plainest="domain_mark"),
 ]
 
+# Counters and binary payloads (issue 9): counter samples, and NumPy arrays / lists as extended
+# payloads. Their own family ("counters": bench_overhead.Counters), no spelling target.
+_DOM = "d = L.get_domain('bench')\n"
+_ARR = "import numpy as np\na = np.arange(16)\n"
+COUNTER_SHAPES = [
+    Shape("int_sample", "counter.sample(5) (int64 counter)", _DOM + "c = d.get_counter('c', int)\n",
+          "c.sample(5)", "pass", needs="get_domain", group="counters"),
+    Shape("int_sample_bound", "s = counter.sample; s(5)", _DOM + "s = d.get_counter('c', int).sample\n",
+          "s(5)", "pass", needs="get_domain", group="counters"),
+    Shape("float_sample", "counter.sample(0.5) (float64 counter)", _DOM + "c = d.get_counter('f', float)\n",
+          "c.sample(0.5)", "pass", needs="get_domain", group="counters"),
+    Shape("group_sample", "group.sample((1, 2.0)) (i8+f8 dtype)",
+          _DOM + "g = d.get_counter('g', [('a', 'i8'), ('b', 'f8')])\nv = (1, 2.0)\n",
+          "g.sample(v)", "pass", needs="get_domain", group="counters"),
+    Shape("mark_array", "mark('x', payload=np.arange(16))", "mark = L.mark\n" + _ARR,
+          "mark('x', payload=a)", "pass", group="counters"),
+    Shape("with_array", "with annotate('x', payload=np.arange(16))", _ANN + _ARR,
+          "with annotate('x', payload=a):\n    pass", "pass", group="counters"),
+    Shape("mark_list", "mark('x', payload=[16 ints])", "mark = L.mark\nlst = list(range(16))\n",
+          "mark('x', payload=lst)", "pass", group="counters"),
+]
+
 SHAPES: Dict[str, Shape] = {s.name: s for s in [
     Shape("decorated", "@annotate call (above f())", _F + "g = L.annotate('f')(f)\n", "g()", "f()",
           plain_setup=_F),
@@ -141,6 +164,7 @@ SHAPES: Dict[str, Shape] = {s.name: s for s in [
           "d = L.get_domain('bench')\nattrs = d.get_event_attributes(message='x')\n",
           "d.push_range(attrs)\nd.pop_range()", "pass"),
     *CALL_SHAPES,
+    *COUNTER_SHAPES,
     Shape("profile", "Profile enabled, per call of f()",
           _F + "profile = L.Profile()\n", "f()", "f()", needs="Profile", plain_setup=_F),
     # The raw C calls of this shim, GIL kept, against the same shim built by stock CFFI
@@ -274,6 +298,9 @@ SHAPES.update({s.name: s for s in [
           libraries=(), plain_setup=_CM),
     Shape("floor_call", "floor: no-op Python fn(5 defaults)", "", "pass", "h('x')",
           libraries=(), plain_setup=_H),
+    # what counter.sample(v) cannot go below: a C method of one argument (METH_O), specialised
+    Shape("floor_c_method", "floor: C method call, set().discard(5)", "", "pass", "st.discard(5)",
+          libraries=(), plain_setup="st = set()\n"),
 ]})
 
 EMPTY = Shape("empty", "empty loop", "", "pass", "pass")
