@@ -51,6 +51,7 @@ static Py_ssize_t attributes_fast_offset = -1; /* where EventAttributes keeps _f
 static Py_ssize_t attributes_domain_offset = -1; /* where EventAttributes keeps _domain */
 static Py_ssize_t domain_keywords_offset = -1; /* where a Domain keeps _by_keywords */
 static PyObject *payload_attributes; /* _annotate._payload_attributes(template, payload) */
+static PyObject *payload_check;      /* _validate.payload_fields(payload): raises/warns for bad payloads */
 
 static PyObject *str_emit;  /* "_emit" */
 static PyObject *op_push;   /* NVTXCFFI_OP_PUSH as an int object */
@@ -703,8 +704,12 @@ static PyObject *annotate_class_vectorcall(PyObject *callable, PyObject *const *
         int kind = NVTXCFFI_PAYLOAD_NONE;
         int64_t ivalue = 0;
         double fvalue = 0.0;
-        if (a[4] != Py_None && !payload_c(a[4], &kind, &ivalue, &fvalue))
-            return call_type_normally(callable, args, nargs, kwnames); /* Python converts or raises */
+        int checked_later = 0; /* no tool, a payload other than an int or a float (an array...) */
+        if (a[4] != Py_None && !payload_c(a[4], &kind, &ivalue, &fvalue)) {
+            if (active || payload_check == NULL)
+                return call_type_normally(callable, args, nargs, kwnames); /* Python converts or raises */
+            checked_later = 1;
+        }
         int hit = annotate_template(callable, a, &found);
         if (hit < 0)
             return NULL;
@@ -714,6 +719,15 @@ static PyObject *annotate_class_vectorcall(PyObject *callable, PyObject *const *
             if (a[4] == Py_None) {
                 Py_INCREF(found);
                 return found;
+            }
+            if (checked_later) {
+                /* Nothing is sent without a tool: the payload is checked (errors and warnings as
+                 * the Python path gives them) and carried as a value, like an int's. */
+                PyObject *fields = PyObject_CallOneArg(payload_check, a[4]);
+                if (fields == NULL)
+                    return NULL;
+                Py_DECREF(fields);
+                return annotate_with_payload(template_, a[4], NVTXCFFI_PAYLOAD_NONE, 0, 0.0);
             }
             if (template_->slot >= 0 || !active)
                 return annotate_with_payload(template_, a[4], kind, ivalue, fvalue);
@@ -1483,15 +1497,16 @@ static void store(PyObject **slot, PyObject *value)
 }
 
 PyDoc_STRVAR(setup_annotate_doc,
-"setup_annotate(cls, by_message, cache[, payload_attributes])\n--\n\n"
+"setup_annotate(cls, by_message, cache[, payload_attributes[, payload_check]])\n--\n\n"
 "Answer calls of annotate class ``cls`` (a subclass of AnnotateBase) from its two caches; "
-"``payload_attributes(template, payload)`` makes the attributes of objects carrying a per-call payload.");
+"``payload_attributes(template, payload)`` makes the attributes of objects carrying a per-call payload; "
+"``payload_check(payload)`` checks a payload C does not convert (raises or warns) when no tool listens.");
 
 static PyObject *setup_annotate(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    if (nargs != 3 && nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "setup_annotate(cls, by_message, cache[, payload_attributes])");
+    if (nargs < 3 || nargs > 5) {
+        PyErr_SetString(PyExc_TypeError, "setup_annotate(cls, by_message, cache[, payload_attributes[, payload_check]])");
         return NULL;
     }
     if (!PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &annotate_base_type)) {
@@ -1502,8 +1517,10 @@ static PyObject *setup_annotate(PyObject *module, PyObject *const *args, Py_ssiz
         return NULL;
     store(&annotate_by_message, args[1]);
     store(&annotate_cache, args[2]);
-    if (nargs == 4)
+    if (nargs >= 4)
         store(&payload_attributes, args[3]);
+    if (nargs == 5)
+        store(&payload_check, args[4]);
     store((PyObject **)&annotate_cls, args[0]);
     annotate_cls->tp_vectorcall = annotate_class_vectorcall;
     Py_RETURN_NONE;

@@ -337,4 +337,4 @@ def _payload_attributes(template: annotate, payload, fields=None) -> EventAttrib
 
 if _accel is not None:
     # Repeated annotate(...) calls answered in C from the two caches above (a miss runs __new__).
-    _accel.setup_annotate(annotate, _by_message, _cache, _payload_attributes)
+    _accel.setup_annotate(annotate, _by_message, _cache, _payload_attributes, payload_fields)
