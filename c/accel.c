@@ -68,6 +68,16 @@ static PyObject *domain_params[4];  /* message, color, category, payload (Domain
  * `required` must be given. Unbound ones are NULL in out. Returns 1 when bound, 0 when the call
  * does not fit (too many, unknown, repeated or missing arguments): callers then call the Python
  * twin, which raises exactly the error Python raises. */
+/* The parameter index of each keyword name, per (parameter list, kwnames tuple) seen: a call site
+ * passes the same kwnames tuple (a constant of its code) every time. Direct-mapped; holds a
+ * reference to each tuple, so an address is not reused while mapped. */
+#define BOUND_KWNAMES 64 /* a power of two */
+static struct {
+    PyObject *kwnames; /* strong reference, or NULL */
+    PyObject **names;
+    signed char map[8];
+} bound_kwnames[BOUND_KWNAMES];
+
 static int bind(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **names, int n,
                 int required, PyObject **out)
 {
@@ -77,6 +87,17 @@ static int bind(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyOb
         out[i] = i < nargs ? args[i] : NULL;
     if (kwnames != NULL) {
         Py_ssize_t nkw = PyTuple_GET_SIZE(kwnames);
+        size_t at = (((uintptr_t)kwnames >> 4) ^ ((uintptr_t)names >> 3)) & (BOUND_KWNAMES - 1);
+        if (bound_kwnames[at].kwnames == kwnames && bound_kwnames[at].names == names) {
+            const signed char *map = bound_kwnames[at].map;
+            for (Py_ssize_t k = 0; k < nkw; k++) {
+                if (out[map[k]] != NULL) /* also given by position */
+                    return 0;
+                out[map[k]] = args[nargs + k];
+            }
+            goto check_required;
+        }
+        signed char map[8];
         for (Py_ssize_t k = 0; k < nkw; k++) {
             PyObject *key = PyTuple_GET_ITEM(kwnames, k);
             int found = -1;
@@ -89,8 +110,19 @@ static int bind(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyOb
             if (found < 0 || out[found] != NULL)
                 return 0;
             out[found] = args[nargs + k];
+            if (k < 8)
+                map[k] = (signed char)found;
+        }
+        if (nkw <= 8) {
+            PyObject *old = bound_kwnames[at].kwnames;
+            Py_INCREF(kwnames);
+            bound_kwnames[at].kwnames = kwnames;
+            bound_kwnames[at].names = names;
+            memcpy(bound_kwnames[at].map, map, (size_t)nkw);
+            Py_XDECREF(old); /* a tuple of str: no code runs */
         }
     }
+check_required:
     for (int i = 0; i < required; i++)
         if (out[i] == NULL)
             return 0;
@@ -788,6 +820,41 @@ static PyObject *decorated_call(PyObject *op, PyObject *const *args, size_t narg
 
 /* -- module-level calls (a tool is attached) -- */
 
+/* The slot (and domain index, -1 unknown) of a module-level call by the identity of its (message,
+ * color, domain, category) as bound: a call site passes the same objects every time (constants of
+ * its code), so a direct-mapped table answers before the dicts. Only exact str/int/float/None
+ * enter (identity stands for equality only for those); references are held, so an address is not
+ * reused while mapped; a slot never changes. The payload never enters. */
+#define RANGE_CALLS 512 /* a power of two */
+static struct {
+    PyObject *key[4]; /* strong references, or NULL */
+    int slot;
+    int domain_index;
+} range_calls[RANGE_CALLS];
+
+static inline size_t range_call_at(PyObject *const *key)
+{
+    uint64_t h = 0xC2B2AE3D27D4EB4Full;
+    for (int i = 0; i < 4; i++)
+        h = (h ^ ((uintptr_t)key[i] >> 4)) * 0xff51afd7ed558ccdull;
+    return (size_t)(h >> 40) & (RANGE_CALLS - 1);
+}
+
+static void range_call_put(PyObject *const *key, int slot, int domain_index)
+{
+    size_t at = range_call_at(key);
+    PyObject *old[4];
+    for (int i = 0; i < 4; i++) {
+        old[i] = range_calls[at].key[i];
+        Py_INCREF(key[i]);
+        range_calls[at].key[i] = key[i];
+    }
+    range_calls[at].slot = slot;
+    range_calls[at].domain_index = domain_index;
+    for (int i = 0; i < 4; i++) /* strs, ints, floats, None: no code runs */
+        Py_XDECREF(old[i]);
+}
+
 /* push_range / mark / start_range: the Python hot path of _ranges.py, in C. The slot comes from
  * the message-only caches (default colour, no domain or category), a style, or the argument-tuple
  * cache; a payload is converted here and sent with the slot (it is never part of a key). */
@@ -806,7 +873,15 @@ static PyObject *range_call(PyObject *op, PyObject *const *args, size_t nargsf, 
     if (a[4] != NULL && a[4] != Py_None && !payload_c(a[4], &kind, &ivalue, &fvalue))
         return twin(op, args, nargsf, kwnames); /* other payload types, out of range: Python */
     PyObject *found = NULL;
-    int hit = 0, index = -1;
+    int hit = 0, index = -1, slot;
+    PyObject *call_key[4] = {message, color, domain, category};
+    size_t at = range_call_at(call_key);
+    if (range_calls[at].key[0] == message && range_calls[at].key[1] == color && range_calls[at].key[2] == domain
+        && range_calls[at].key[3] == category) {
+        slot = range_calls[at].slot;
+        index = range_calls[at].domain_index;
+        goto emit;
+    }
     if (color == default_ && domain == Py_None && category == Py_None) {
         hit = lookup(opcode == NVTXCFFI_OP_START ? uncoloured_slots : blue_slots, message, &found);
         index = 0;
@@ -831,9 +906,13 @@ static PyObject *range_call(PyObject *op, PyObject *const *args, size_t nargsf, 
     }
     if (hit < 0)
         return NULL;
-    int slot = hit ? as_slot(found) : -1;
+    slot = hit ? as_slot(found) : -1;
     if (slot < 0)
         return twin(op, args, nargsf, kwnames); /* first use of these arguments: prepare, cache */
+    if ((message == Py_None || PyUnicode_CheckExact(message)) && immutable_key(color) && immutable_key(domain)
+        && immutable_key(category))
+        range_call_put(call_key, slot, index);
+emit:
     switch (opcode) {
     case NVTXCFFI_OP_PUSH:
     case NVTXCFFI_OP_MARK:
