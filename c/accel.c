@@ -825,35 +825,43 @@ static PyObject *decorated_call(PyObject *op, PyObject *const *args, size_t narg
  * its code), so a direct-mapped table answers before the dicts. Only exact str/int/float/None
  * enter (identity stands for equality only for those); references are held, so an address is not
  * reused while mapped; a slot never changes. The payload never enters. */
-#define RANGE_CALLS 512 /* a power of two */
-static struct {
+typedef struct {
     PyObject *key[4]; /* strong references, or NULL */
     int slot;
     int domain_index;
-} range_calls[RANGE_CALLS];
+} call_entry;
 
-static inline size_t range_call_at(PyObject *const *key)
+/* The entry of 4 objects (by address) in a direct-mapped table of `size` (a power of two). */
+static inline size_t call_entry_at(PyObject *const *key, size_t size, uint64_t seed)
 {
-    uint64_t h = 0xC2B2AE3D27D4EB4Full;
+    uint64_t h = seed;
     for (int i = 0; i < 4; i++)
         h = (h ^ ((uintptr_t)key[i] >> 4)) * 0xff51afd7ed558ccdull;
-    return (size_t)(h >> 40) & (RANGE_CALLS - 1);
+    return (size_t)(h >> 40) & (size - 1);
 }
 
-static void range_call_put(PyObject *const *key, int slot, int domain_index)
+static inline int call_entry_is(const call_entry *e, PyObject *const *key)
 {
-    size_t at = range_call_at(key);
+    return e->key[0] == key[0] && e->key[1] == key[1] && e->key[2] == key[2] && e->key[3] == key[3];
+}
+
+/* Map `key` (references taken) to (slot, domain_index) in entry e, replacing what it held. */
+static void call_entry_put(call_entry *e, PyObject *const *key, int slot, int domain_index)
+{
     PyObject *old[4];
     for (int i = 0; i < 4; i++) {
-        old[i] = range_calls[at].key[i];
+        old[i] = e->key[i];
         Py_INCREF(key[i]);
-        range_calls[at].key[i] = key[i];
+        e->key[i] = key[i];
     }
-    range_calls[at].slot = slot;
-    range_calls[at].domain_index = domain_index;
-    for (int i = 0; i < 4; i++) /* strs, ints, floats, None: no code runs */
+    e->slot = slot;
+    e->domain_index = domain_index;
+    for (int i = 0; i < 4; i++) /* Domains, strs, ints, floats, None: no code runs */
         Py_XDECREF(old[i]);
 }
+
+#define RANGE_CALLS 512 /* a power of two */
+static call_entry range_calls[RANGE_CALLS];
 
 /* push_range / mark / start_range: the Python hot path of _ranges.py, in C. The slot comes from
  * the message-only caches (default colour, no domain or category), a style, or the argument-tuple
@@ -875,11 +883,10 @@ static PyObject *range_call(PyObject *op, PyObject *const *args, size_t nargsf, 
     PyObject *found = NULL;
     int hit = 0, index = -1, slot;
     PyObject *call_key[4] = {message, color, domain, category};
-    size_t at = range_call_at(call_key);
-    if (range_calls[at].key[0] == message && range_calls[at].key[1] == color && range_calls[at].key[2] == domain
-        && range_calls[at].key[3] == category) {
-        slot = range_calls[at].slot;
-        index = range_calls[at].domain_index;
+    call_entry *entry = &range_calls[call_entry_at(call_key, RANGE_CALLS, 0xC2B2AE3D27D4EB4Full)];
+    if (call_entry_is(entry, call_key)) {
+        slot = entry->slot;
+        index = entry->domain_index;
         goto emit;
     }
     if (color == default_ && domain == Py_None && category == Py_None) {
@@ -911,7 +918,7 @@ static PyObject *range_call(PyObject *op, PyObject *const *args, size_t nargsf, 
         return twin(op, args, nargsf, kwnames); /* first use of these arguments: prepare, cache */
     if ((message == Py_None || PyUnicode_CheckExact(message)) && immutable_key(color) && immutable_key(domain)
         && immutable_key(category))
-        range_call_put(call_key, slot, index);
+        call_entry_put(entry, call_key, slot, index);
 emit:
     switch (opcode) {
     case NVTXCFFI_OP_PUSH:
@@ -1175,32 +1182,7 @@ static int domain_bind_keywords(PyObject *const *args, PyObject *kwnames, PyObje
  * direct-mapped table before the style and its dict (the same answers; references held, so an
  * address is not reused while mapped). */
 #define DOMAIN_CALLS 256 /* a power of two */
-static struct {
-    PyObject *key[4]; /* strong references, or NULL */
-    int slot;
-} domain_calls[DOMAIN_CALLS];
-
-static inline size_t domain_call_at(PyObject *const *key)
-{
-    uint64_t h = 0x9E3779B97F4A7C15ull;
-    for (int i = 0; i < 4; i++)
-        h = (h ^ ((uintptr_t)key[i] >> 4)) * 0xff51afd7ed558ccdull;
-    return (size_t)(h >> 40) & (DOMAIN_CALLS - 1);
-}
-
-static void domain_call_put(PyObject *const *key, int slot)
-{
-    size_t at = domain_call_at(key);
-    PyObject *old[4];
-    for (int i = 0; i < 4; i++) {
-        old[i] = domain_calls[at].key[i];
-        Py_INCREF(key[i]);
-        domain_calls[at].key[i] = key[i];
-    }
-    domain_calls[at].slot = slot;
-    for (int i = 0; i < 4; i++) /* a Domain, strs, ints, floats, None: no code runs */
-        Py_XDECREF(old[i]);
-}
+static call_entry domain_calls[DOMAIN_CALLS];
 
 static PyObject *domain_keywords(PyObject *const *args, size_t nargsf, PyObject *kwnames, int opcode)
 {
@@ -1219,17 +1201,16 @@ static PyObject *domain_keywords(PyObject *const *args, size_t nargsf, PyObject 
     if (k[3] != Py_None && !payload_c(k[3], &kind, &ivalue, &fvalue))
         return NULL;
     PyObject *call_key[4] = {args[0], k[0], k[1], k[2]};
-    size_t at = domain_call_at(call_key);
+    call_entry *entry = &domain_calls[call_entry_at(call_key, DOMAIN_CALLS, 0x9E3779B97F4A7C15ull)];
     int slot;
     style_t *style;
     PyObject *answer;
-    if (domain_calls[at].key[0] == call_key[0] && domain_calls[at].key[1] == call_key[1]
-        && domain_calls[at].key[2] == call_key[2] && domain_calls[at].key[3] == call_key[3]) {
-        slot = domain_calls[at].slot;
+    if (call_entry_is(entry, call_key)) {
+        slot = entry->slot;
     } else if ((answer = style_get(STYLE_DOMAIN, args[0], k[1], k[2], k[0], &style)) != NULL) {
         slot = as_slot(answer);
         if (style != NULL)
-            domain_call_put(call_key, slot);
+            call_entry_put(entry, call_key, slot, -1);
     } else {
         PyObject *cache = member_at(args[0], domain_keywords_offset), *attributes;
         if (cache == NULL || !PyDict_CheckExact(cache))

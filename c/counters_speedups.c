@@ -91,26 +91,37 @@ static PyTypeObject SamplerType = {
     .tp_doc = "counter.sample(value): one NVTX counter sample (C).",
 };
 
+/* Two C function addresses (ints from ffi.addressof) for `what`, into *a and *b: 0 with an error
+ * set when they are not two non-NULL addresses, or differ from those bound before (cur_a, cur_b). */
+static int two_addresses(const char *what, PyObject *const *args, Py_ssize_t nargs, void *cur_a, void *cur_b,
+                         void **a, void **b)
+{
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "%s takes two function addresses", what);
+        return 0;
+    }
+    *a = PyLong_AsVoidPtr(args[0]);
+    *b = PyLong_AsVoidPtr(args[1]);
+    if (PyErr_Occurred())
+        return 0;
+    if (*a == NULL || *b == NULL) {
+        PyErr_Format(PyExc_ValueError, "%s: NULL address", what);
+        return 0;
+    }
+    if ((cur_a != NULL && cur_a != *a) || (cur_b != NULL && cur_b != *b)) {
+        PyErr_Format(PyExc_ValueError, "%s: already bound to other functions", what);
+        return 0;
+    }
+    return 1;
+}
+
 /* bind_samplers(i64_address, f64_address): the shim's two sample functions (ffi.addressof). */
 static PyObject *bind_samplers(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "bind_samplers(i64_address, f64_address)");
+    void *a, *b;
+    if (!two_addresses("bind_samplers", args, nargs, (void *)g_i64, (void *)g_f64, &a, &b))
         return NULL;
-    }
-    void *a = PyLong_AsVoidPtr(args[0]);
-    void *b = PyLong_AsVoidPtr(args[1]);
-    if (PyErr_Occurred())
-        return NULL;
-    if (a == NULL || b == NULL) {
-        PyErr_SetString(PyExc_ValueError, "bind_samplers: NULL address");
-        return NULL;
-    }
-    if ((g_i64 != NULL && (void *)g_i64 != a) || (g_f64 != NULL && (void *)g_f64 != b)) {
-        PyErr_SetString(PyExc_ValueError, "bind_samplers: already bound to other functions");
-        return NULL;
-    }
     g_i64 = (sample_i64_fn)a;
     g_f64 = (sample_f64_fn)b;
     Py_RETURN_NONE;
@@ -326,22 +337,9 @@ static emit_counted_fn g_emit_counted;
 static PyObject *bind_payloads(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "bind_payloads(emit_ext_address, emit_ext_counted_address)");
+    void *a, *b;
+    if (!two_addresses("bind_payloads", args, nargs, (void *)g_emit_ext, (void *)g_emit_counted, &a, &b))
         return NULL;
-    }
-    void *a = PyLong_AsVoidPtr(args[0]);
-    void *b = PyLong_AsVoidPtr(args[1]);
-    if (PyErr_Occurred())
-        return NULL;
-    if (a == NULL || b == NULL) {
-        PyErr_SetString(PyExc_ValueError, "bind_payloads: NULL address");
-        return NULL;
-    }
-    if ((g_emit_ext != NULL && (void *)g_emit_ext != a) || (g_emit_counted != NULL && (void *)g_emit_counted != b)) {
-        PyErr_SetString(PyExc_ValueError, "bind_payloads: already bound to other functions");
-        return NULL;
-    }
     g_emit_ext = (emit_ext_fn)a;
     g_emit_counted = (emit_counted_fn)b;
     Py_RETURN_NONE;
