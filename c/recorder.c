@@ -392,12 +392,19 @@ static void *map_chunk(uint64_t off, uint64_t sz) {
     return p;
 }
 
-/* Take the thread's new chunk p (sz bytes at file offset off): header, cursor, clock pair. */
+static _Atomic uint64_t g_chunk_seq; /* chunks installed so far, in this process */
+
+/* Take the thread's new chunk p (sz bytes at file offset off): header, cursor, clock pair.
+ * File offsets are claim order, not the order a thread takes its chunks in (the pool hands out
+ * chunks claimed before an inline one), so the header carries the install order and readers order
+ * a thread's chunks by it. */
 static void install_chunk(struct tstate *t, void *p, uint64_t off, uint64_t sz) {
     struct nvtxrec_chunk_header *h = p;
+    uint64_t seq = atomic_fetch_add_explicit(&g_chunk_seq, 1, memory_order_relaxed) + 1;
     h->tid = t->tid;
     h->offset = off;
-    h->check = NVTXREC_CHUNK_CHECK ^ (uint32_t)sz ^ t->tid ^ (uint32_t)off;
+    h->seq = seq;
+    h->check = NVTXREC_CHUNK_CHECK ^ (uint32_t)sz ^ t->tid ^ (uint32_t)off ^ (uint32_t)seq;
     __atomic_store_n(&h->tag_size, NVTXREC_CHUNK_TAG | (sz << 32), __ATOMIC_RELEASE);
     t->chunk = p;
     t->len = (uint32_t)sz;

@@ -22,7 +22,10 @@
  *   owns one chunk at a time; its first chunk is one page and each next one doubles, up to the chunk
  *   bound, so thousands of short-lived threads cost a page each. A chunk's first 32 bytes are its
  *   header (struct nvtxrec_chunk_header); records follow as 8-byte words up to the first zero word
- *   (the unused rest of a chunk is zero). A chunk that is all zeros was claimed but never written
+ *   (the unused rest of a chunk is zero). Readers take chunks in seq order (the order threads
+ *   took them), not file order: a chunk the pool claimed ahead may be taken after one its thread
+ *   claimed later inline, so one thread's chunks need not lie at increasing offsets.
+ *   A chunk that is all zeros was claimed but never written
  *              (a process that records a lot keeps up to 4 chunk_max chunks claimed ahead of use;
  *              at a normal exit those left unused become holes).
  *   A reader that meets a chunk header that does not check out (tag, check word, offset) counts the
@@ -168,9 +171,9 @@ struct nvtxrec_file_header {
 struct nvtxrec_chunk_header {
     uint64_t tag_size;  /* NVTXREC_CHUNK_TAG | chunk size in bytes << 32 */
     uint32_t tid;       /* the thread that owns the chunk (gettid) */
-    uint32_t check;     /* NVTXREC_CHUNK_CHECK ^ size ^ tid ^ (uint32_t)offset */
+    uint32_t check;     /* NVTXREC_CHUNK_CHECK ^ size ^ tid ^ (uint32_t)offset ^ (uint32_t)seq */
     uint64_t offset;    /* the chunk's own file offset */
-    uint64_t reserved;
+    uint64_t seq;       /* the order threads took their chunks in (1, 2, ...; 0: files before it) */
 };
 
 /* In-process API (for ctypes). */

@@ -407,30 +407,32 @@ class _Skips:
 
 
 def _chunks(f: "io.BufferedReader", h: _Header, skips: _Skips) -> Iterator[Tuple[int, int, bytes]]:
-    """``(offset, tid, data)`` of every valid chunk, in file order.
+    """``(done, tid, data)`` of every valid chunk, in the order threads took them; ``done``: the bytes
+    of chunks read before this one (for progress).
 
-    A chunk whose header does not check out counts as corrupt (``skips``) and the walk resumes at the
-    next page that starts a valid chunk; zero pages (claimed, never written) are stepped over.
+    The order is the chunk headers' ``seq`` (file order for files that carry none): file offsets are
+    claim order, and the recorder's pool hands out chunks it claimed ahead, so one thread's chunks
+    need not lie at increasing offsets. A chunk whose header does not check out counts as corrupt
+    (``skips``) and the walk resumes at the next page that starts a valid chunk; zero pages (claimed,
+    never written) are stepped over.
     """
     page, size = h.page, h.size
     off = _HEADER_SIZE
     bad_since = -1
+    index = []  # (seq, offset, tid, size) of the valid chunks: headers first, then data in seq order
     while off + _CHUNK_HDR.size <= size:
         f.seek(off)
         head = f.read(_CHUNK_HDR.size)
         if len(head) < _CHUNK_HDR.size:
             break
-        tag_size, tid, check, coff, _res = _CHUNK_HDR.unpack(head)
+        tag_size, tid, check, coff, seq = _CHUNK_HDR.unpack(head)
         csize = tag_size >> 32
         if (tag_size & 0xFFFFFFFF == _CHUNK_TAG and csize >= page and csize % page == 0 and coff == off
-                and check == (_CHUNK_CHECK ^ csize ^ tid ^ (off & 0xFFFFFFFF))):
+                and check == (_CHUNK_CHECK ^ csize ^ tid ^ (off & 0xFFFFFFFF) ^ (seq & 0xFFFFFFFF))):
             if bad_since >= 0:
                 skips.bytes += off - bad_since
                 bad_since = -1
-            data = head + f.read(csize - _CHUNK_HDR.size)
-            if len(data) < csize:  # a file cut inside the chunk: its last record may be incomplete
-                data = _cut_chunk(data)
-            yield off, tid, data
+            index.append((seq, off, tid, csize))
             off += csize
             continue
         if bad_since < 0 and any(head):
@@ -439,6 +441,15 @@ def _chunks(f: "io.BufferedReader", h: _Header, skips: _Skips) -> Iterator[Tuple
         off += page
     if bad_since >= 0:
         skips.bytes += size - bad_since
+    index.sort()
+    done = _HEADER_SIZE
+    for _seq, off, tid, csize in index:
+        f.seek(off)
+        data = f.read(csize)
+        if len(data) < csize:  # a file cut inside the chunk: its last record may be incomplete
+            data = _cut_chunk(data)
+        yield done, tid, data
+        done += csize
 
 
 def _cut_chunk(data: bytes) -> bytes:
@@ -663,7 +674,7 @@ def _events(d: _Defs, progress: Optional[ProgressFn], done: int, total: int) -> 
     skips = _Skips()
     step = 0
     try:
-        for off, tid, data in _chunks(f, h, skips):
+        for done_here, tid, data in _chunks(f, h, skips):
             words = _chunk_words(data)
             n = len(words)
             i = 4
@@ -748,7 +759,7 @@ def _events(d: _Defs, progress: Optional[ProgressFn], done: int, total: int) -> 
             if progress is not None:
                 step += len(data)
                 if step >= 1 << 24:
-                    progress(min(done + off + len(data), total), total)
+                    progress(min(done + done_here + len(data), total), total)
                     step = 0
     finally:
         f.close()
@@ -1219,7 +1230,7 @@ class BlockStream:
             try:
                 parts: list = []
                 n = 0
-                for off, tid, data in _chunks(f, h, skips):
+                for done_here, tid, data in _chunks(f, h, skips):
                     w, t = _np_valid(np, data, skips)
                     while len(w):
                         head_pos = np.flatnonzero((t >= 1) & (t <= 5))
@@ -1233,7 +1244,7 @@ class BlockStream:
                             parts, n = [], 0
                             w, t = w[cut:], t[cut:]
                             if self._progress is not None:
-                                self._progress(min(done + off, self.total_bytes), self.total_bytes)
+                                self._progress(min(done + done_here, self.total_bytes), self.total_bytes)
                             continue
                         parts.append((tid, w, t))
                         n += len(head_pos)

@@ -150,3 +150,57 @@ def test_sigkill_and_exit_with_the_pool_thread(tmp_path, client_lib):
         rec = recorder.read(d)
         assert Counter(e.kind for e in rec.events) == {"push": k, "pop": k}, how
         assert rec.dropped == 0 and rec.skipped_bytes == 0
+
+
+def _chunk_headers(path: str) -> list:
+    """``(seq, offset, tid)`` of every chunk of one record file, walked by its headers."""
+    import struct
+    hdr = struct.Struct("<QIIQQ")
+    out = []
+    with open(path, "rb") as f:
+        data = f.read()
+    off = 4096
+    while off + hdr.size <= len(data):
+        tag_size, tid, _check, coff, seq = hdr.unpack_from(data, off)
+        if tag_size & 0xFFFFFFFF == 0x30 and coff == off:
+            out.append((seq, off, tid))
+            off += tag_size >> 32
+        else:
+            off += 4096
+    return out
+
+
+def test_a_threads_chunks_are_read_in_the_order_it_took_them(tmp_path, client_lib):
+    # Thread A starts the pool, which then keeps chunks claimed ahead while A idles. Thread B claims
+    # its first, small chunks inline (after those) and then takes the pool's: B's chunks do not lie
+    # at increasing file offsets, and a reader going by offset would put B's later events first.
+    out = run_recorded(tmp_path, pscript(client_lib, """
+        import time
+        lib.client_push_pop(b"a", 20000)  # 480 KB: the pool starts at A's first 64 KiB claim
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and threads_now()[0] == 0:
+            time.sleep(0.01)
+        time.sleep(0.2)  # its ready chunks, claimed now, lie before B's inline ones
+        b = []
+        def work():
+            b.append(threading.get_native_id())
+            lib.client_push_pop(b"b", 20000)
+        t = threading.Thread(target=work); t.start(); t.join()
+        print(json.dumps({"b": b[0], "file": recorder_lib().nvtx_recorder_file().decode()}))
+    """), extra_env=CHUNK, timeout=120)
+    b_chunks = [(off, seq) for seq, off, tid in sorted(_chunk_headers(out["file"])) if tid == out["b"]]
+    offsets = [off for off, _seq in b_chunks]
+    assert offsets != sorted(offsets), f"B's chunks lie in file order: {b_chunks}"  # the case at hand
+    rec = recorder.read(tmp_path)
+    b_events = [e for e in rec.events if e.tid == out["b"]]
+    assert [e.kind for e in b_events] == ["push", "pop"] * 20000
+    times = [e.time_ns for e in b_events]
+    assert times == sorted(times)
+    # and the tracer pairs them all, with and without NumPy: 20000 "b" ranges, none negative
+    from nvtx_cffi._trace.convert import convert
+    for numpy in (True, False):
+        out_json = tmp_path / f"t-{numpy}.json"
+        convert(str(tmp_path), str(out_json), numpy=numpy)
+        durations = [e["dur"] for e in json.loads(out_json.read_text())["traceEvents"]
+                     if e.get("name") == "b" and e.get("ph") == "X"]
+        assert len(durations) == 20000 and min(durations) >= 0, numpy
