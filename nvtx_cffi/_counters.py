@@ -20,7 +20,7 @@ from typing import Dict, Iterable, Optional, Union
 from . import _state
 from ._native import ffi, lib
 from ._payload import (
-    ENTRY_TYPE_FLOAT64, ENTRY_TYPE_INT64, TimestampType, np, registry,
+    ENTRY_TYPE_FLOAT64, ENTRY_TYPE_INT64, TimestampType, _numpy, registry,
 )
 
 __all__ = [
@@ -231,12 +231,14 @@ class Counter(_CBase or object):  # type: ignore[misc]
 
 
 def _timestamps(timestamps):
+    np = _numpy()
     if np is not None:
         return np.ascontiguousarray(timestamps, dtype=np.int64).reshape(-1)
     return pyarray.array("q", timestamps)
 
 
 def _scalar_values(values, typecode: str):
+    np = _numpy()
     if np is not None:
         return np.ascontiguousarray(values, dtype=np.dtype(typecode)).reshape(-1)
     return pyarray.array(typecode, values)
@@ -329,7 +331,7 @@ class ExtCounter(Counter):
             else:
                 _sample_bytes(self._index, data, len(data))
                 return
-        payload = np.ascontiguousarray(value, self.dtype)
+        payload = _numpy().ascontiguousarray(value, self.dtype)
         if payload.size != 1:
             raise ValueError(
                 f"sample() expects exactly one sample of dtype {self.dtype} ({self.dtype.itemsize} bytes); "
@@ -340,7 +342,7 @@ class ExtCounter(Counter):
 
     def batch_submit(self, values: Iterable, timestamps: Iterable[int]) -> None:
         """Record timestamped samples: ``values`` as ``numpy.ascontiguousarray(values, self.dtype)``."""
-        payload = np.ascontiguousarray(values, self.dtype)
+        payload = _numpy().ascontiguousarray(values, self.dtype)
         nbytes = payload.nbytes
         self._submit(payload, nbytes, nbytes // self.dtype.itemsize, timestamps)
 
@@ -356,6 +358,7 @@ _STRUCT_CODES = {"i1": "b", "u1": "B", "i2": "h", "u2": "H", "i4": "i", "u4": "I
 def _packer(dtype) -> Optional[tuple]:
     """A struct.Struct with the exact layout of ``dtype`` (offsets, padding, itemsize), for dtypes
     of native integer and float fields (not f2, bool, strings, subarrays)."""
+    np = _numpy()
     if np is None or not isinstance(dtype, np.dtype) or dtype.subdtype is not None:
         return None
 
@@ -468,6 +471,7 @@ def _scope_id(domain, scope) -> int:
 
 def _normalize_dtype(dtype):
     """nvtx's _normalize_counter_dtype: int -> int64, NumPy dtype-likes -> np.dtype, flat groups only."""
+    np = _numpy()
     if np is None:
         if dtype is int or dtype is float:
             return dtype
@@ -524,6 +528,7 @@ def get_counter(self, name, dtype, *, description=None, scope=None, semantics=No
     found = _counters.get(key)
     if found is not None:
         return found
+    np = _numpy()
     with _lock:
         found = _counters.get(key)
         if found is not None:

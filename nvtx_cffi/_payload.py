@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
+import sys
 import threading
 import warnings
 from typing import Dict, Optional
 
 from ._native import ffi, lib
 
-try:
-    import numpy as np
-except ImportError:  # pragma: no cover - NumPy is optional
-    np = None
+# NumPy is optional, and imported at the first payload, dtype or counter that needs it (_numpy()),
+# not at `import nvtx_cffi`: it takes ~170 ms, and ranges and marks never need it.
+np = None
+_numpy_missing = False
 
 __all__ = [
     "BatchOrdering", "EntryKind", "EventKind", "PayloadEntryType", "PredefinedScope", "TimestampType",
@@ -149,16 +151,44 @@ class BatchOrdering(enum.Enum):
     UNSORTED = 3 << 1
 
 
-if np is not None:
-    _DTYPE_TO_ENTRY_TYPE = {
-        np.int8: ENTRY_TYPE_INT8, np.int16: ENTRY_TYPE_INT16, np.int32: ENTRY_TYPE_INT32,
-        np.int64: ENTRY_TYPE_INT64, np.uint8: ENTRY_TYPE_UINT8, np.uint16: ENTRY_TYPE_UINT16,
-        np.uint32: ENTRY_TYPE_UINT32, np.uint64: ENTRY_TYPE_UINT64, np.float16: ENTRY_TYPE_FLOAT16,
-        np.float32: ENTRY_TYPE_FLOAT32, np.float64: ENTRY_TYPE_FLOAT64,
-        np.str_: ENTRY_TYPE_CSTRING_UTF32, np.bytes_: ENTRY_TYPE_BYTE,
-    }
-else:  # pragma: no cover
-    _DTYPE_TO_ENTRY_TYPE = {}
+_DTYPE_TO_ENTRY_TYPE: dict = {}  # NumPy scalar type -> entry type (filled by _numpy())
+#: Payload types sent as binary payloads without payload_fields() first: filled (in place: other
+#: modules hold it) when NumPy is loaded, empty without it.
+FAST_TYPES: set = set()
+_ndarray = None  # numpy.ndarray once loaded
+
+
+def _numpy():
+    """NumPy, imported now if it was not yet (and the tables that need it filled); None where it is
+    not installed."""
+    global np, _ndarray, _numpy_missing
+    if np is not None or _numpy_missing:
+        return np
+    with _lock:
+        if np is not None:
+            return np
+        try:
+            import numpy
+        except ImportError:
+            _numpy_missing = True
+            return None
+        _DTYPE_TO_ENTRY_TYPE.update({
+            numpy.int8: ENTRY_TYPE_INT8, numpy.int16: ENTRY_TYPE_INT16, numpy.int32: ENTRY_TYPE_INT32,
+            numpy.int64: ENTRY_TYPE_INT64, numpy.uint8: ENTRY_TYPE_UINT8, numpy.uint16: ENTRY_TYPE_UINT16,
+            numpy.uint32: ENTRY_TYPE_UINT32, numpy.uint64: ENTRY_TYPE_UINT64,
+            numpy.float16: ENTRY_TYPE_FLOAT16, numpy.float32: ENTRY_TYPE_FLOAT32,
+            numpy.float64: ENTRY_TYPE_FLOAT64, numpy.str_: ENTRY_TYPE_CSTRING_UTF32, numpy.bytes_: ENTRY_TYPE_BYTE,
+        })
+        _ndarray = numpy.ndarray
+        FAST_TYPES.update((numpy.ndarray, list, tuple, range, bytes))
+        np = numpy
+    return np
+
+
+def _numpy_if_imported():
+    """NumPy if this program has imported it, else None, without importing it: no NumPy object
+    (array, dtype) can exist before that, so checks for them need not import it."""
+    return _numpy() if "numpy" in sys.modules else None
 
 
 # --------------------------------------------------------------------------- numpy_dtype
@@ -201,6 +231,7 @@ def numpy_dtype(*args, counter_semantics=None, entry_kind: Optional[EntryKind] =
     """``numpy.dtype(*args, **kwargs)``, optionally carrying NVTX payload metadata (as nvtx's):
     ``counter_semantics`` for a field of a counter group, ``entry_kind`` (a field's role) and
     ``entry_type`` (a field's special interpretation)."""
+    np = _numpy()
     if np is None:
         raise RuntimeError("Install numpy to construct NVTX NumPy dtypes.")
     if entry_kind is not None and not isinstance(entry_kind, EntryKind):
@@ -236,6 +267,7 @@ def _metadata(dtype):
 
 def _metadata_key(dtype):
     """The NVTX metadata that is part of a schema's identity (nvtx's _dtype_metadata_key)."""
+    np = _numpy_if_imported()
     if np is None or not isinstance(dtype, np.dtype):
         return None
     sub = dtype.subdtype
@@ -312,7 +344,7 @@ class SchemaRegistry:
                 return found
             if dtype.subdtype:
                 sub, shape = dtype.subdtype
-                result = self.fixed_schema(self.dtype_schema(sub), int(np.prod(shape)), dtype.itemsize)
+                result = self.fixed_schema(self.dtype_schema(sub), math.prod(shape), dtype.itemsize)
             elif dtype.type in _DTYPE_TO_ENTRY_TYPE:
                 result = self._builtin(dtype, _metadata(dtype))
             elif dtype.names is not None:
@@ -355,7 +387,7 @@ class SchemaRegistry:
                 sub, shape = field_type.subdtype
                 if sub.type in _DTYPE_TO_ENTRY_TYPE:
                     entry_type = _DTYPE_TO_ENTRY_TYPE[sub.type]
-                    detail = int(np.prod(shape))
+                    detail = math.prod(shape)
                     eflags = PAYLOAD_ENTRY_FLAG_ARRAY_FIXED_SIZE
                 else:
                     entry_type = self.dtype_schema(field_type)
@@ -470,6 +502,7 @@ def fields_for(payload):
             if len(_checked_dtypes) < 1024:
                 _checked_dtypes[id(dtype)] = dtype
         return _ext_fields(payload)
+    np = _numpy() if type(payload) in _SEQUENCES else _numpy_if_imported()
     if np is not None and (isinstance(payload, np.ndarray) or type(payload) in _SEQUENCES):
         check_dtype(payload.dtype if isinstance(payload, np.ndarray) else np.array(payload).dtype)
         return _ext_fields(payload)
@@ -482,6 +515,7 @@ def fields_for(payload):
 
 def check_dtype(dtype) -> None:
     """TypeError/ValueError, naming the payload, for a dtype no payload schema describes."""
+    _numpy()  # the dtype's NumPy is imported: this fills _DTYPE_TO_ENTRY_TYPE
     if dtype.hasobject:
         msg = f"payload: NumPy arrays of Python objects cannot be sent (dtype {dtype})"
         raise TypeError(msg)
@@ -501,6 +535,7 @@ def check_dtype(dtype) -> None:
 def encode(domain_index: int, payload):
     """(schema id, contiguous array or bytes, size) for a binary payload, or None when nothing is
     sent (an empty array, as nvtx). Raises TypeError/ValueError for payloads no schema fits."""
+    np = _numpy()
     array = payload if isinstance(payload, np.ndarray) else np.array(payload)
     if array.nbytes == 0:
         return None
@@ -523,9 +558,6 @@ def encode(domain_index: int, payload):
 _FAST_DTYPES_PER_DOMAIN = 256
 _fast_schemas: Dict[int, Dict[int, tuple]] = {}
 _slot_domains: Dict[int, int] = {}
-_ndarray = np.ndarray if np is not None else None
-#: Payload types sent as binary payloads without payload_fields() first (only with NumPy).
-FAST_TYPES = frozenset((np.ndarray, list, tuple, range, bytes)) if np is not None else frozenset()
 _from_buffer = ffi.from_buffer
 _NULL = ffi.NULL
 
@@ -625,7 +657,7 @@ def _emit_general(op: int, slot: int, domain_index: int, inline, payload) -> int
     else:
         schema, data, size = encoded
         buffer = ffi.from_buffer(data)
-        if isinstance(payload, np.ndarray):
+        if isinstance(payload, _numpy().ndarray):
             _remember(domain_index, payload)
     if encoded is None:
         # No payload: the plain call (nvtx sends the event without one).

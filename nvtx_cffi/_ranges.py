@@ -28,7 +28,6 @@ from ._validate import Payload, as_index, payload_fields
 from . import _payload
 from ._payload import KIND_EXT as _KIND_EXT
 from ._payload import FAST_TYPES as _FAST_TYPES
-_ndarray = _payload.np.ndarray if _payload.np is not None else None
 
 __all__ = ["push_range", "pop_range", "start_range", "end_range", "mark", "RangeId"]
 
@@ -101,7 +100,7 @@ def _dispatch(op: int, fast, message, color, domain, category, payload):
 
 def _with_payload(op: int, slot: int, payload) -> int:
     cls = payload.__class__
-    if cls in _FAST_TYPES and (cls is not _ndarray or payload.ndim):
+    if cls in _FAST_TYPES and getattr(payload, "ndim", 1):
         # arrays (not 0-d: an integer one is an int payload), lists...: binary, checked by emit()
         return _payload.emit(op, slot, _payload.slot_domain(slot), None, payload)
     kind, ivalue, fvalue = payload_fields(payload)

@@ -6,7 +6,7 @@ import operator
 from typing import Optional, Tuple, Union
 
 from ._native import lib
-from ._payload import FAST_TYPES as _BINARY_TYPES, fields_for as _fields_for, np as _np
+from ._payload import FAST_TYPES as _BINARY_TYPES, fields_for as _fields_for
 
 __all__ = ["Payload", "to_utf8", "to_category_id", "payload_fields", "as_index", "describe_int", "short_repr"]
 
@@ -89,7 +89,6 @@ def to_category_id(category: object) -> int:
 
 
 _INT64 = lib.NVTXCFFI_PAYLOAD_INT64
-_ndarray = _np.ndarray if _np is not None else None
 _DOUBLE = lib.NVTXCFFI_PAYLOAD_DOUBLE
 
 
@@ -102,7 +101,7 @@ def payload_fields(payload: object) -> Tuple[int, int, float]:
         return _INT64, payload, 0.0
     if cls is float or isinstance(payload, float):
         return _DOUBLE, 0, float(payload)
-    if cls in _BINARY_TYPES and (cls is not _ndarray or payload.ndim):
+    if cls in _BINARY_TYPES and getattr(payload, "ndim", 1):
         # arrays (not 0-d: an integer one is an int), lists, tuples, ranges, bytes (with NumPy)
         return _fields_for(payload)
     value = int(payload) if isinstance(payload, bool) else as_index(payload)  # bool: an int, as before

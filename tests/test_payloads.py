@@ -365,3 +365,30 @@ def test_zero_d_integer_array_is_an_int_payload():
             nvtx.mark("z", payload=np.array(7))
     assert [(k, m, t) for k, m, t, *_ in decoded(got)] == [("mark", "z", "int64")] * 2
     assert [e.payload for e in got if e.kind == "mark"] == [7, 7]
+
+
+def test_numpy_is_imported_at_the_first_payload_that_needs_it(tmp_path):
+    # `import nvtx_cffi`, ranges, marks and scalar payloads never import NumPy (~170 ms); a list
+    # payload imports it and is sent as a binary payload, as when it was imported up front.
+    env = {**os.environ, **recorder.environment(str(tmp_path))}
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import sys
+        import nvtx_cffi as nvtx
+        before = "numpy" in sys.modules
+        with nvtx.annotate("a", color="red", payload=3):
+            nvtx.mark("m", payload=2.5)
+        c = nvtx.get_domain("d")
+        c.mark(message="dm", payload=7)
+        print("numpy after ranges and marks:", before or "numpy" in sys.modules)
+        nvtx.mark("list", payload=[1, 2, 3])
+        print("numpy after a list payload:", "numpy" in sys.modules)
+    """)], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["numpy after ranges and marks: False", "numpy after a list payload: True"]
+    decoder = ExtDecoder()
+    got = []
+    for e in recorder.read(tmp_path).events:
+        decoder.feed(e)
+        if e.kind in ("push", "mark"):
+            got.append((e.message, e.payload_type, e.payload if e.payload_type != "ext" else decoder.payload_of(e)))
+    assert got == [("a", "int64", 3), ("m", "double", 2.5), ("dm", "int64", 7), ("list", "ext", ([1, 2, 3], False))]
