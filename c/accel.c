@@ -863,21 +863,133 @@ static void call_entry_put(call_entry *e, PyObject *const *key, int slot, int do
 #define RANGE_CALLS 512 /* a power of two */
 static call_entry range_calls[RANGE_CALLS];
 
+/* Call sites: the raw argument vector of a module-level push_range/mark/start_range call, by
+ * identity. A call site passes the same kwnames tuple (a constant of its code) and the same
+ * message, colour, domain and category objects every time; only the payload changes. An entry
+ * holds every argument of the vector but the payload (strong references, exact str/int/float/None
+ * only, so identity stands for equality and an address is not reused while mapped) and answers
+ * the call with no binding and no second table: it costs a hash of three words and a compare per
+ * argument. Keyed by (opcode, kwnames, nargs, first argument); filled by range_call's general path
+ * once it found the slot; the payload never enters. */
+#define SITE_CALLS 512 /* a power of two */
+typedef struct {
+    int opcode;             /* 0: unused */
+    int nargs, n;           /* positional count, vector length (1..5) */
+    int payload_at;         /* the payload's index in the vector, -1 when not passed */
+    int slot, domain_index; /* domain_index >= 0 */
+    PyObject *kwnames;      /* strong reference, or NULL */
+    PyObject *args[5];      /* strong references; NULL at payload_at */
+} site_entry;
+static site_entry site_calls[SITE_CALLS];
+
+static inline site_entry *site_at(int opcode, PyObject *kwnames, Py_ssize_t nargs, PyObject *first)
+{
+    uint64_t h = ((uint64_t)opcode << 8 | (uint64_t)nargs) * 0x9E3779B97F4A7C15ull;
+    h = (h ^ ((uintptr_t)kwnames >> 4)) * 0xff51afd7ed558ccdull;
+    h = (h ^ ((uintptr_t)first >> 4)) * 0xc4ceb9fe1a85ec53ull;
+    return &site_calls[(h >> 40) & (SITE_CALLS - 1)];
+}
+
+/* The entry answering exactly this call, or NULL. */
+static inline const site_entry *site_find(int opcode, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    Py_ssize_t n = nargs + (kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0);
+    if (n == 0 || n > 5)
+        return NULL;
+    const site_entry *e = site_at(opcode, kwnames, nargs, args[0]);
+    if (e->opcode != opcode || e->kwnames != kwnames || e->nargs != nargs || e->n != n)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (e->args[i] != args[i] && i != e->payload_at)
+            return NULL;
+    return e;
+}
+
+/* Remember this call (bound by bind() to a[0..4], answered by slot/domain_index) when every
+ * argument but the payload is an exact str/int/float/None and the payload is not the first. */
+static void site_put(int opcode, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject *const *a,
+                     int slot, int domain_index)
+{
+    Py_ssize_t n = nargs + (kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0);
+    if (n == 0 || n > 5 || domain_index < 0)
+        return;
+    int payload_at = -1;
+    if (a[4] != NULL) {
+        if (nargs == 5)
+            payload_at = 4;
+        for (Py_ssize_t k = 0; payload_at < 0 && k < n - nargs; k++)
+            if (PyUnicode_Compare(PyTuple_GET_ITEM(kwnames, k), range_params[4]) == 0)
+                payload_at = (int)(nargs + k);
+        if (payload_at <= 0) /* the payload first: the key would change every call */
+            return;
+    }
+    PyErr_Clear(); /* PyUnicode_Compare of two str raises nothing, but be sure */
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (i != payload_at && !immutable_key(args[i]))
+            return;
+    site_entry *e = site_at(opcode, kwnames, nargs, args[0]);
+    PyObject *old[6] = {e->kwnames, e->args[0], e->args[1], e->args[2], e->args[3], e->args[4]};
+    Py_XINCREF(kwnames);
+    e->kwnames = kwnames;
+    for (Py_ssize_t i = 0; i < 5; i++) {
+        PyObject *arg = i < n && i != payload_at ? args[i] : NULL;
+        Py_XINCREF(arg);
+        e->args[i] = arg;
+    }
+    e->opcode = opcode;
+    e->nargs = (int)nargs;
+    e->n = (int)n;
+    e->payload_at = payload_at;
+    e->slot = slot;
+    e->domain_index = domain_index;
+    for (int i = 0; i < 6; i++) /* strs, ints, floats, None and a tuple of str: no code runs */
+        Py_XDECREF(old[i]);
+}
+
+/* Send a module-level call with its slot (and the payload, if any): push/mark return None,
+ * start_range the range id. */
+static PyObject *range_emit(int opcode, int slot, int index, int kind, int64_t ivalue, double fvalue)
+{
+    switch (opcode) {
+    case NVTXCFFI_OP_PUSH:
+    case NVTXCFFI_OP_MARK:
+        if (kind != NVTXCFFI_PAYLOAD_NONE)
+            nvtxcffi_shim.emit_slot(opcode, slot, kind, ivalue, fvalue);
+        else if (opcode == NVTXCFFI_OP_PUSH)
+            nvtxcffi_shim.push(slot);
+        else
+            nvtxcffi_shim.mark(slot);
+        Py_RETURN_NONE;
+    default: {
+        uint64_t id = kind != NVTXCFFI_PAYLOAD_NONE ? nvtxcffi_shim.emit_slot(opcode, slot, kind, ivalue, fvalue)
+                                                    : nvtxcffi_shim.start(slot);
+        return new_range_id(id, index);
+    }
+    }
+}
+
 /* push_range / mark / start_range: the Python hot path of _ranges.py, in C. The slot comes from
  * the message-only caches (default colour, no domain or category), a style, or the argument-tuple
  * cache; a payload is converted here and sent with the slot (it is never part of a key). */
 static PyObject *range_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames, int opcode)
 {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    int kind = NVTXCFFI_PAYLOAD_NONE;
+    int64_t ivalue = 0;
+    double fvalue = 0.0;
+    const site_entry *site = site_find(opcode, args, nargs, kwnames);
+    if (site != NULL) {
+        PyObject *payload = site->payload_at >= 0 ? args[site->payload_at] : Py_None;
+        if (payload != Py_None && !payload_c(payload, &kind, &ivalue, &fvalue))
+            return twin(op, args, nargsf, kwnames); /* other payload types, out of range: Python */
+        return range_emit(opcode, site->slot, site->domain_index, kind, ivalue, fvalue);
+    }
     PyObject *a[5];
     if (slot_cache == NULL || !bind(args, nargs, kwnames, range_params, 5, 0, a))
         return twin(op, args, nargsf, kwnames);
     PyObject *default_ = opcode == NVTXCFFI_OP_START ? Py_None : default_color;
     PyObject *message = a[0] ? a[0] : Py_None, *color = a[1] ? a[1] : default_;
     PyObject *domain = a[2] ? a[2] : Py_None, *category = a[3] ? a[3] : Py_None;
-    int kind = NVTXCFFI_PAYLOAD_NONE;
-    int64_t ivalue = 0;
-    double fvalue = 0.0;
     if (a[4] != NULL && a[4] != Py_None && !payload_c(a[4], &kind, &ivalue, &fvalue))
         return twin(op, args, nargsf, kwnames); /* other payload types, out of range: Python */
     PyObject *found = NULL;
@@ -887,6 +999,9 @@ static PyObject *range_call(PyObject *op, PyObject *const *args, size_t nargsf, 
     if (call_entry_is(entry, call_key)) {
         slot = entry->slot;
         index = entry->domain_index;
+        /* the same objects a second time: a call site's constants (an f-string message, new each
+         * call, never gets here) */
+        site_put(opcode, args, nargs, kwnames, a, slot, index);
         goto emit;
     }
     if (color == default_ && domain == Py_None && category == Py_None) {
@@ -920,26 +1035,13 @@ static PyObject *range_call(PyObject *op, PyObject *const *args, size_t nargsf, 
         && immutable_key(category))
         call_entry_put(entry, call_key, slot, index);
 emit:
-    switch (opcode) {
-    case NVTXCFFI_OP_PUSH:
-    case NVTXCFFI_OP_MARK:
-        if (kind != NVTXCFFI_PAYLOAD_NONE)
-            nvtxcffi_shim.emit_slot(opcode, slot, kind, ivalue, fvalue);
-        else if (opcode == NVTXCFFI_OP_PUSH)
-            nvtxcffi_shim.push(slot);
-        else
-            nvtxcffi_shim.mark(slot);
-        Py_RETURN_NONE;
-    default: {
+    if (opcode == NVTXCFFI_OP_START) { /* a range id names its domain */
         if (index < 0)
             index = domain == Py_None ? 0 : domain_index_by_name(domain);
         if (index < 0)
             return twin(op, args, nargsf, kwnames);
-        uint64_t id = kind != NVTXCFFI_PAYLOAD_NONE ? nvtxcffi_shim.emit_slot(opcode, slot, kind, ivalue, fvalue)
-                                                    : nvtxcffi_shim.start(slot);
-        return new_range_id(id, index);
     }
-    }
+    return range_emit(opcode, slot, index, kind, ivalue, fvalue);
 }
 
 /* push_range(message) / mark(message), the commonest calls: one positional str already in the

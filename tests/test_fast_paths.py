@@ -117,6 +117,8 @@ def payloads(tag):
     for i in (10, 2 ** 40, -3, 2 ** 63, 0.25):  # the same in each run: the runs are compared
         nvtx.mark("p", payload=i)
         nvtx.mark("p", "red", "fastdom", "pc", i)
+        nvtx.mark(payload=i, message="p", category=4)  # the payload first: never a call-site key
+        nvtx.push_range(message="p", payload=i, color="red"); nvtx.pop_range()
         nvtx.push_range("p", color="red", payload=i); nvtx.pop_range()
         nvtx.push_range(message="p", domain="fastdom", category=4, payload=i); nvtx.pop_range("fastdom")
         nvtx.end_range(nvtx.start_range("p", color="red", payload=i))
@@ -305,15 +307,17 @@ def test_per_call_payloads_reach_the_tool_with_their_slot(recorded):
         events = [e for e in run[start + 1:stop] if e.kind in ("push", "start", "mark")]
         values = [10, 2 ** 40, -3, 2 ** 63, 0.25]
         per_value = len(events) // len(values)
-        assert per_value * len(values) == len(events) and per_value == 15
+        assert per_value * len(values) == len(events) and per_value == 17
         for n, value in enumerate(values):
             group = events[n * per_value:(n + 1) * per_value]
             kind = "double" if isinstance(value, float) else ("uint64" if value >= 2 ** 63 else "int64")
-            expected = [(value, kind)] * 12 + [(None, None)] + [(value, kind)] * 2  # 13th: no payload
+            expected = [(value, kind)] * 14 + [(None, None)] + [(value, kind)] * 2  # 15th: no payload
             assert [(e.payload, e.payload_type) for e in group] == expected, (tag, n)
             assert [(e.kind, e.message, e.domain, e.color, e.category) for e in group] == [
                 ("mark", "p", None, blue, 0),
                 ("mark", "p", "fastdom", red, 2),  # "pc": fastdom's second category name
+                ("mark", "p", None, blue, 4),
+                ("push", "p", None, red, 0),
                 ("push", "p", None, red, 0),
                 ("push", "p", "fastdom", blue, 4),
                 ("start", "p", None, red, 0),
