@@ -177,10 +177,14 @@ def test_a_threads_chunks_are_read_in_the_order_it_took_them(tmp_path, client_li
     out = run_recorded(tmp_path, pscript(client_lib, """
         import time
         lib.client_push_pop(b"a", 20000)  # 480 KB: the pool starts at A's first 64 KiB claim
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and threads_now()[0] == 0:
-            time.sleep(0.01)
-        time.sleep(0.2)  # its ready chunks, claimed now, lie before B's inline ones
+        # wait for the pool's ready chunks (claimed now, before B's inline ones): the file grows
+        # as it claims them and stops growing once it has its 4
+        path = recorder_lib().nvtx_recorder_file().decode()
+        deadline, sizes = time.monotonic() + 30, []
+        while time.monotonic() < deadline and not (threads_now()[0] == 1 and len(sizes) > 5
+                                                   and len(set(sizes[-5:])) == 1):
+            time.sleep(0.05)
+            sizes.append(os.path.getsize(path))
         b = []
         def work():
             b.append(threading.get_native_id())
