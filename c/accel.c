@@ -145,6 +145,65 @@ static int lookup(PyObject *dict, PyObject *key, PyObject **value)
     return -1;
 }
 
+/* ---- messages by text: an f-string message is a new str object on every call, equal to one seen
+ * before. Its hash is not computed yet (CPython's siphash: ~140 instructions for a short one) and a
+ * dict lookup by it costs ~150 more. A small direct-mapped table keyed by a cheap hash of the
+ * characters gives the first str object seen with that text (a strong reference), so the identity
+ * tables and the dicts (whose hash that object caches) answer an f-string as they answer a
+ * constant. Only strs whose hash is not cached yet go through it: a constant's is, after its first
+ * use. Bounded: CANON_COUNT entries of at most CANON_TEXT_MAX bytes; a colliding text replaces
+ * the older one, which only costs the next such call the dict lookup again. */
+#define CANON_COUNT 1024 /* a power of two */
+#define CANON_TEXT_MAX 256
+static struct {
+    PyObject *str; /* strong reference, or NULL */
+    uint64_t hash;
+} canon[CANON_COUNT];
+
+static inline uint64_t text_hash(const unsigned char *p, Py_ssize_t n, int kind)
+{
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ ((uint64_t)n << 3 | (uint64_t)kind);
+    for (; n >= 8; p += 8, n -= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        h = (h ^ w) * 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
+    }
+    if (n > 0) {
+        uint64_t w = 0;
+        memcpy(&w, p, (size_t)n);
+        h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
+        h ^= h >> 29;
+    }
+    return h;
+}
+
+/* `message` (borrowed) or the str of the same text seen first (borrowed, held by the table). */
+static PyObject *canonical_message(PyObject *message)
+{
+    /* the cached hash: a public field of the str's struct (no call, no private API) */
+    if (!PyUnicode_CheckExact(message) || ((PyASCIIObject *)message)->hash != -1)
+        return message;
+    int kind = PyUnicode_KIND(message);
+    Py_ssize_t length = PyUnicode_GET_LENGTH(message);
+    if (length > CANON_TEXT_MAX / kind)
+        return message;
+    const void *data = PyUnicode_DATA(message);
+    uint64_t h = text_hash(data, length * kind, kind);
+    size_t at = (size_t)(h >> 40) & (CANON_COUNT - 1);
+    PyObject *old = canon[at].str;
+    if (old == message)
+        return message;
+    if (old != NULL && canon[at].hash == h && PyUnicode_KIND(old) == kind && PyUnicode_GET_LENGTH(old) == length
+        && memcmp(PyUnicode_DATA(old), data, (size_t)(length * kind)) == 0)
+        return old;
+    Py_INCREF(message);
+    canon[at].str = message;
+    canon[at].hash = h;
+    Py_XDECREF(old); /* a str: no code runs */
+    return message;
+}
+
 /* A cached slot number (the caches hold small non-negative ints); -1 when not usable. */
 static int as_slot(PyObject *value)
 {
@@ -697,6 +756,7 @@ static PyObject *call_type_normally(PyObject *callable, PyObject *const *args, P
  * a style (then the argument-tuple cache, whose answer the style remembers). */
 static int annotate_template(PyObject *callable, PyObject **a, PyObject **found)
 {
+    a[0] = canonical_message(a[0]); /* equal, so the same answer; cheaper to look up */
     if (a[1] == Py_None && a[2] == Py_None && a[3] == Py_None)
         return lookup(annotate_by_message, a[0], found);
     style_t *style;
@@ -720,7 +780,7 @@ static PyObject *annotate_class_vectorcall(PyObject *callable, PyObject *const *
     PyObject *a[5], *found;
     if (nargs == 1 && kwnames == NULL && callable == (PyObject *)annotate_cls) {
         /* annotate(message): the commonest call */
-        int hit = lookup(annotate_by_message, args[0], &found);
+        int hit = lookup(annotate_by_message, canonical_message(args[0]), &found);
         if (hit < 0)
             return NULL;
         if (hit > 0 && Py_TYPE(found) == annotate_cls) {
@@ -988,7 +1048,7 @@ static PyObject *range_call(PyObject *op, PyObject *const *args, size_t nargsf, 
     if (slot_cache == NULL || !bind(args, nargs, kwnames, range_params, 5, 0, a))
         return twin(op, args, nargsf, kwnames);
     PyObject *default_ = opcode == NVTXCFFI_OP_START ? Py_None : default_color;
-    PyObject *message = a[0] ? a[0] : Py_None, *color = a[1] ? a[1] : default_;
+    PyObject *message = a[0] ? canonical_message(a[0]) : Py_None, *color = a[1] ? a[1] : default_;
     PyObject *domain = a[2] ? a[2] : Py_None, *category = a[3] ? a[3] : Py_None;
     if (a[4] != NULL && a[4] != Py_None && !payload_c(a[4], &kind, &ivalue, &fvalue))
         return twin(op, args, nargsf, kwnames); /* other payload types, out of range: Python */
@@ -999,9 +1059,10 @@ static PyObject *range_call(PyObject *op, PyObject *const *args, size_t nargsf, 
     if (call_entry_is(entry, call_key)) {
         slot = entry->slot;
         index = entry->domain_index;
-        /* the same objects a second time: a call site's constants (an f-string message, new each
-         * call, never gets here) */
-        site_put(opcode, args, nargs, kwnames, a, slot, index);
+        /* the same objects a second time: a call site's constants (not an f-string message: that
+         * is a new object each call, answered through the first of its text) */
+        if (message == (a[0] ? a[0] : Py_None))
+            site_put(opcode, args, nargs, kwnames, a, slot, index);
         goto emit;
     }
     if (color == default_ && domain == Py_None && category == Py_None) {
@@ -1066,6 +1127,13 @@ static inline int message_only_slot(PyObject *const *args, size_t nargsf, PyObje
         return message_slots[at].slot;
     if (!PyUnicode_CheckExact(message))
         return -1;
+    PyObject *same = canonical_message(message); /* an f-string: the first str of its text */
+    if (same != message) {
+        message = same;
+        at = ((uintptr_t)message >> 4) & (MESSAGE_SLOTS - 1);
+        if (message_slots[at].message == message)
+            return message_slots[at].slot;
+    }
     PyObject *found = PyDict_GetItemWithError(blue_slots, message); /* exact str: nothing to raise but memory */
     if (found == NULL) {
         PyErr_Clear();

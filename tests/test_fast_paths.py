@@ -174,6 +174,23 @@ def payloads(tag):
     for value in (11, 12):
         with nvtx.annotate("q", payload=value):
             pass
+    fstrings()
+
+
+def fstrings():
+    # f-string messages: a new str object each call, equal to earlier ones (answered through the
+    # first str of the same text); 1-, 2- and 4-byte characters, and longer than that table takes
+    nvtx.mark("fstrings")
+    for i in range(9):
+        n = i % 3
+        nvtx.mark(f"f{n}")
+        nvtx.push_range(f"é{n}", color="red"); nvtx.pop_range()
+        with nvtx.annotate(f"日{n}", color="green"):
+            pass
+        with nvtx.annotate(f"a{n}"):
+            pass
+        nvtx.mark(f"{'😀' * (n + 1)}", domain="fastdom", payload=i)
+        nvtx.end_range(nvtx.start_range(f"{'L' * 300}{n}"))
 
 
 scenario(0)  # first use: general paths, caches filled
@@ -334,11 +351,28 @@ def test_per_call_payloads_reach_the_tool_with_their_slot(recorded):
             ], (tag, n)
 
 
+def test_fstring_messages_carry_their_text(recorded):
+    runs, _ = recorded
+    red, green, blue = nvtx_cffi.to_argb("red"), nvtx_cffi.to_argb("green"), nvtx_cffi.to_argb(None)
+    for tag, run in runs.items():
+        start = next(n for n, e in enumerate(run) if e.kind == "mark" and e.message == "fstrings")
+        got = [(e.kind, e.message, e.color if e.kind != "start" else None, e.domain, e.payload)
+               for e in run[start + 1:] if e.kind in ("push", "mark", "start")]
+        expected = []
+        for i in range(9):
+            n = i % 3
+            expected += [("mark", f"f{n}", blue, None, None), ("push", f"é{n}", red, None, None),
+                         ("push", f"日{n}", green, None, None), ("push", f"a{n}", blue, None, None),
+                         ("mark", "😀" * (n + 1), blue, "fastdom", i), ("start", "L" * 300 + str(n), None, None, None)]
+        assert got == expected, tag
+
+
 def test_annotate_objects_keep_their_payload(recorded):
     runs, _ = recorded
     for tag, run in runs.items():
         start = next(n for n, e in enumerate(run) if e.kind == "mark" and e.message == "objects")
-        events = [(e.kind, e.message, e.payload) for e in run[start + 1:] if e.kind in ("push", "start")]
+        stop = next(n for n, e in enumerate(run) if e.kind == "mark" and e.message == "fstrings")
+        events = [(e.kind, e.message, e.payload) for e in run[start + 1:stop] if e.kind in ("push", "start")]
         assert events[:8] == [("push", "q", 1), ("push", "q", 2), ("push", "q", 3), ("push", "q", 4),
                               ("push", "q", 5), ("push", "q", 8), ("push", "q", 7), ("start", "q", 9)], tag
         assert events[8:] == [("start", "q", 10), ("push", "q", 11), ("push", "q", 12)], tag
@@ -403,10 +437,10 @@ def test_every_end_closes_the_id_its_start_returned(recorded):
     for run in runs.values():
         starts = [e for e in run if e.kind == "start"]
         ends = [e for e in run if e.kind == "end"]
-        assert len(starts) == len(ends) == 5 + 2 * 5 + 2  # + two per payload value, two async tasks
+        assert len(starts) == len(ends) == 5 + 2 * 5 + 2 + 9  # + two per payload value, two async tasks, f-strings
         # (the two asyncio tasks end in either order)
         assert sorted((s.range_id, s.domain or "") for s in starts) == sorted((e.range_id, e.domain or "") for e in ends)
-        assert len({(s.range_id, s.domain) for s in starts}) == 17
+        assert len({(s.range_id, s.domain) for s in starts}) == 26
 
 
 def test_end_range_rejects_what_start_range_never_returns(recorded):
