@@ -923,17 +923,20 @@ static void call_entry_put(call_entry *e, PyObject *const *key, int slot, int do
 #define RANGE_CALLS 512 /* a power of two */
 static call_entry range_calls[RANGE_CALLS];
 
-/* Call sites: the raw argument vector of a module-level push_range/mark/start_range call, by
- * identity. A call site passes the same kwnames tuple (a constant of its code) and the same
- * message, colour, domain and category objects every time; only the payload changes. An entry
- * holds every argument of the vector but the payload (strong references, exact str/int/float/None
- * only, so identity stands for equality and an address is not reused while mapped) and answers
- * the call with no binding and no second table: it costs a hash of three words and a compare per
- * argument. Keyed by (opcode, kwnames, nargs, first argument); filled by range_call's general path
- * once it found the slot; the payload never enters. */
+/* Call sites: the raw argument vector of a module-level push_range/mark/start_range call or a
+ * Domain keyword call, by identity. A call site passes the same kwnames tuple (a constant of its
+ * code) and the same message, colour, domain and category objects every time; only the payload
+ * changes. An entry holds every argument of the vector but the payload (strong references: exact
+ * str/int/float/None, and the Domain of a Domain call, so identity stands for equality and an
+ * address is not reused while mapped) and answers the call with no binding and no second table:
+ * it costs a hash of three words and a compare per argument. Keyed by (call, kwnames, nargs,
+ * first argument), where call is SITE_MODULE or SITE_DOMAIN plus the opcode; filled once the
+ * same arguments were answered by the identity tables; the payload never enters. */
 #define SITE_CALLS 512 /* a power of two */
+#define SITE_MODULE 1
+#define SITE_DOMAIN 11
 typedef struct {
-    int opcode;             /* 0: unused */
+    int opcode;             /* the call (SITE_* + opcode); 0: unused */
     int nargs, n;           /* positional count, vector length (1..5) */
     int payload_at;         /* the payload's index in the vector, -1 when not passed */
     int slot, domain_index; /* domain_index >= 0 */
@@ -965,17 +968,19 @@ static inline const site_entry *site_find(int opcode, PyObject *const *args, Py_
     return e;
 }
 
-/* Remember this call (bound by bind() to a[0..4], answered by slot/domain_index) when every
- * argument but the payload is an exact str/int/float/None and the payload is not the first. */
-static void site_put(int opcode, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject *const *a,
+/* Remember this call, answered by slot/domain_index, when every argument but the payload (and
+ * the Domain of a Domain call, args[0]) is an exact str/int/float/None and the payload is not the
+ * first. `payload_given`: the call passed a payload (by position 4 of a module-level call, or by
+ * keyword). */
+static void site_put(int opcode, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, int payload_given,
                      int slot, int domain_index)
 {
     Py_ssize_t n = nargs + (kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0);
     if (n == 0 || n > 5 || domain_index < 0)
         return;
     int payload_at = -1;
-    if (a[4] != NULL) {
-        if (nargs == 5)
+    if (payload_given) {
+        if (nargs == 5 && opcode < SITE_DOMAIN)
             payload_at = 4;
         for (Py_ssize_t k = 0; payload_at < 0 && k < n - nargs; k++)
             if (PyUnicode_Compare(PyTuple_GET_ITEM(kwnames, k), range_params[4]) == 0)
@@ -984,7 +989,7 @@ static void site_put(int opcode, PyObject *const *args, Py_ssize_t nargs, PyObje
             return;
     }
     PyErr_Clear(); /* PyUnicode_Compare of two str raises nothing, but be sure */
-    for (Py_ssize_t i = 0; i < n; i++)
+    for (Py_ssize_t i = opcode >= SITE_DOMAIN ? 1 : 0; i < n; i++)
         if (i != payload_at && !immutable_key(args[i]))
             return;
     site_entry *e = site_at(opcode, kwnames, nargs, args[0]);
@@ -1037,7 +1042,7 @@ static PyObject *range_call(PyObject *op, PyObject *const *args, size_t nargsf, 
     int kind = NVTXCFFI_PAYLOAD_NONE;
     int64_t ivalue = 0;
     double fvalue = 0.0;
-    const site_entry *site = site_find(opcode, args, nargs, kwnames);
+    const site_entry *site = site_find(SITE_MODULE + opcode, args, nargs, kwnames);
     if (site != NULL) {
         PyObject *payload = site->payload_at >= 0 ? args[site->payload_at] : Py_None;
         if (payload != Py_None && !payload_c(payload, &kind, &ivalue, &fvalue))
@@ -1062,7 +1067,7 @@ static PyObject *range_call(PyObject *op, PyObject *const *args, size_t nargsf, 
         /* the same objects a second time: a call site's constants (not an f-string message: that
          * is a new object each call, answered through the first of its text) */
         if (message == (a[0] ? a[0] : Py_None))
-            site_put(opcode, args, nargs, kwnames, a, slot, index);
+            site_put(SITE_MODULE + opcode, args, nargs, kwnames, a[4] != NULL, slot, index);
         goto emit;
     }
     if (color == default_ && domain == Py_None && category == Py_None) {
@@ -1354,20 +1359,56 @@ static int domain_bind_keywords(PyObject *const *args, PyObject *kwnames, PyObje
 #define DOMAIN_CALLS 256 /* a power of two */
 static call_entry domain_calls[DOMAIN_CALLS];
 
+/* Send a Domain keyword call with its slot (and payload): None, or start_range's range id. */
+static PyObject *domain_emit(int opcode, int slot, int kind, int64_t ivalue, double fvalue)
+{
+    if (!active) /* checked and prepared; nothing reaches NVTX */
+    {
+        if (opcode == NVTXCFFI_OP_START)
+            return PyLong_FromLong(0);
+        Py_RETURN_NONE;
+    }
+    if (slot < 0)
+        return NULL;
+    uint64_t id;
+    if (kind != NVTXCFFI_PAYLOAD_NONE)
+        id = nvtxcffi_shim.emit_slot(opcode, slot, kind, ivalue, fvalue);
+    else if (opcode == NVTXCFFI_OP_START)
+        id = nvtxcffi_shim.start(slot);
+    else {
+        if (opcode == NVTXCFFI_OP_PUSH)
+            nvtxcffi_shim.push(slot);
+        else
+            nvtxcffi_shim.mark(slot);
+        Py_RETURN_NONE;
+    }
+    if (opcode == NVTXCFFI_OP_START)
+        return PyLong_FromUnsignedLongLong(id);
+    Py_RETURN_NONE;
+}
+
 static PyObject *domain_keywords(PyObject *const *args, size_t nargsf, PyObject *kwnames, int opcode)
 {
     if (domain_keywords_offset < 0 || PyVectorcall_NARGS(nargsf) != 1 || kwnames == NULL
         || !Py_IS_TYPE(args[0], domain_cls))
         return NULL;
-    PyObject *k[4] = {NULL, NULL, NULL, NULL};
-    if (!domain_bind_keywords(args, kwnames, k))
-        return NULL;
-    for (int i = 0; i < 4; i++)
-        if (k[i] == NULL)
-            k[i] = Py_None;
     int kind = NVTXCFFI_PAYLOAD_NONE;
     int64_t ivalue = 0;
     double fvalue = 0.0;
+    const site_entry *site = site_find(SITE_DOMAIN + opcode, args, 1, kwnames);
+    if (site != NULL) {
+        PyObject *payload = site->payload_at >= 0 ? args[site->payload_at] : Py_None;
+        if (payload != Py_None && !payload_c(payload, &kind, &ivalue, &fvalue))
+            return NULL; /* the Python twin converts or raises */
+        return domain_emit(opcode, site->slot, kind, ivalue, fvalue);
+    }
+    PyObject *k[4] = {NULL, NULL, NULL, NULL};
+    if (!domain_bind_keywords(args, kwnames, k))
+        return NULL;
+    int payload_given = k[3] != NULL;
+    for (int i = 0; i < 4; i++)
+        if (k[i] == NULL)
+            k[i] = Py_None;
     if (k[3] != Py_None && !payload_c(k[3], &kind, &ivalue, &fvalue))
         return NULL;
     PyObject *call_key[4] = {args[0], k[0], k[1], k[2]};
@@ -1377,6 +1418,9 @@ static PyObject *domain_keywords(PyObject *const *args, size_t nargsf, PyObject 
     PyObject *answer;
     if (call_entry_is(entry, call_key)) {
         slot = entry->slot;
+        /* the same objects a second time: a call site's constants */
+        if (slot >= 0 || !active)
+            site_put(SITE_DOMAIN + opcode, args, 1, kwnames, payload_given, slot, 0);
     } else if ((answer = style_get(STYLE_DOMAIN, args[0], k[1], k[2], k[0], &style)) != NULL) {
         slot = as_slot(answer);
         if (style != NULL)
@@ -1408,29 +1452,7 @@ static PyObject *domain_keywords(PyObject *const *args, size_t nargsf, PyObject 
         style_put(STYLE_DOMAIN, args[0], k[1], k[2], 0, k[0], remembered);
         Py_DECREF(remembered);
     }
-    if (!active) /* checked and prepared; nothing reaches NVTX */
-    {
-        if (opcode == NVTXCFFI_OP_START)
-            return PyLong_FromLong(0);
-        Py_RETURN_NONE;
-    }
-    if (slot < 0)
-        return NULL;
-    uint64_t id;
-    if (kind != NVTXCFFI_PAYLOAD_NONE)
-        id = nvtxcffi_shim.emit_slot(opcode, slot, kind, ivalue, fvalue);
-    else if (opcode == NVTXCFFI_OP_START)
-        id = nvtxcffi_shim.start(slot);
-    else {
-        if (opcode == NVTXCFFI_OP_PUSH)
-            nvtxcffi_shim.push(slot);
-        else
-            nvtxcffi_shim.mark(slot);
-        Py_RETURN_NONE;
-    }
-    if (opcode == NVTXCFFI_OP_START)
-        return PyLong_FromUnsignedLongLong(id);
-    Py_RETURN_NONE;
+    return domain_emit(opcode, slot, kind, ivalue, fvalue);
 }
 
 static PyObject *domain_push_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
