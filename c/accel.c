@@ -156,52 +156,79 @@ static int lookup(PyObject *dict, PyObject *key, PyObject **value)
 #define CANON_COUNT 1024 /* a power of two */
 #define CANON_TEXT_MAX 256
 static struct {
-    PyObject *str; /* strong reference, or NULL */
+    PyObject *str;    /* strong reference, or NULL */
     uint64_t hash;
+    int message_slot; /* the slot of push_range(str)/mark(str), -1 not known yet */
 } canon[CANON_COUNT];
 
 static inline uint64_t text_hash(const unsigned char *p, Py_ssize_t n, int kind)
 {
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ ((uint64_t)n << 3 | (uint64_t)kind);
-    for (; n >= 8; p += 8, n -= 8) {
+    uint64_t h = (uint64_t)n * 0x9E3779B97F4A7C15ull ^ (uint64_t)kind;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
         uint64_t w;
-        memcpy(&w, p, 8);
+        memcpy(&w, p + i, 8); /* one load */
         h = (h ^ w) * 0xff51afd7ed558ccdull;
-        h ^= h >> 32;
     }
-    if (n > 0) {
-        uint64_t w = 0;
-        memcpy(&w, p, (size_t)n);
-        h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
-        h ^= h >> 29;
+    /* the last bytes by fixed-size loads, overlapping what came before (equal texts still load
+     * equal words; the length is in h): no loop, no memcpy call of a variable length */
+    uint64_t tail = 0;
+    if (i < n) {
+        if (n >= 8) {
+            memcpy(&tail, p + n - 8, 8);
+        } else if (n >= 4) {
+            uint32_t lo, hi;
+            memcpy(&lo, p, 4);
+            memcpy(&hi, p + n - 4, 4);
+            tail = (uint64_t)hi << 32 | lo;
+        } else {
+            tail = (uint64_t)p[0] | (uint64_t)p[n / 2] << 8 | (uint64_t)p[n - 1] << 16;
+        }
     }
-    return h;
+    /* a multiply carries a difference only upwards: mix both ways (MurmurHash3's finaliser), so
+     * texts that differ in their last character differ in the bits that pick the entry */
+    h ^= tail;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    return h ^ (h >> 33);
 }
 
-/* `message` (borrowed) or the str of the same text seen first (borrowed, held by the table). */
-static PyObject *canonical_message(PyObject *message)
+/* `message` (borrowed) or the str of the same text seen first (borrowed, held by the table);
+ * *entry: its entry in the table, or NULL. */
+static PyObject *canonical_entry(PyObject *message, int *entry)
 {
+    *entry = -1;
     /* the cached hash: a public field of the str's struct (no call, no private API) */
     if (!PyUnicode_CheckExact(message) || ((PyASCIIObject *)message)->hash != -1)
         return message;
     int kind = PyUnicode_KIND(message);
-    Py_ssize_t length = PyUnicode_GET_LENGTH(message);
-    if (length > CANON_TEXT_MAX / kind)
+    Py_ssize_t length = PyUnicode_GET_LENGTH(message), nbytes = length * kind; /* the text exists: no overflow */
+    if (nbytes > CANON_TEXT_MAX)
         return message;
     const void *data = PyUnicode_DATA(message);
-    uint64_t h = text_hash(data, length * kind, kind);
+    uint64_t h = text_hash(data, nbytes, kind);
     size_t at = (size_t)(h >> 40) & (CANON_COUNT - 1);
+    *entry = (int)at;
     PyObject *old = canon[at].str;
     if (old == message)
         return message;
     if (old != NULL && canon[at].hash == h && PyUnicode_KIND(old) == kind && PyUnicode_GET_LENGTH(old) == length
-        && memcmp(PyUnicode_DATA(old), data, (size_t)(length * kind)) == 0)
+        && memcmp(PyUnicode_DATA(old), data, (size_t)nbytes) == 0)
         return old;
     Py_INCREF(message);
     canon[at].str = message;
     canon[at].hash = h;
+    canon[at].message_slot = -1;
     Py_XDECREF(old); /* a str: no code runs */
     return message;
+}
+
+static inline PyObject *canonical_message(PyObject *message)
+{
+    int entry;
+    return canonical_entry(message, &entry);
 }
 
 /* A cached slot number (the caches hold small non-negative ints); -1 when not usable. */
@@ -1132,8 +1159,11 @@ static inline int message_only_slot(PyObject *const *args, size_t nargsf, PyObje
         return message_slots[at].slot;
     if (!PyUnicode_CheckExact(message))
         return -1;
-    PyObject *same = canonical_message(message); /* an f-string: the first str of its text */
+    int entry;
+    PyObject *same = canonical_entry(message, &entry); /* an f-string: the first str of its text */
     if (same != message) {
+        if (canon[entry].message_slot >= 0)
+            return canon[entry].message_slot;
         message = same;
         at = ((uintptr_t)message >> 4) & (MESSAGE_SLOTS - 1);
         if (message_slots[at].message == message)
@@ -1146,6 +1176,8 @@ static inline int message_only_slot(PyObject *const *args, size_t nargsf, PyObje
     }
     int slot = as_slot(found);
     if (slot >= 0) {
+        if (entry >= 0 && canon[entry].str == message)
+            canon[entry].message_slot = slot; /* its next equal f-string: no second table */
         PyObject *old = message_slots[at].message;
         Py_INCREF(message);
         message_slots[at].message = message;
