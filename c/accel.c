@@ -196,13 +196,18 @@ static inline uint64_t text_hash(const unsigned char *p, Py_ssize_t n, int kind)
 }
 
 /* `message` (borrowed) or the str of the same text seen first (borrowed, held by the table);
- * *entry: its entry in the table, or NULL. */
+ * *entry: its index in the table, or -1 when it does not go through the table. */
 static PyObject *canonical_entry(PyObject *message, int *entry)
 {
     *entry = -1;
     /* the cached hash: a public field of the str's struct (no call, no private API) */
     if (!PyUnicode_CheckExact(message) || ((PyASCIIObject *)message)->hash != -1)
         return message;
+#if PY_VERSION_HEX < 0x030C0000
+    /* a legacy str (PyUnicode_FromUnicode(NULL, n), until 3.12) has no kind or data yet */
+    if (!PyUnicode_IS_READY(message))
+        return message;
+#endif
     int kind = PyUnicode_KIND(message);
     Py_ssize_t length = PyUnicode_GET_LENGTH(message), nbytes = length * kind; /* the text exists: no overflow */
     if (nbytes > CANON_TEXT_MAX)
@@ -800,6 +805,122 @@ static int annotate_template(PyObject *callable, PyObject **a, PyObject **found)
     return hit;
 }
 
+/* Call sites: the raw argument vector of a module-level push_range/mark/start_range call or a
+ * Domain keyword call, by identity. A call site passes the same kwnames tuple (a constant of its
+ * code) and the same message, colour, domain and category objects every time; only the payload
+ * changes. An entry holds every argument of the vector but the payload (strong references: exact
+ * str/int/float/None, and the Domain of a Domain call, so identity stands for equality and an
+ * address is not reused while mapped) and answers the call with no binding and no second table:
+ * it costs a hash of three words and a compare per argument. Keyed by (call, kwnames, nargs,
+ * first argument), where call is SITE_MODULE or SITE_DOMAIN plus the opcode, or SITE_ANNOTATE;
+ * filled once the same arguments were answered by the identity tables; the payload never enters. */
+#define SITE_CALLS 512 /* a power of two */
+#define SITE_MODULE 1
+#define SITE_ANNOTATE 8 /* the annotate class; keyed by the message's first str of its text */
+#define SITE_DOMAIN 11
+typedef struct {
+    int opcode;             /* the call (SITE_* + opcode); 0: unused */
+    int nargs, n;           /* positional count, vector length (1..5) */
+    int payload_at;         /* the payload's index in the vector, -1 when not passed */
+    int slot, domain_index; /* domain_index >= 0 */
+    PyObject *kwnames;      /* strong reference, or NULL */
+    PyObject *args[5];      /* strong references; NULL at payload_at */
+    PyObject *object;       /* SITE_ANNOTATE: the annotate object without the payload (strong) */
+} site_entry;
+static site_entry site_calls[SITE_CALLS];
+
+static inline site_entry *site_at(int opcode, PyObject *kwnames, Py_ssize_t nargs, PyObject *first)
+{
+    uint64_t h = ((uint64_t)opcode << 8 | (uint64_t)nargs) * 0x9E3779B97F4A7C15ull;
+    h = (h ^ ((uintptr_t)kwnames >> 4)) * 0xff51afd7ed558ccdull;
+    h = (h ^ ((uintptr_t)first >> 4)) * 0xc4ceb9fe1a85ec53ull;
+    return &site_calls[(h >> 40) & (SITE_CALLS - 1)];
+}
+
+/* The entry answering exactly this call, or NULL. */
+static inline const site_entry *site_find(int opcode, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    Py_ssize_t n = nargs + (kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0);
+    if (n == 0 || n > 5)
+        return NULL;
+    const site_entry *e = site_at(opcode, kwnames, nargs, args[0]);
+    if (e->opcode != opcode || e->kwnames != kwnames || e->nargs != nargs || e->n != n)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (e->args[i] != args[i] && i != e->payload_at)
+            return NULL;
+    return e;
+}
+
+/* Remember this call, answered by slot/domain_index, when every argument but the payload (and
+ * the Domain of a Domain call, args[0]) is an exact str/int/float/None and the payload is not the
+ * first. `payload_given`: the call passed a payload (by position 4 of a module-level call, or by
+ * keyword). */
+static void site_put(int opcode, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, int payload_given,
+                     int slot, int domain_index, PyObject *object)
+{
+    Py_ssize_t n = nargs + (kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0);
+    if (n == 0 || n > 5 || domain_index < 0)
+        return;
+    int payload_at = -1;
+    if (payload_given) {
+        if (nargs == 5 && opcode < SITE_DOMAIN)
+            payload_at = 4;
+        for (Py_ssize_t k = 0; payload_at < 0 && k < n - nargs; k++)
+            if (PyUnicode_Compare(PyTuple_GET_ITEM(kwnames, k), range_params[4]) == 0)
+                payload_at = (int)(nargs + k);
+        if (payload_at <= 0) /* the payload first: the key would change every call */
+            return;
+    }
+    PyErr_Clear(); /* PyUnicode_Compare of two str raises nothing, but be sure */
+    for (Py_ssize_t i = opcode >= SITE_DOMAIN ? 1 : 0; i < n; i++)
+        if (i != payload_at && !immutable_key(args[i]))
+            return;
+    site_entry *e = site_at(opcode, kwnames, nargs, args[0]);
+    PyObject *old[7] = {e->kwnames, e->args[0], e->args[1], e->args[2], e->args[3], e->args[4], e->object};
+    Py_XINCREF(kwnames);
+    e->kwnames = kwnames;
+    Py_XINCREF(object);
+    e->object = object;
+    for (Py_ssize_t i = 0; i < 5; i++) {
+        PyObject *arg = i < n && i != payload_at ? args[i] : NULL;
+        Py_XINCREF(arg);
+        e->args[i] = arg;
+    }
+    e->opcode = opcode;
+    e->nargs = (int)nargs;
+    e->n = (int)n;
+    e->payload_at = payload_at;
+    e->slot = slot;
+    e->domain_index = domain_index;
+    for (int i = 0; i < 7; i++) /* strs, ints, floats, None, a tuple of str, an annotate: no code runs */
+        Py_XDECREF(old[i]);
+}
+
+/* annotate(message) by the message's identity: a call site passes the same str constant every
+ * time, and a direct-mapped table answers before canonical_message and the _by_message dict (~130
+ * instructions of ~870 for `with annotate("x"):`). Only exact strs whose hash was cached before the
+ * call enter (constants; an f-string is a new object every call and goes by its text). Both
+ * references are held, so an address is not reused while mapped; _by_message only grows, so what
+ * it answered stays its answer. */
+#define ANNOTATE_HOT 64 /* a power of two */
+static struct {
+    PyObject *message;  /* strong reference, or NULL */
+    PyObject *annotate; /* strong reference: what _by_message answered for it */
+} annotate_hot[ANNOTATE_HOT];
+
+static inline size_t annotate_hot_at(PyObject *message)
+{
+    uint64_t h = ((uintptr_t)message >> 4) * 0x9E3779B97F4A7C15ull;
+    return (size_t)(h >> 40) & (ANNOTATE_HOT - 1);
+}
+
+/* A str whose hash is cached: used before (a constant of some code, after its first use). */
+static inline int hash_cached(PyObject *s)
+{
+    return PyUnicode_CheckExact(s) && ((PyASCIIObject *)s)->hash != -1;
+}
+
 static PyObject *annotate_class_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf,
                                            PyObject *kwnames)
 {
@@ -807,16 +928,68 @@ static PyObject *annotate_class_vectorcall(PyObject *callable, PyObject *const *
     PyObject *a[5], *found;
     if (nargs == 1 && kwnames == NULL && callable == (PyObject *)annotate_cls) {
         /* annotate(message): the commonest call */
-        int hit = lookup(annotate_by_message, canonical_message(args[0]), &found);
+        PyObject *message = args[0];
+        size_t at = annotate_hot_at(message);
+        if (annotate_hot[at].message == message) {
+            found = annotate_hot[at].annotate; /* marked shared when it entered */
+            Py_INCREF(found);
+            return found;
+        }
+        int constant = hash_cached(message);
+        int hit = lookup(annotate_by_message, canonical_message(message), &found);
         if (hit < 0)
             return NULL;
         if (hit > 0 && Py_TYPE(found) == annotate_cls) {
             ((annotate_object *)found)->shared = 1;
             Py_INCREF(found);
+            if (constant) {
+                PyObject *old_message = annotate_hot[at].message, *old_annotate = annotate_hot[at].annotate;
+                Py_INCREF(message);
+                Py_INCREF(found);
+                annotate_hot[at].message = message;
+                annotate_hot[at].annotate = found;
+                Py_XDECREF(old_message); /* a str, and an annotate also held by _cache: no code runs */
+                Py_XDECREF(old_annotate);
+            }
             return found;
         }
     }
+    /* the call site table, keyed by the arguments as given with a positional message replaced by
+     * the first str of its text (an f-string message is a new str each call) */
+    Py_ssize_t n = nargs + (kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0);
+    PyObject *key[5] = {NULL, NULL, NULL, NULL, NULL};
+    int message_stable = 1; /* key[0] is not a new str each call (nor one longer than canon takes) */
+    if (callable == (PyObject *)annotate_cls && n >= 1 && n <= 5) {
+        for (Py_ssize_t i = 0; i < n; i++)
+            key[i] = args[i];
+        if (nargs >= 1 && !hash_cached(args[0]) && PyUnicode_CheckExact(args[0])) {
+            int entry;
+            key[0] = canonical_entry(args[0], &entry);
+            message_stable = entry >= 0;
+        }
+        const site_entry *site = site_find(SITE_ANNOTATE, key, nargs, kwnames);
+        if (site != NULL) {
+            annotate_object *template_ = (annotate_object *)site->object;
+            PyObject *payload = site->payload_at >= 0 ? args[site->payload_at] : Py_None;
+            if (payload == Py_None) {
+                Py_INCREF(template_);
+                return (PyObject *)template_;
+            }
+            int kind;
+            int64_t ivalue;
+            double fvalue;
+            if ((template_->slot >= 0 || !active) && payload_c(payload, &kind, &ivalue, &fvalue))
+                return annotate_with_payload(template_, payload, kind, ivalue, fvalue);
+            /* other payloads: the general path below */
+        }
+    }
     if (callable == (PyObject *)annotate_cls && bind(args, nargs, kwnames, range_params, 5, 0, a)) {
+        /* an entry of the call site table only for a message that comes again as the same
+         * object: a positional one by its text's first str, a keyword one if a constant */
+        int keyable = n >= 1 && n <= 5
+                      && (nargs >= 1 ? message_stable
+                                     : a[0] == NULL || !PyUnicode_CheckExact(a[0]) || hash_cached(a[0]));
+        int payload_given = a[4] != NULL;
         for (int i = 0; i < 5; i++)
             if (a[i] == NULL)
                 a[i] = Py_None;
@@ -836,6 +1009,8 @@ static PyObject *annotate_class_vectorcall(PyObject *callable, PyObject *const *
             annotate_object *template_ = (annotate_object *)found;
             template_->shared = 1;
             if (a[4] == Py_None) {
+                if (keyable)
+                    site_put(SITE_ANNOTATE, key, nargs, kwnames, payload_given, 0, 0, found);
                 Py_INCREF(found);
                 return found;
             }
@@ -848,8 +1023,11 @@ static PyObject *annotate_class_vectorcall(PyObject *callable, PyObject *const *
                 Py_DECREF(fields);
                 return annotate_with_payload(template_, a[4], NVTXCFFI_PAYLOAD_NONE, 0, 0.0);
             }
-            if (template_->slot >= 0 || !active)
+            if (template_->slot >= 0 || !active) {
+                if (keyable) /* a hit checks slot and active again */
+                    site_put(SITE_ANNOTATE, key, nargs, kwnames, 1, 0, 0, found);
                 return annotate_with_payload(template_, a[4], kind, ivalue, fvalue);
+            }
             /* an inline message with a payload: the Python path */
         }
         PyObject *made = call_type_normally(callable, args, nargs, kwnames);
@@ -950,114 +1128,32 @@ static void call_entry_put(call_entry *e, PyObject *const *key, int slot, int do
 #define RANGE_CALLS 512 /* a power of two */
 static call_entry range_calls[RANGE_CALLS];
 
-/* Call sites: the raw argument vector of a module-level push_range/mark/start_range call or a
- * Domain keyword call, by identity. A call site passes the same kwnames tuple (a constant of its
- * code) and the same message, colour, domain and category objects every time; only the payload
- * changes. An entry holds every argument of the vector but the payload (strong references: exact
- * str/int/float/None, and the Domain of a Domain call, so identity stands for equality and an
- * address is not reused while mapped) and answers the call with no binding and no second table:
- * it costs a hash of three words and a compare per argument. Keyed by (call, kwnames, nargs,
- * first argument), where call is SITE_MODULE or SITE_DOMAIN plus the opcode; filled once the
- * same arguments were answered by the identity tables; the payload never enters. */
-#define SITE_CALLS 512 /* a power of two */
-#define SITE_MODULE 1
-#define SITE_DOMAIN 11
-typedef struct {
-    int opcode;             /* the call (SITE_* + opcode); 0: unused */
-    int nargs, n;           /* positional count, vector length (1..5) */
-    int payload_at;         /* the payload's index in the vector, -1 when not passed */
-    int slot, domain_index; /* domain_index >= 0 */
-    PyObject *kwnames;      /* strong reference, or NULL */
-    PyObject *args[5];      /* strong references; NULL at payload_at */
-} site_entry;
-static site_entry site_calls[SITE_CALLS];
-
-static inline site_entry *site_at(int opcode, PyObject *kwnames, Py_ssize_t nargs, PyObject *first)
+/* Send push/mark/start_range with a slot, and the payload if any: start_range's id, else 0. The
+ * one dispatch of every accelerated call that has its slot (module-level, Domain, annotate). */
+static inline uint64_t send_slot(int opcode, int slot, int kind, int64_t ivalue, double fvalue)
 {
-    uint64_t h = ((uint64_t)opcode << 8 | (uint64_t)nargs) * 0x9E3779B97F4A7C15ull;
-    h = (h ^ ((uintptr_t)kwnames >> 4)) * 0xff51afd7ed558ccdull;
-    h = (h ^ ((uintptr_t)first >> 4)) * 0xc4ceb9fe1a85ec53ull;
-    return &site_calls[(h >> 40) & (SITE_CALLS - 1)];
-}
-
-/* The entry answering exactly this call, or NULL. */
-static inline const site_entry *site_find(int opcode, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
-{
-    Py_ssize_t n = nargs + (kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0);
-    if (n == 0 || n > 5)
-        return NULL;
-    const site_entry *e = site_at(opcode, kwnames, nargs, args[0]);
-    if (e->opcode != opcode || e->kwnames != kwnames || e->nargs != nargs || e->n != n)
-        return NULL;
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (e->args[i] != args[i] && i != e->payload_at)
-            return NULL;
-    return e;
-}
-
-/* Remember this call, answered by slot/domain_index, when every argument but the payload (and
- * the Domain of a Domain call, args[0]) is an exact str/int/float/None and the payload is not the
- * first. `payload_given`: the call passed a payload (by position 4 of a module-level call, or by
- * keyword). */
-static void site_put(int opcode, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, int payload_given,
-                     int slot, int domain_index)
-{
-    Py_ssize_t n = nargs + (kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0);
-    if (n == 0 || n > 5 || domain_index < 0)
-        return;
-    int payload_at = -1;
-    if (payload_given) {
-        if (nargs == 5 && opcode < SITE_DOMAIN)
-            payload_at = 4;
-        for (Py_ssize_t k = 0; payload_at < 0 && k < n - nargs; k++)
-            if (PyUnicode_Compare(PyTuple_GET_ITEM(kwnames, k), range_params[4]) == 0)
-                payload_at = (int)(nargs + k);
-        if (payload_at <= 0) /* the payload first: the key would change every call */
-            return;
-    }
-    PyErr_Clear(); /* PyUnicode_Compare of two str raises nothing, but be sure */
-    for (Py_ssize_t i = opcode >= SITE_DOMAIN ? 1 : 0; i < n; i++)
-        if (i != payload_at && !immutable_key(args[i]))
-            return;
-    site_entry *e = site_at(opcode, kwnames, nargs, args[0]);
-    PyObject *old[6] = {e->kwnames, e->args[0], e->args[1], e->args[2], e->args[3], e->args[4]};
-    Py_XINCREF(kwnames);
-    e->kwnames = kwnames;
-    for (Py_ssize_t i = 0; i < 5; i++) {
-        PyObject *arg = i < n && i != payload_at ? args[i] : NULL;
-        Py_XINCREF(arg);
-        e->args[i] = arg;
-    }
-    e->opcode = opcode;
-    e->nargs = (int)nargs;
-    e->n = (int)n;
-    e->payload_at = payload_at;
-    e->slot = slot;
-    e->domain_index = domain_index;
-    for (int i = 0; i < 6; i++) /* strs, ints, floats, None and a tuple of str: no code runs */
-        Py_XDECREF(old[i]);
-}
-
-/* Send a module-level call with its slot (and the payload, if any): push/mark return None,
- * start_range the range id. */
-static PyObject *range_emit(int opcode, int slot, int index, int kind, int64_t ivalue, double fvalue)
-{
+    if (kind != NVTXCFFI_PAYLOAD_NONE)
+        return nvtxcffi_shim.emit_slot(opcode, slot, kind, ivalue, fvalue);
     switch (opcode) {
     case NVTXCFFI_OP_PUSH:
+        nvtxcffi_shim.push(slot);
+        return 0;
     case NVTXCFFI_OP_MARK:
-        if (kind != NVTXCFFI_PAYLOAD_NONE)
-            nvtxcffi_shim.emit_slot(opcode, slot, kind, ivalue, fvalue);
-        else if (opcode == NVTXCFFI_OP_PUSH)
-            nvtxcffi_shim.push(slot);
-        else
-            nvtxcffi_shim.mark(slot);
-        Py_RETURN_NONE;
-    default: {
-        uint64_t id = kind != NVTXCFFI_PAYLOAD_NONE ? nvtxcffi_shim.emit_slot(opcode, slot, kind, ivalue, fvalue)
-                                                    : nvtxcffi_shim.start(slot);
+        nvtxcffi_shim.mark(slot);
+        return 0;
+    default:
+        return nvtxcffi_shim.start(slot);
+    }
+}
+
+/* Send a module-level call with its slot: push/mark return None, start_range the range id (with
+ * its domain index). */
+static PyObject *range_emit(int opcode, int slot, int index, int kind, int64_t ivalue, double fvalue)
+{
+    uint64_t id = send_slot(opcode, slot, kind, ivalue, fvalue);
+    if (opcode == NVTXCFFI_OP_START)
         return new_range_id(id, index);
-    }
-    }
+    Py_RETURN_NONE;
 }
 
 /* push_range / mark / start_range: the Python hot path of _ranges.py, in C. The slot comes from
@@ -1094,7 +1190,7 @@ static PyObject *range_call(PyObject *op, PyObject *const *args, size_t nargsf, 
         /* the same objects a second time: a call site's constants (not an f-string message: that
          * is a new object each call, answered through the first of its text) */
         if (message == (a[0] ? a[0] : Py_None))
-            site_put(SITE_MODULE + opcode, args, nargs, kwnames, a[4] != NULL, slot, index);
+            site_put(SITE_MODULE + opcode, args, nargs, kwnames, a[4] != NULL, slot, index, NULL);
         goto emit;
     }
     if (color == default_ && domain == Py_None && category == Py_None) {
@@ -1394,25 +1490,11 @@ static call_entry domain_calls[DOMAIN_CALLS];
 /* Send a Domain keyword call with its slot (and payload): None, or start_range's range id. */
 static PyObject *domain_emit(int opcode, int slot, int kind, int64_t ivalue, double fvalue)
 {
-    if (!active) /* checked and prepared; nothing reaches NVTX */
-    {
-        if (opcode == NVTXCFFI_OP_START)
-            return PyLong_FromLong(0);
-        Py_RETURN_NONE;
-    }
-    if (slot < 0)
-        return NULL;
-    uint64_t id;
-    if (kind != NVTXCFFI_PAYLOAD_NONE)
-        id = nvtxcffi_shim.emit_slot(opcode, slot, kind, ivalue, fvalue);
-    else if (opcode == NVTXCFFI_OP_START)
-        id = nvtxcffi_shim.start(slot);
-    else {
-        if (opcode == NVTXCFFI_OP_PUSH)
-            nvtxcffi_shim.push(slot);
-        else
-            nvtxcffi_shim.mark(slot);
-        Py_RETURN_NONE;
+    uint64_t id = 0;
+    if (active) { /* otherwise checked and prepared; nothing reaches NVTX */
+        if (slot < 0)
+            return NULL;
+        id = send_slot(opcode, slot, kind, ivalue, fvalue);
     }
     if (opcode == NVTXCFFI_OP_START)
         return PyLong_FromUnsignedLongLong(id);
@@ -1452,7 +1534,7 @@ static PyObject *domain_keywords(PyObject *const *args, size_t nargsf, PyObject 
         slot = entry->slot;
         /* the same objects a second time: a call site's constants */
         if (slot >= 0 || !active)
-            site_put(SITE_DOMAIN + opcode, args, 1, kwnames, payload_given, slot, 0);
+            site_put(SITE_DOMAIN + opcode, args, 1, kwnames, payload_given, slot, 0, NULL);
     } else if ((answer = style_get(STYLE_DOMAIN, args[0], k[1], k[2], k[0], &style)) != NULL) {
         slot = as_slot(answer);
         if (style != NULL)

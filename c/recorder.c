@@ -564,6 +564,10 @@ static void pool_start(void) {
             pthread_sigmask(SIG_SETMASK, &all, &old); /* the new thread inherits: every signal blocked */
             ok = pthread_create(&g_pool_thread, &attr, pool_main, NULL) == 0; /* it waits for the lock */
             pthread_sigmask(SIG_SETMASK, &old, NULL);
+            /* named from here too: the thread may not run for a while (a loaded machine), and
+             * /proc/<pid>/task should say what it is from the start (pool_main names itself
+             * where /proc is missing) */
+            if (ok) pthread_setname_np(g_pool_thread, "nvtx-recorder");
             pthread_attr_destroy(&attr);
         }
         set_pool_state(ok ? POOL_RUNNING : POOL_OFF);

@@ -26,6 +26,7 @@ from nvtx_cffi._domain import MAX_REGISTERED_BYTES
 
 SCENARIO = r"""
 import json
+import sys
 import warnings
 import nvtx_cffi as nvtx
 from nvtx_cffi import _accel, _annotate, _domain, _ranges
@@ -191,6 +192,41 @@ def fstrings():
             pass
         nvtx.mark(f"{'😀' * (n + 1)}", domain="fastdom", payload=i)
         nvtx.end_range(nvtx.start_range(f"{'L' * 300}{n}"))
+    constants()
+
+
+# More constant messages than the C table answering annotate(message) by identity has entries (64):
+# entries are replaced while the same messages come round again.
+CONSTANTS = [sys.intern(f"const{k}") for k in range(150)]
+
+
+def constants():
+    nvtx.mark("constants")
+    for _ in range(3):
+        for message in CONSTANTS:
+            with nvtx.annotate(message):
+                pass
+        for message in CONSTANTS[::7]:
+            a = nvtx.annotate(message)
+            assert a is nvtx.annotate(message) and a.message == message, (a.message, message)
+            with a:
+                pass
+    # annotate's call-site table: colour and payload spellings, a payload that is sometimes None at
+    # one site, f-string messages by keyword and longer than the text table takes
+    nvtx.mark("sites")
+    for k in range(4):
+        for message in CONSTANTS[:80]:
+            with nvtx.annotate(message, color="red"):
+                pass
+        for p in (None, k, None, k + 0.5):
+            with nvtx.annotate("pv", "green", payload=p) as a:
+                assert a.payload == p and (p is not None or a is nvtx.annotate("pv", "green")), (a.payload, p)
+        with nvtx.annotate(message=f"kw{k % 2}", color="green"):
+            pass
+        with nvtx.annotate(f"{'M' * 300}{k % 2}", "red"):
+            pass
+        with nvtx.annotate(f"fs{k % 2}", "red", payload=k):
+            pass
 
 
 scenario(0)  # first use: general paths, caches filled
@@ -356,8 +392,9 @@ def test_fstring_messages_carry_their_text(recorded):
     red, green, blue = nvtx_cffi.to_argb("red"), nvtx_cffi.to_argb("green"), nvtx_cffi.to_argb(None)
     for tag, run in runs.items():
         start = next(n for n, e in enumerate(run) if e.kind == "mark" and e.message == "fstrings")
+        stop = next(n for n, e in enumerate(run) if e.kind == "mark" and e.message == "constants")
         got = [(e.kind, e.message, e.color if e.kind != "start" else None, e.domain, e.payload)
-               for e in run[start + 1:] if e.kind in ("push", "mark", "start")]
+               for e in run[start + 1:stop] if e.kind in ("push", "mark", "start")]
         expected = []
         for i in range(9):
             n = i % 3
@@ -365,6 +402,35 @@ def test_fstring_messages_carry_their_text(recorded):
                          ("push", f"日{n}", green, None, None), ("push", f"a{n}", blue, None, None),
                          ("mark", "😀" * (n + 1), blue, "fastdom", i), ("start", "L" * 300 + str(n), None, None, None)]
         assert got == expected, tag
+
+
+def test_constant_messages_past_the_identity_table_keep_their_text(recorded):
+    runs, _ = recorded
+    blue = nvtx_cffi.to_argb(None)
+    messages = [f"const{k}" for k in range(150)]
+    for tag, run in runs.items():
+        start = next(n for n, e in enumerate(run) if e.kind == "mark" and e.message == "constants")
+        stop = next(n for n, e in enumerate(run) if e.kind == "mark" and e.message == "sites")
+        got = [(e.kind, e.message, e.color, e.domain) for e in run[start + 1:stop] if e.kind in ("push", "mark")]
+        assert got == [("push", m, blue, None) for m in (messages + messages[::7]) * 3], tag
+        pops = [e for e in run[start + 1:stop] if e.kind == "pop"]
+        assert len(pops) == len(got) and all(e.domain is None for e in pops), tag
+
+
+def test_annotate_call_sites_keep_message_colour_and_payload(recorded):
+    runs, _ = recorded
+    red, green = nvtx_cffi.to_argb("red"), nvtx_cffi.to_argb("green")
+    expected = []
+    for k in range(4):
+        expected += [("push", f"const{j}", red, None) for j in range(80)]
+        expected += [("push", "pv", green, p) for p in (None, k, None, k + 0.5)]
+        expected += [("push", f"kw{k % 2}", green, None), ("push", "M" * 300 + str(k % 2), red, None),
+                     ("push", f"fs{k % 2}", red, k)]
+    for tag, run in runs.items():
+        start = next(n for n, e in enumerate(run) if e.kind == "mark" and e.message == "sites")
+        got = [(e.kind, e.message, e.color, e.payload) for e in run[start + 1:] if e.kind != "pop"]
+        assert got == expected, tag
+        assert sum(e.kind == "pop" for e in run[start + 1:]) == len(expected), tag
 
 
 def test_annotate_objects_keep_their_payload(recorded):
@@ -497,6 +563,11 @@ for i in (1, 2 ** 63, 0.5, -7):
     nvtx.mark("x", payload=i); nvtx.push_range("x", color="red", payload=i); nvtx.pop_range()
     assert d.start_range(message="x", payload=i) == 0
     d.push_range(message="x", color="red", payload=i); d.pop_range()
+for p in (None, 3, None, 4.5, None):  # one call site, a payload sometimes None
+    a = nvtx.annotate("pv", color="red", payload=p)
+    assert a.payload == p and (p is not None or a is nvtx.annotate("pv", color="red")), (a.payload, p)
+    with a:
+        pass
 a1, a2 = nvtx.annotate("x", payload=1), nvtx.annotate("x", payload=2)
 assert a1 is not a2 and (a1.payload, a2.payload) == (1, 2)
 errors = {}
@@ -538,4 +609,5 @@ def test_without_a_tool_payload_calls_check_and_keep_their_values(mode):
         "mark colour again": ["TypeError", "mark() got an unexpected keyword argument 'colour'"],
         "push_range twice": ["TypeError", "push_range() got multiple values for argument 'message'"],
     }
-    assert out["annotate cache"] == 2  # ("x", "red", "notool", "c") and ("x",): no payload in any key
+    # ("x", "red", "notool", "c"), ("x",) and ("pv", "red"): no payload in any key
+    assert out["annotate cache"] == 3
