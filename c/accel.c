@@ -313,7 +313,28 @@ static PyObject *new_range_id(uint64_t id, int domain_index)
 /* A per-call payload as the shim wants it (kind NVTXCFFI_PAYLOAD_*, int64 bits, double): 1 when
  * converted; 0 when it is not an exact int or float that fits (nothing raised): the Python twin then
  * converts it or raises, with its own messages. The payload is a value: nothing is kept. */
-static int payload_c(PyObject *payload, int *kind, int64_t *ivalue, double *fvalue)
+static int payload_c_general(PyObject *payload, int *kind, int64_t *ivalue, double *fvalue);
+
+static inline int payload_c(PyObject *payload, int *kind, int64_t *ivalue, double *fvalue)
+{
+    long long small;
+    if (small_int(payload, &small)) { /* step numbers, sizes: no call */
+        *kind = NVTXCFFI_PAYLOAD_INT64;
+        *ivalue = (int64_t)small;
+        *fvalue = 0.0;
+        return 1;
+    }
+    if (PyFloat_CheckExact(payload)) {
+        *kind = NVTXCFFI_PAYLOAD_DOUBLE;
+        *ivalue = 0;
+        *fvalue = PyFloat_AS_DOUBLE(payload);
+        return 1;
+    }
+    return payload_c_general(payload, kind, ivalue, fvalue);
+}
+
+/* Ints beyond one digit: int64, else the bits of a uint64. */
+static int payload_c_general(PyObject *payload, int *kind, int64_t *ivalue, double *fvalue)
 {
     if (PyLong_CheckExact(payload)) {
         int overflow = 0;
@@ -335,12 +356,6 @@ static int payload_c(PyObject *payload, int *kind, int64_t *ivalue, double *fval
         }
         PyErr_Clear();
         return 0;
-    }
-    if (PyFloat_CheckExact(payload)) {
-        *kind = NVTXCFFI_PAYLOAD_DOUBLE;
-        *ivalue = 0;
-        *fvalue = PyFloat_AS_DOUBLE(payload);
-        return 1;
     }
     return 0;
 }
@@ -812,10 +827,11 @@ static int annotate_template(PyObject *callable, PyObject **a, PyObject **found)
  * str/int/float/None, and the Domain of a Domain call, so identity stands for equality and an
  * address is not reused while mapped) and answers the call with no binding and no second table:
  * it costs a hash of three words and a compare per argument. Keyed by (call, kwnames, nargs,
- * first argument), where call is SITE_MODULE or SITE_DOMAIN plus the opcode, or SITE_ANNOTATE;
+ * first argument), where call is SITE_MODULE or SITE_DOMAIN plus the opcode, SITE_POP or SITE_ANNOTATE;
  * filled once the same arguments were answered by the identity tables; the payload never enters. */
 #define SITE_CALLS 512 /* a power of two */
 #define SITE_MODULE 1
+#define SITE_POP 6      /* pop_range(domain) */
 #define SITE_ANNOTATE 8 /* the annotate class; keyed by the message's first str of its text */
 #define SITE_DOMAIN 11
 typedef struct {
@@ -1159,19 +1175,31 @@ static PyObject *range_emit(int opcode, int slot, int index, int kind, int64_t i
 /* push_range / mark / start_range: the Python hot path of _ranges.py, in C. The slot comes from
  * the message-only caches (default colour, no domain or category), a style, or the argument-tuple
  * cache; a payload is converted here and sent with the slot (it is never part of a key). */
-static PyObject *range_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames, int opcode)
+static PyObject *range_call_general(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames,
+                                    int opcode);
+
+static inline PyObject *range_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames, int opcode)
+{
+    const site_entry *site = site_find(SITE_MODULE + opcode, args, PyVectorcall_NARGS(nargsf), kwnames);
+    if (site == NULL)
+        return range_call_general(op, args, nargsf, kwnames, opcode);
+    int kind = NVTXCFFI_PAYLOAD_NONE;
+    int64_t ivalue = 0;
+    double fvalue = 0.0;
+    PyObject *payload = site->payload_at >= 0 ? args[site->payload_at] : Py_None;
+    if (payload != Py_None && !payload_c(payload, &kind, &ivalue, &fvalue))
+        return twin(op, args, nargsf, kwnames); /* other payload types, out of range: Python */
+    return range_emit(opcode, site->slot, site->domain_index, kind, ivalue, fvalue);
+}
+
+/* A call the site table does not know yet (its own function: the hit path above stays small). */
+static PyObject *range_call_general(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames,
+                                    int opcode)
 {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     int kind = NVTXCFFI_PAYLOAD_NONE;
     int64_t ivalue = 0;
     double fvalue = 0.0;
-    const site_entry *site = site_find(SITE_MODULE + opcode, args, nargs, kwnames);
-    if (site != NULL) {
-        PyObject *payload = site->payload_at >= 0 ? args[site->payload_at] : Py_None;
-        if (payload != Py_None && !payload_c(payload, &kind, &ivalue, &fvalue))
-            return twin(op, args, nargsf, kwnames); /* other payload types, out of range: Python */
-        return range_emit(opcode, site->slot, site->domain_index, kind, ivalue, fvalue);
-    }
     PyObject *a[5];
     if (slot_cache == NULL || !bind(args, nargs, kwnames, range_params, 5, 0, a))
         return twin(op, args, nargsf, kwnames);
@@ -1314,8 +1342,14 @@ static PyObject *pop_range_call(PyObject *op, PyObject *const *args, size_t narg
         nvtxcffi_shim.pop_default();
         Py_RETURN_NONE;
     }
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    const site_entry *site = site_find(SITE_POP, args, nargs, kwnames); /* pop_range("d"), (domain="d") */
+    if (site != NULL) {
+        nvtxcffi_shim.pop(site->domain_index);
+        Py_RETURN_NONE;
+    }
     PyObject *a[1];
-    if (!bind(args, PyVectorcall_NARGS(nargsf), kwnames, pop_params, 1, 0, a))
+    if (!bind(args, nargs, kwnames, pop_params, 1, 0, a))
         return twin(op, args, nargsf, kwnames);
     if (a[0] == NULL || a[0] == Py_None) {
         nvtxcffi_shim.pop_default();
@@ -1324,6 +1358,7 @@ static PyObject *pop_range_call(PyObject *op, PyObject *const *args, size_t narg
     int index = domain_index_by_name(a[0]);
     if (index < 0)
         return twin(op, args, nargsf, kwnames); /* a new domain, or a bad name: Python creates/raises */
+    site_put(SITE_POP, args, nargs, kwnames, 0, 0, index, NULL); /* a name maps to one Domain for good */
     nvtxcffi_shim.pop(index);
     Py_RETURN_NONE;
 }

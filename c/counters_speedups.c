@@ -16,26 +16,6 @@
 typedef void (*sample_i64_fn)(int, int64_t);
 typedef void (*sample_f64_fn)(int, double);
 
-/* An exact int of at most one digit (|v| < 2**30): its value without a call; 0 otherwise. */
-static inline int small_int(PyObject *v, long long *out)
-{
-#if PY_VERSION_HEX >= 0x030C0000
-    if (PyLong_CheckExact(v) && PyUnstable_Long_IsCompact((PyLongObject *)v)) {
-        *out = (long long)PyUnstable_Long_CompactValue((PyLongObject *)v);
-        return 1;
-    }
-#else
-    if (PyLong_CheckExact(v)) {
-        Py_ssize_t size = Py_SIZE(v);
-        if (size >= -1 && size <= 1) {
-            *out = (long long)size * (long long)((PyLongObject *)v)->ob_digit[0];
-            return 1;
-        }
-    }
-#endif
-    return 0;
-}
-
 static sample_i64_fn g_i64;
 static sample_f64_fn g_f64;
 

@@ -30,6 +30,28 @@ int nvtxcffi_accel_init(PyObject *module);
 int nvtxcffi_prof_init(PyObject *module);
 int nvtxcffi_counters_init(PyObject *module); /* c/counters_speedups.c: counter samplers */
 
+/* An exact int that fits in one machine word of CPython's representation (|v| < 2**30 on 3.11,
+ * "compact" on 3.12+): *out, 1; else 0 and nothing raised. Public API only: ob_digit of the
+ * 3.11 struct (cpython/longintrepr.h, included by Python.h), PyUnstable_Long_* from 3.12. */
+static inline int small_int(PyObject *v, long long *out)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    if (PyLong_CheckExact(v) && PyUnstable_Long_IsCompact((PyLongObject *)v)) {
+        *out = (long long)PyUnstable_Long_CompactValue((PyLongObject *)v);
+        return 1;
+    }
+#else
+    if (PyLong_CheckExact(v)) {
+        Py_ssize_t size = Py_SIZE(v);
+        if (size >= -1 && size <= 1) {
+            *out = (long long)size * (long long)((PyLongObject *)v)->ob_digit[0];
+            return 1;
+        }
+    }
+#endif
+    return 0;
+}
+
 /* A METH_FASTCALL / METH_NOARGS function cast for PyMethodDef, without -Wcast-function-type. */
 #define FUNC_CAST(f) ((PyCFunction)(void (*)(void))(f))
 

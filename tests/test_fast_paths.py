@@ -115,7 +115,8 @@ def payloads(tag):
     # Per-call payloads (issue 9/12): values that change every call, every spelling; the payload
     # is a value sent with the prepared slot, never part of a cache key.
     nvtx.mark("payloads")
-    for i in (10, 2 ** 40, -3, 2 ** 63, 0.25):  # the same in each run: the runs are compared
+    # the same in each run (the runs are compared); one machine digit ends at 2 ** 30
+    for i in (10, 2 ** 40, -3, 2 ** 63, 0.25, 2 ** 30 - 1, 2 ** 30, -(2 ** 30) + 1, -(2 ** 30), 0):
         nvtx.mark("p", payload=i)
         nvtx.mark("p", "red", "fastdom", "pc", i)
         nvtx.mark(payload=i, message="p", category=4)  # the payload first: never a call-site key
@@ -227,6 +228,9 @@ def constants():
             pass
         with nvtx.annotate(f"fs{k % 2}", "red", payload=k):
             pass
+        for name in ("siteA", "siteB"):  # pop_range's call sites: by position and by keyword
+            nvtx.push_range("sd", domain=name); nvtx.pop_range(name)
+            nvtx.push_range("sd", domain=name); nvtx.pop_range(domain=name)
 
 
 scenario(0)  # first use: general paths, caches filled
@@ -358,7 +362,7 @@ def test_per_call_payloads_reach_the_tool_with_their_slot(recorded):
         start = next(n for n, e in enumerate(run) if e.kind == "mark" and e.message == "payloads")
         stop = next(n for n, e in enumerate(run) if e.kind == "mark" and e.message == "objects")
         events = [e for e in run[start + 1:stop] if e.kind in ("push", "start", "mark")]
-        values = [10, 2 ** 40, -3, 2 ** 63, 0.25]
+        values = [10, 2 ** 40, -3, 2 ** 63, 0.25, 2 ** 30 - 1, 2 ** 30, -(2 ** 30) + 1, -(2 ** 30), 0]
         per_value = len(events) // len(values)
         assert per_value * len(values) == len(events) and per_value == 17
         for n, value in enumerate(values):
@@ -417,20 +421,24 @@ def test_constant_messages_past_the_identity_table_keep_their_text(recorded):
         assert len(pops) == len(got) and all(e.domain is None for e in pops), tag
 
 
-def test_annotate_call_sites_keep_message_colour_and_payload(recorded):
+def test_call_sites_keep_message_colour_payload_and_domain(recorded):
     runs, _ = recorded
-    red, green = nvtx_cffi.to_argb("red"), nvtx_cffi.to_argb("green")
+    red, green, blue = nvtx_cffi.to_argb("red"), nvtx_cffi.to_argb("green"), nvtx_cffi.to_argb(None)
     expected = []
     for k in range(4):
         expected += [("push", f"const{j}", red, None) for j in range(80)]
         expected += [("push", "pv", green, p) for p in (None, k, None, k + 0.5)]
         expected += [("push", f"kw{k % 2}", green, None), ("push", "M" * 300 + str(k % 2), red, None),
                      ("push", f"fs{k % 2}", red, k)]
+        expected += [("push", "sd", blue, None)] * 4
     for tag, run in runs.items():
         start = next(n for n, e in enumerate(run) if e.kind == "mark" and e.message == "sites")
         got = [(e.kind, e.message, e.color, e.payload) for e in run[start + 1:] if e.kind != "pop"]
         assert got == expected, tag
-        assert sum(e.kind == "pop" for e in run[start + 1:]) == len(expected), tag
+        # each push is popped at once, in its own domain
+        kinds = [(e.kind, e.domain) for e in run[start + 1:]]
+        assert kinds[1::2] == [("pop", domain) for kind, domain in kinds[0::2]], tag
+        assert [d for _, d in kinds[0::2]].count("siteB") == 8, tag
 
 
 def test_annotate_objects_keep_their_payload(recorded):
@@ -503,10 +511,10 @@ def test_every_end_closes_the_id_its_start_returned(recorded):
     for run in runs.values():
         starts = [e for e in run if e.kind == "start"]
         ends = [e for e in run if e.kind == "end"]
-        assert len(starts) == len(ends) == 5 + 2 * 5 + 2 + 9  # + two per payload value, two async tasks, f-strings
+        assert len(starts) == len(ends) == 5 + 2 * 10 + 2 + 9  # + two per payload value, two async tasks, f-strings
         # (the two asyncio tasks end in either order)
         assert sorted((s.range_id, s.domain or "") for s in starts) == sorted((e.range_id, e.domain or "") for e in ends)
-        assert len({(s.range_id, s.domain) for s in starts}) == 26
+        assert len({(s.range_id, s.domain) for s in starts}) == len(starts)  # ids are unique
 
 
 def test_end_range_rejects_what_start_range_never_returns(recorded):
