@@ -37,7 +37,7 @@ from nvtx_cffi._colors import CSS_COLORS, NVTX_COLORS
 INNER = attached_here()
 inner = pytest.mark.skipif(not INNER, reason="runs in a recorded child: see test_under_recorder")
 
-PROPERTIES = ["test_module_calls", "test_annotate", "test_domain_api", "test_end_and_pop"]
+PROPERTIES = ["test_module_calls", "test_annotate", "test_domain_api", "test_end_and_pop", "test_call_sites"]
 EXAMPLES = int(os.environ.get("NVTX_CFFI_HYPOTHESIS_EXAMPLES", "150"))
 STATS = os.environ.get("NVTX_CFFI_HYPOTHESIS_STATS")  # file the child appends its example count to
 
@@ -406,24 +406,30 @@ def test_module_calls():
 
 @SETTINGS
 @given(message=maybe(messages), color=maybe(colors), domain=maybe(domains), category=maybe(categories),
-       payload=maybe(payloads), how=st.sampled_from(["with", "decorator", "async_decorator"]))
+       payload=maybe(payloads), how=st.sampled_from(["with", "with thrice, positional", "decorator",
+                                                     "async_decorator"]))
 def _annotate(message, color, domain, category, payload, how):
     count_example()
     kwargs = call_kwargs(message=message, color=color, domain=domain, category=category, payload=payload)
     expect = model(message, color, domain, category, payload, default_color=None)
-    if how != "with" and message in (MISSING, None) and not expect.errors:
+    if not how.startswith("with") and message in (MISSING, None) and not expect.errors:
         expect.fields["message"] = "decorated"  # the function's __name__
     with recorder.capture() as events:
         try:
-            annotation = nvtx.annotate(**kwargs)
-            if how == "with":
-                with annotation:
+            if how == "with thrice, positional":  # the third call is answered by the call-site table
+                args = [kwargs.get(name) for name in ("message", "color", "domain", "category", "payload")]
+                for _ in range(3):
+                    with nvtx.annotate(*args):
+                        pass
+            elif how == "with":
+                with nvtx.annotate(**kwargs):
                     pass
             elif how == "decorator":
                 def decorated(x, *, y=2):
                     return x + y
-                assert annotation(decorated)(1) == 3
+                assert nvtx.annotate(**kwargs)(decorated)(1) == 3
             else:
+                annotation = nvtx.annotate(**kwargs)
                 import asyncio
 
                 async def decorated():
@@ -439,8 +445,14 @@ def _annotate(message, color, domain, category, payload, how):
     if expect.errors:
         tolerate_cached_equal_int(expect, kwargs)
     got = annotations(events)
-    assert len(got) == 2
     domain_name = expect.fields["domain"]
+    if how == "with thrice, positional":
+        assert len(got) == 6
+        for push, pop in (got[0:2], got[2:4], got[4:6]):
+            check_event(push, "push", expect, domain_name)
+            assert (pop.kind, pop.domain) == ("pop", domain_name)
+        return
+    assert len(got) == 2
     check_event(got[0], "start" if how == "async_decorator" else "push", expect, domain_name)
     if how == "async_decorator":
         assert (got[1].kind, got[1].range_id) == ("end", got[0].range_id)
@@ -451,6 +463,73 @@ def _annotate(message, color, domain, category, payload, how):
 @inner
 def test_annotate():
     _annotate()
+    known_good_call_records()
+
+
+# Valid arguments only: each call site below is called three times with the same objects, and the
+# accelerator answers the later calls from its identity tables (a call site's table from the third).
+_good_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+                     max_size=12)
+_good_arguments = st.tuples(
+    st.one_of(st.none(), _good_text, _good_text.map(lambda t: f"f-{t}")),  # message
+    st.one_of(st.none(), st.sampled_from(sorted(NVTX_COLORS)), st.integers(0, 2**24 - 1).map("#{:06x}".format)),
+    st.one_of(st.none(), st.sampled_from(["d", "hardening", "sites"])),  # domain
+    st.one_of(st.none(), st.sampled_from(["io", "compute"]), st.integers(0, 1000)),  # category
+    st.one_of(st.none(), st.integers(-(2**63), 2**64 - 1), st.floats(allow_nan=False)),  # payload
+)
+
+
+def _call_site(call: str, spelling: str, arguments: tuple) -> None:
+    """One call of `call` spelt with positional or keyword arguments, at a fixed call site."""
+    m, c, d, k, p = arguments
+    if call == "annotate":
+        if spelling == "positional":
+            with nvtx.annotate(m, c, d, k, p):
+                pass
+        else:
+            with nvtx.annotate(message=m, color=c, domain=d, category=k, payload=p):
+                pass
+    elif call == "push_range":
+        if spelling == "positional":
+            nvtx.push_range(m, c, d, k, p)
+            nvtx.pop_range(d)
+        else:
+            nvtx.push_range(message=m, color=c, domain=d, category=k, payload=p)
+            nvtx.pop_range(domain=d)
+    elif call == "start_range":
+        if spelling == "positional":
+            nvtx.end_range(nvtx.start_range(m, c, d, k, p))
+        else:
+            nvtx.end_range(nvtx.start_range(message=m, color=c, domain=d, category=k, payload=p))
+    elif spelling == "positional":
+        nvtx.mark(m, c, d, k, p)
+    else:
+        nvtx.mark(message=m, color=c, domain=d, category=k, payload=p)
+
+
+@SETTINGS
+@given(arguments=_good_arguments, call=st.sampled_from(["annotate", "push_range", "start_range", "mark"]),
+       spelling=st.sampled_from(["positional", "keywords"]))
+def _call_sites(arguments, call, spelling):
+    count_example()
+    with recorder.capture() as events:
+        for _ in range(3):
+            _call_site(call, spelling, arguments)
+    got = annotations(events)
+    step = 1 if call == "mark" else 2  # a range: what opens it, then what closes it
+    assert len(got) == 3 * step, got
+    opened = [(e.kind, e.domain, e.message, e.color, e.category, e.payload, e.payload_type) for e in got[0::step]]
+    assert opened[0] == opened[1] == opened[2]  # the first call (general path) and the hot ones agree
+    message, _, domain, _, payload = arguments
+    assert opened[0][1:3] == (domain, message) and opened[0][5] == payload
+    if call != "mark":
+        closed = [(e.kind, e.domain) for e in got[1::2]]
+        assert closed == [("end" if call == "start_range" else "pop", domain)] * 3
+
+
+@inner
+def test_call_sites():
+    _call_sites()
     known_good_call_records()
 
 
