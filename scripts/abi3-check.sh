@@ -24,22 +24,27 @@ src() {
     done | tar --null -T - -cf - | tar -xf - -C "$work/$1"
     echo "$work/$1"
 }
+# The wheel's file names, read whole before grep sees them: `python ... | grep -q` under pipefail
+# fails when grep exits at its first match while python still writes; with PYTHONUNBUFFERED=1 (set
+# on these machines) print() writes the text and its newline in two calls, so it did, now and then.
 contents() { "$work/venv/bin/python" -c 'import sys, zipfile; print("\n".join(zipfile.ZipFile(sys.argv[1]).namelist()))' "$1"; }
 fail() { echo "abi3-check: FAIL: $*" >&2; exit 1; }
 
 "$work/venv/bin/python" -m pip wheel -q --no-deps -w "$work/default" "$(src src-default)"
 whl=$(ls "$work"/default/*.whl)
 echo "abi3-check: pip wheel . -> $(basename "$whl")"
-contents "$whl" | grep -Eqx 'nvtx_cffi/_native/_ffi\.abi3(-[^.]+)?\.so' || fail "no nvtx_cffi/_native/_ffi.abi3*.so in $(basename "$whl")"
-per_version=$(contents "$whl" | grep -E '\.cpython-[0-9]+.*\.so$' || true)
-[ -z "$per_version" ] || [ "$per_version" = "$(contents "$whl" | grep -E '^nvtx_cffi/_speedups\.cpython-.*\.so$')" ] ||
+names=$(contents "$whl")
+grep -Eqx 'nvtx_cffi/_native/_ffi\.abi3(-[^.]+)?\.so' <<<"$names" || fail "no nvtx_cffi/_native/_ffi.abi3*.so in $(basename "$whl")"
+per_version=$(grep -E '\.cpython-[0-9]+.*\.so$' <<<"$names" || true)
+[ -z "$per_version" ] || [ "$per_version" = "$(grep -E '^nvtx_cffi/_speedups\.cpython-.*\.so$' <<<"$names")" ] ||
     fail "per-version modules besides the accelerator: $per_version"
 
 NVTX_CFFI_SPEEDUPS=0 "$work/venv/bin/python" -m pip wheel -q --no-deps -w "$work/abi3" "$(src src-abi3)"
 whl=$(ls "$work"/abi3/*.whl)
 echo "abi3-check: NVTX_CFFI_SPEEDUPS=0 pip wheel . -> $(basename "$whl")"
 case "$(basename "$whl")" in *-cp3*-abi3-*.whl) ;; *) fail "not tagged abi3: $(basename "$whl")" ;; esac
-! contents "$whl" | grep -E '\.cpython-[0-9]+.*\.so$' || fail "per-version module in the abi3 wheel"
+names=$(contents "$whl")
+! grep -E '\.cpython-[0-9]+.*\.so$' <<<"$names" || fail "per-version module in the abi3 wheel"
 
 if [ "${NO_SID:-0}" = 1 ]; then
     echo "abi3-check: NO_SID=1: not installing it on CPython 3.15"
