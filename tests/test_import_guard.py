@@ -12,6 +12,8 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 import nvtx_cffi
 
 INSTALLED = os.path.dirname(nvtx_cffi.__file__)
@@ -66,3 +68,27 @@ def test_version_stamp_matches_the_package():
     from nvtx_cffi._native import ffi, lib
 
     assert ffi.string(lib.nvtxcffi_build_version()).decode() == nvtx_cffi.__version__
+
+
+@pytest.mark.skipif(sys.implementation.name != "cpython" or sys.version_info < (3, 14),
+                    reason="concurrent.interpreters: CPython 3.14+")
+def test_a_subinterpreter_gets_an_import_error_and_the_main_one_goes_on():
+    # CFFI's compiled modules are single-phase: an isolated subinterpreter may not load them.
+    code = """
+from concurrent import interpreters
+interp = interpreters.create()
+try:
+    interp.exec("import nvtx_cffi")
+except interpreters.ExecutionFailed as exc:
+    print(exc.excinfo.type.__name__, "|", exc.excinfo.msg)
+finally:
+    interp.close()
+import nvtx_cffi
+with nvtx_cffi.annotate("main"):
+    print("main", type(nvtx_cffi.annotate("main")).__name__)
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "ImportError | module _ffi does not support loading in subinterpreters", proc.stdout
+    assert lines[1] == "main annotate"
