@@ -13,7 +13,7 @@ from ._colors import ColorLike
 from ._locks import hold_across_fork
 from ._domain import OP_PUSH, OP_START, EventAttributes, get_domain
 from ._native import lib
-from ._validate import Payload, payload_fields
+from ._validate import _DOUBLE, _INT64, _INT64_MAX, _INT64_MIN, Payload, payload_fields
 from ._payload import KIND_EXT as _KIND_EXT
 from ._wrappers import wrap
 
@@ -147,14 +147,14 @@ class annotate(_Base):  # noqa: N801 - the name nvtx users know
 
     def __new__(cls, message: Optional[str] = None, color: ColorLike = None, domain: Optional[str] = None,
                 category: Union[str, int, None] = None, payload: Payload = None) -> "annotate":
-        plain = color is None and domain is None and category is None and payload is None and cls is annotate
+        if payload is not None:
+            return _with_payload(cls, message, color, domain, category, payload)
+        plain = color is None and domain is None and category is None and cls is annotate
         if plain:
             try:
                 return _by_message[message]
             except (KeyError, TypeError):
                 pass
-        if payload is not None:
-            return _with_payload(cls, message, color, domain, category, payload)
         # The payload's two places stay in the key (always None here): c/accel.c builds the same key.
         key = (cls, message, color, domain, category, None, _NONE_TYPE)
         try:
@@ -302,7 +302,14 @@ def _with_payload(cls, message, color, domain, category, payload) -> annotate:
     accelerator such calls are answered in C the same way, the attributes made on demand by
     :func:`_payload_attributes`.)
     """
-    fields = payload_fields(payload)  # first, as EventAttributes does: bad payloads fail alike
+    # first, as EventAttributes does: bad payloads fail alike (an int64 or a float without a call)
+    kind = payload.__class__
+    if kind is int and _INT64_MIN <= payload <= _INT64_MAX:
+        fields = (_INT64, payload, 0.0)
+    elif kind is float:
+        fields = (_DOUBLE, 0, payload)
+    else:
+        fields = payload_fields(payload)
     try:  # the cached template, without another class call
         if color is None and domain is None and category is None and cls is annotate:
             template = _by_message[message]
