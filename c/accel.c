@@ -918,7 +918,9 @@ static void site_put(int opcode, PyObject *const *args, Py_ssize_t nargs, PyObje
  * instructions of ~870 for `with annotate("x"):`). Only exact strs whose hash was cached before the
  * call enter (constants; an f-string is a new object every call and goes by its text). Both
  * references are held, so an address is not reused while mapped; _by_message only grows, so what
- * it answered stays its answer. */
+ * it answered stays its answer. Kept apart from the call-site table below, which would answer the
+ * same call: through it `with annotate("x"):` costs ~60 instructions more (callgrind: 791 against
+ * 731 above the loop), the margin of issue 4's >= 8x without a tool. */
 #define ANNOTATE_HOT 64 /* a power of two */
 static struct {
     PyObject *message;  /* strong reference, or NULL */

@@ -302,7 +302,9 @@ def _with_payload(cls, message, color, domain, category, payload) -> annotate:
     accelerator such calls are answered in C the same way, the attributes made on demand by
     :func:`_payload_attributes`.)
     """
-    # first, as EventAttributes does: bad payloads fail alike (an int64 or a float without a call)
+    # first, as EventAttributes does: bad payloads fail alike. An int64 or a float is answered here
+    # as payload_fields' own first lines answer it, without that call's frame (~50 ns of ~700 on
+    # the pure-Python path); anything else goes to it.
     kind = payload.__class__
     if kind is int and _INT64_MIN <= payload <= _INT64_MAX:
         fields = (_INT64, payload, 0.0)
