@@ -387,6 +387,23 @@ static inline int immutable_key(PyObject *o)
     return o == Py_None || PyUnicode_CheckExact(o) || PyLong_CheckExact(o) || PyFloat_CheckExact(o);
 }
 
+/* Whether a cache keyed by equality may answer for colour or category `o` (nvtx_cffi/_validate.py's
+ * keyable, the same rule): True == 1 == 1.0, yet a bool or a float colour is an error. None, exact
+ * str and int, and tuples of exact ints and floats only; anything else takes the validating path. */
+static int keyable(PyObject *o)
+{
+    if (o == Py_None || PyUnicode_CheckExact(o) || PyLong_CheckExact(o))
+        return 1;
+    if (!PyTuple_CheckExact(o))
+        return 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); i++) {
+        PyObject *item = PyTuple_GET_ITEM(o, i);
+        if (!PyLong_CheckExact(item) && !PyFloat_CheckExact(item))
+            return 0;
+    }
+    return 1;
+}
+
 static inline style_t *style_at(int kind, PyObject *a, PyObject *b, PyObject *c)
 {
     uint64_t h = (uint64_t)kind * 0x9E3779B97F4A7C15ull;
@@ -810,6 +827,8 @@ static int annotate_template(PyObject *callable, PyObject **a, PyObject **found)
     *found = style_get(STYLE_ANNOTATE, a[1], a[2], a[3], a[0], &style);
     if (*found != NULL)
         return 1;
+    if (!keyable(a[1]) || !keyable(a[3]))
+        return 0; /* the class call validates */
     PyObject *key = PyTuple_Pack(7, callable, a[0], a[1], a[2], a[3], Py_None, (PyObject *)Py_TYPE(Py_None));
     if (key == NULL)
         return -1;
@@ -1234,7 +1253,7 @@ static PyObject *range_call_general(PyObject *op, PyObject *const *args, size_t 
             index = style->domain_index;
         }
     }
-    if (hit == 0) {
+    if (hit == 0 && keyable(color) && keyable(category)) { /* else the twin validates */
         PyObject *key = PyTuple_Pack(4, message, color, domain, category);
         if (key == NULL)
             return NULL;
@@ -1578,8 +1597,8 @@ static PyObject *domain_keywords(PyObject *const *args, size_t nargsf, PyObject 
             call_entry_put(entry, call_key, slot, -1);
     } else {
         PyObject *cache = member_at(args[0], domain_keywords_offset), *attributes;
-        if (cache == NULL || !PyDict_CheckExact(cache))
-            return NULL;
+        if (cache == NULL || !PyDict_CheckExact(cache) || !keyable(k[1]) || !keyable(k[2]))
+            return NULL; /* the twin validates */
         PyObject *key = PyTuple_Pack(3, k[0], k[1], k[2]);
         if (key == NULL) {
             PyErr_Clear();

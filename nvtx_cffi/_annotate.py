@@ -13,7 +13,7 @@ from ._colors import ColorLike
 from ._locks import hold_across_fork
 from ._domain import OP_PUSH, OP_START, EventAttributes, get_domain
 from ._native import lib
-from ._validate import _DOUBLE, _INT64, _INT64_MAX, _INT64_MIN, Payload, payload_fields
+from ._validate import _DOUBLE, _INT64, _INT64_MAX, _INT64_MIN, Payload, keyable, payload_fields
 from ._payload import KIND_EXT as _KIND_EXT
 from ._wrappers import wrap
 
@@ -157,10 +157,12 @@ class annotate(_Base):  # noqa: N801 - the name nvtx users know
                 pass
         # The payload's two places stay in the key (always None here): c/accel.c builds the same key.
         key = (cls, message, color, domain, category, None, _NONE_TYPE)
-        try:
-            return _cache[key]
-        except (KeyError, TypeError):
-            pass
+        if ((color is None or color.__class__ is str or keyable(color))
+                and (category is None or category.__class__ is str or keyable(category))):
+            try:  # (not keyable: True would find the object of 1, see keyable)
+                return _cache[key]
+            except (KeyError, TypeError):
+                pass
         self = _Base.__new__(cls)
         domain_object = get_domain(domain)
         attributes = EventAttributes(domain_object, message, color, category, payload)
@@ -315,8 +317,11 @@ def _with_payload(cls, message, color, domain, category, payload) -> annotate:
     try:  # the cached template, without another class call
         if color is None and domain is None and category is None and cls is annotate:
             template = _by_message[message]
-        else:
+        elif ((color is None or color.__class__ is str or keyable(color))
+                and (category is None or category.__class__ is str or keyable(category))):
             template = _cache[cls, message, color, domain, category, None, _NONE_TYPE]
+        else:
+            raise KeyError  # not keyable: the class call validates
     except (KeyError, TypeError):
         template = cls(message, color, domain, category)
     self = _Base.__new__(cls)

@@ -8,7 +8,6 @@ Each domain interns its messages as NVTX registered strings and keeps one C attr
 from __future__ import annotations
 
 import functools
-import inspect
 import threading
 from typing import Dict, Optional, Tuple, Union
 
@@ -17,7 +16,7 @@ from ._accel import accel as _accel
 from ._colors import ColorLike, to_argb
 from ._locks import hold_across_fork
 from ._native import ffi, lib
-from ._validate import Payload, as_index, describe_int, payload_fields, short_repr, to_category_id, to_utf8
+from ._validate import Payload, as_index, describe_int, keyable, payload_fields, short_repr, to_category_id, to_utf8
 from . import _payload
 from ._payload import KIND_EXT as _KIND_EXT
 
@@ -285,87 +284,45 @@ class Domain:
         return -1, (text, argb, category_id)
 
     # -- the calls ---------------------------------------------------------------------------
-    # push_range/start_range/mark take ``message``, ``color``, ``category`` and ``payload`` as
-    # keyword-only arguments (see _keyword_signature). They are received as ``**changes``: CPython
-    # looks up each keyword-only default in a dict on every call (~7 ns each, ~28 ns for four),
-    # while an empty ``**changes`` costs ~12 ns. The visible signature and the errors are the same.
+    # push_range/start_range/mark are made by _event_method (below the class) from one source.
     # d.push_range(message="x", color="red", payload=i), no attributes given: nvtx builds new
     # attributes on each call. Here the attributes of (message, color, category) are prepared once
     # and kept in a bounded per-domain dict (never handed out, so never changed); the payload is a
     # value sent with the prepared slot, never part of the key.
-    def _by_keywords_event(self, method: str, op: int, changes: dict):
-        if not changes.keys() <= _CHANGEABLE:
-            self._changed(method, None, changes)  # raises the unexpected-keyword TypeError
-        get = changes.get
-        key = (get("message"), get("color"), get("category"))
-        try:
-            attributes = self._by_keywords[key]
-        except (KeyError, TypeError):
-            attributes = EventAttributes(self, *key)
-            if attributes._inline is None and len(self._by_keywords) < MAX_KEYWORD_ATTRIBUTES:
-                self._by_keywords[key] = attributes
-        payload = get("payload")
-        if payload is None:
-            slot = attributes._fast
-            if slot >= 0:
-                return _FAST[op](slot)
-        else:
-            kind, ivalue, fvalue = payload_fields(payload)  # validated even without a tool
-            slot = attributes._slot
-            if slot >= 0 and attributes._inline is None:
-                if kind == _KIND_EXT:  # a binary payload (was dropped here)
-                    return _payload.emit(op, slot, self._index, None, payload)
-                return lib.nvtxcffi_emit_slot(op, slot, kind, ivalue, fvalue)
-        if not _ACTIVE:
-            return 0 if op == OP_START else None
-        # inline message: the general call with this payload
-        return EventAttributes(self, *key, payload)._emit(op)
+    def _keyword_attributes(self, message, color, category) -> EventAttributes:
+        """First use (or an uncacheable spelling) of a keyword call's (message, color, category)."""
+        attributes = EventAttributes(self, message, color, category)  # validates: raises by name
+        if (attributes._inline is None and len(self._by_keywords) < MAX_KEYWORD_ATTRIBUTES
+                and keyable(color) and keyable(category)):
+            try:
+                self._by_keywords[message, color, category] = attributes
+            except TypeError:  # an unhashable (but valid) message: not cached
+                pass
+        return attributes
 
-    def _changed(self, method: str, attributes, changes: dict) -> EventAttributes:
-        for key in changes:
-            if key not in _CHANGEABLE:
-                msg = f"Domain.{method}() got an unexpected keyword argument {key!r}"
-                raise TypeError(msg)
-        message, color, category, payload = (changes.get(k, _KEEP) for k in _CHANGEABLE_ORDER)
-        if attributes is None:
-            return EventAttributes(
-                self,
-                None if message is _KEEP else message,
-                None if color is _KEEP else color,
-                None if category is _KEEP else category,
-                None if payload is _KEEP else payload,
-            )
+    def _keyword_payload(self, op: int, attributes: EventAttributes, payload):
+        """A keyword call with a payload that is not an int64 or a float (checked even without a tool)."""
+        kind, ivalue, fvalue = payload_fields(payload)
+        slot = attributes._slot
+        if slot >= 0 and attributes._inline is None:
+            if kind == _KIND_EXT:  # a binary payload (nvtx_cffi/_payload.py)
+                result = _payload.emit(op, slot, self._index, None, payload)
+            else:
+                result = _emit_slot(op, slot, kind, ivalue, fvalue)
+        elif not _ACTIVE:
+            return 0 if op == OP_START else None
+        else:  # an inline message: the general call with this payload
+            result = EventAttributes(self, attributes._message, attributes._color, attributes._category,
+                                     payload)._emit(op)
+        return result if op == OP_START else None
+
+    def _changed(self, attributes, message, color, category, payload) -> EventAttributes:
+        """d.METHOD(attributes, message=...): nvtx changes the attributes given (in place)."""
+        if attributes.__class__ is EventAttributes and attributes._domain is not self:
+            raise _foreign_attributes(attributes, self)
         self.set_event_attributes(attributes, message=message, color=color, category=category,
                                   payload=payload)
         return attributes
-
-    def push_range(self, attributes: Optional[EventAttributes] = None, **changes) -> None:
-        """Open a range on this thread; keyword arguments build (or change) the attributes."""
-        if changes or attributes.__class__ is not EventAttributes:
-            if attributes is None and changes:
-                self._by_keywords_event("push_range", OP_PUSH, changes)
-                return
-            attributes = self._changed("push_range", attributes, changes)
-        elif attributes._domain is not self:
-            raise _foreign_attributes(attributes, self)
-        slot = attributes._fast  # -1 without a tool: nothing is emitted then
-        if slot >= 0:
-            _push(slot)
-        elif _ACTIVE:
-            attributes._emit(OP_PUSH)
-
-    def start_range(self, attributes: Optional[EventAttributes] = None, **changes) -> int:
-        """Start a range that any thread may end; returns its id for :meth:`end_range`."""
-        if changes or attributes.__class__ is not EventAttributes:
-            if attributes is None and changes:
-                return self._by_keywords_event("start_range", OP_START, changes)
-            attributes = self._changed("start_range", attributes, changes)
-        elif attributes._domain is not self:
-            raise _foreign_attributes(attributes, self)
-        slot = attributes._fast
-        if slot >= 0:
-            return _start(slot)
-        return attributes._emit(OP_START) if _ACTIVE else 0
 
     def end_range(self, range_id: int) -> None:
         """End a range started by :meth:`start_range` (an unknown id is passed on; tools ignore it)."""
@@ -376,21 +333,6 @@ class Domain:
         except (TypeError, OverflowError):
             raise _bad_range_id(range_id) from None
 
-    def mark(self, attributes: Optional[EventAttributes] = None, **changes) -> None:
-        """An instantaneous event."""
-        if changes or attributes.__class__ is not EventAttributes:
-            if attributes is None and changes:
-                self._by_keywords_event("mark", OP_MARK, changes)
-                return
-            attributes = self._changed("mark", attributes, changes)
-        elif attributes._domain is not self:
-            raise _foreign_attributes(attributes, self)
-        slot = attributes._fast
-        if slot >= 0:
-            _mark(slot)
-        elif _ACTIVE:
-            attributes._emit(OP_MARK)
-
     def __repr__(self) -> str:
         return f"Domain({self.name!r})"
 
@@ -398,9 +340,89 @@ class Domain:
         return get_domain, (self.name,)
 
 
-_FAST = {OP_PUSH: _push, OP_START: _start, OP_MARK: _mark}
 #: Bound of each domain's dict of attributes prepared for keyword calls.
 MAX_KEYWORD_ATTRIBUTES = 4096
+_emit_slot = lib.nvtxcffi_emit_slot
+_INT64 = lib.NVTXCFFI_PAYLOAD_INT64
+_DOUBLE = lib.NVTXCFFI_PAYLOAD_DOUBLE
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def _event_method(name: str, op: int, send, doc: str):
+    """Domain.push_range / start_range / mark from one source (``send``: the C call of a slot).
+
+    Keyword-only parameters, not ``**changes``: CPython binds a keyword to its parameter by the
+    name's identity, while a ``**`` dict costs a dict, three ``get`` calls and a check of its keys
+    (Domain.mark(message=, payload=i) without a tool, pure Python: 585 -> ~150 ns). The default
+    ``_KEEP`` tells "not given" from ``None`` (given attributes are changed only by what is given,
+    as nvtx does).
+    """
+    no_tool = 0 if op == OP_START else None
+    returns = op == OP_START
+
+    def method(self, attributes: Optional[EventAttributes] = None, *, message=_KEEP, color=_KEEP,
+               category=_KEEP, payload=_KEEP):
+        if attributes is None:  # keyword call: the attributes of (message, color, category), cached
+            if message is _KEEP:
+                message = None
+            if color is _KEEP:
+                color = None
+            if category is _KEEP:
+                category = None
+            try:
+                if ((color is None or color.__class__ is str or keyable(color))
+                        and (category is None or category.__class__ is str or keyable(category))):
+                    prepared = self._by_keywords[message, color, category]
+                else:  # True would find the attributes of 1 (see keyable): validate
+                    prepared = self._keyword_attributes(message, color, category)
+            except (KeyError, TypeError):
+                prepared = self._keyword_attributes(message, color, category)
+            if payload is _KEEP or payload is None:
+                slot = prepared._fast
+                if slot >= 0:
+                    return send(slot)
+                if not _ACTIVE:
+                    return no_tool
+                result = prepared._emit(op)  # an inline message
+                return result if returns else None
+            cls = payload.__class__  # an int64 or a float: payload_fields' first lines, inline
+            if cls is int and _INT64_MIN <= payload <= _INT64_MAX:
+                kind, ivalue, fvalue = _INT64, payload, 0.0
+            elif cls is float:
+                kind, ivalue, fvalue = _DOUBLE, 0, payload
+            else:
+                return self._keyword_payload(op, prepared, payload)
+            slot = prepared._slot
+            if slot >= 0 and prepared._inline is None:
+                result = _emit_slot(op, slot, kind, ivalue, fvalue)
+                return result if returns else None
+            if not _ACTIVE:
+                return no_tool
+            return self._keyword_payload(op, prepared, payload)  # an inline message
+        if (attributes.__class__ is not EventAttributes or attributes._domain is not self
+                or not message is color is category is payload is _KEEP):  # noqa: E714 - all _KEEP
+            attributes = self._changed(attributes, message, color, category, payload)
+        slot = attributes._fast  # -1 without a tool: nothing is emitted then
+        if slot >= 0:
+            return send(slot)
+        if not _ACTIVE:
+            return no_tool
+        result = attributes._emit(op)
+        return result if returns else None
+
+    method.__name__ = name
+    method.__qualname__ = f"Domain.{name}"  # CPython's argument errors name it so
+    method.__doc__ = doc
+    return method
+
+
+Domain.push_range = _event_method(
+    "push_range", OP_PUSH, _push,
+    "Open a range on this thread; keyword arguments build (or change) the attributes.")
+Domain.start_range = _event_method(
+    "start_range", OP_START, _start,
+    "Start a range that any thread may end; returns its id for :meth:`end_range`.")
+Domain.mark = _event_method("mark", OP_MARK, _mark, "An instantaneous event.")
 
 
 def _counter_methods() -> None:
@@ -412,22 +434,6 @@ def _counter_methods() -> None:
 
 
 _counter_methods()
-
-_CHANGEABLE_ORDER = ("message", "color", "category", "payload")
-_CHANGEABLE = frozenset(_CHANGEABLE_ORDER)
-
-
-def _keyword_signature(method):
-    """Give ``method`` (taking ``**changes``) its documented keyword-only signature."""
-    parameters = list(inspect.signature(method).parameters.values())[:-1]
-    parameters += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=_KEEP)
-                   for name in _CHANGEABLE_ORDER]
-    method.__signature__ = inspect.signature(method).replace(parameters=parameters)
-
-
-for _method in (Domain.push_range, Domain.start_range, Domain.mark):
-    _keyword_signature(_method)
-del _method
 
 if _accel is not None:
     # C fast paths for calls with pre-built attributes (d.push_range(attrs), d.end_range(rid), ...);

@@ -24,7 +24,7 @@ from ._colors import ColorLike
 from ._locks import hold_across_fork
 from ._domain import OP_MARK, OP_PUSH, OP_START, EventAttributes, _bad_range_id, get_domain
 from ._native import lib
-from ._validate import Payload, as_index, payload_fields
+from ._validate import Payload, as_index, keyable, payload_fields
 from . import _payload
 from ._payload import KIND_EXT as _KIND_EXT
 from ._payload import FAST_TYPES as _FAST_TYPES
@@ -82,9 +82,12 @@ def _cached_slot(message, color, domain, category) -> Optional[int]:
                 return _blue_slots[message]
             if color is None:
                 return _uncoloured_slots[message]
-        return _slot_cache[message, color, domain, category]
+        if ((color.__class__ is str or color is None or keyable(color))
+                and (category is None or category.__class__ is str or keyable(category))):
+            return _slot_cache[message, color, domain, category]
     except (KeyError, TypeError):
-        return None
+        pass
+    return None  # (not keyable: True would find the entry of 1, see keyable)
 
 
 def _dispatch(op: int, fast, message, color, domain, category, payload):

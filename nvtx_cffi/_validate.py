@@ -8,7 +8,8 @@ from typing import Optional, Tuple, Union
 from ._native import lib
 from ._payload import FAST_TYPES as _BINARY_TYPES, fields_for as _fields_for
 
-__all__ = ["Payload", "to_utf8", "to_category_id", "payload_fields", "as_index", "describe_int", "short_repr"]
+__all__ = ["Payload", "to_utf8", "to_category_id", "payload_fields", "as_index", "describe_int", "short_repr",
+           "keyable"]
 
 Payload = Union[int, float, list, tuple, range, bytes, None, "numpy.ndarray"]
 
@@ -16,6 +17,27 @@ _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
 _UINT64_MAX = (1 << 64) - 1
 _UINT32_MAX = (1 << 32) - 1
+
+
+def keyable(value: object) -> bool:
+    """Whether a cache keyed by equality may answer for ``value``, a colour or category as given.
+
+    The caches of prepared calls are dicts keyed by the arguments, and a dict finds a key by
+    equality: ``True == 1 == 1.0`` and ``(True, 0, 0) == (1, 0, 0)``, yet a bool or a float colour
+    is an error while the int is not. Only values whose every equal key validates alike are looked
+    up: None, an exact str or int, a tuple of exact ints and floats (an RGB(A) tuple). Anything else
+    takes the validating path, which rejects it or prepares it. (c/accel.c's ``keyable`` is the same
+    rule.)
+
+    >>> keyable(1), keyable(True), keyable(1.0), keyable((1.0, 0, 0)), keyable((True, 0, 0))
+    (True, False, False, True, False)
+    """
+    cls = value.__class__
+    if value is None or cls is str or cls is int:
+        return True
+    if cls is tuple:
+        return all(item.__class__ is int or item.__class__ is float for item in value)
+    return False
 
 
 #: Ints longer than this are described by their size in error messages, never formatted whole.

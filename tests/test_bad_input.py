@@ -68,6 +68,65 @@ def test_tables_intact_after_bad_input():
     assert (push.message, push.color, push.category, push.payload) == ("still fine", 0xFF0000, 3, 1)
 
 
+def _spellings():
+    d = nvtx.get_domain("equal_keys")
+
+    def annotate_with(**kw):
+        with nvtx.annotate("eq", **kw):
+            pass
+
+    def decorated(**kw):
+        nvtx.annotate("eq", **kw)(lambda: None)()
+
+    return {
+        "push_range": lambda **kw: (nvtx.push_range("eq", **kw), nvtx.pop_range()),
+        "mark": lambda **kw: nvtx.mark("eq", **kw),
+        "start_range": lambda **kw: nvtx.end_range(nvtx.start_range("eq", **kw)),
+        "annotate": annotate_with,
+        "annotate payload": lambda **kw: annotate_with(payload=7, **kw),
+        "decorator": decorated,
+        "Domain.push_range": lambda **kw: (d.push_range(message="eq", **kw), d.pop_range()),
+        "Domain.start_range": lambda **kw: d.end_range(d.start_range(message="eq", **kw)),
+        "Domain.mark": lambda **kw: d.mark(message="eq", payload=7, **kw),
+    }
+
+
+# A valid value, then one equal to it (so a dict finds its cache entry) that is an error.
+EQUAL_BUT_WRONG = [
+    ("color", 1, True, TypeError, "color must be a name, '#rrggbb', an ARGB int or an RGB(A) tuple, not True"),
+    ("color", 1, 1.0, TypeError, "color must be a name, '#rrggbb', an ARGB int or an RGB(A) tuple, not float"),
+    ("color", 0, False, TypeError, "color must be a name, '#rrggbb', an ARGB int or an RGB(A) tuple, not False"),
+    ("color", (1, 0, 0), (True, 0, 0), ValueError, "color tuple must hold 3 or 4 numbers between 0 and 1"),
+    ("category", 1, True, TypeError, "category must be a str, a non-negative int or None, not bool"),
+    ("category", 1, 1.0, TypeError, "category must be a str, a non-negative int or None, not float"),
+]
+
+
+@pytest.mark.parametrize("spelling", sorted(_spellings()))
+@pytest.mark.parametrize(("name", "good", "wrong", "error", "text"), EQUAL_BUT_WRONG,
+                         ids=[f"{n}={w!r}" for n, _, w, _, _ in EQUAL_BUT_WRONG])
+def test_an_equal_value_of_a_wrong_type_is_rejected_after_the_right_one_is_cached(
+        spelling, name, good, wrong, error, text):
+    """The caches of prepared calls are keyed by the arguments, and True == 1 == 1.0: once
+    ``color=1`` was cached, ``color=True`` used to find its entry and pass (in every spelling, in
+    C and in Python). Three valid calls fill every cache (the C call-site table too); the wrong
+    value must still fail as it does on first use, and the valid calls record the right event."""
+    call = _spellings()[spelling]
+    with recorder.capture() as got:
+        for _ in range(3):
+            call(**{name: good})
+    events = [e for e in got if e.kind in ("push", "start", "mark") and e.message == "eq"]
+    assert len(events) == 3, spelling
+    if name == "color":
+        # an int is the ARGB value as given; (1, 0, 0) is opaque red
+        assert {e.color for e in events} == {0xFFFF0000 if isinstance(good, tuple) else good}
+    else:
+        assert all(e.category == good for e in events)
+    for _ in range(3):
+        with pytest.raises(error, match=re.escape(text)):
+            call(**{name: wrong})
+
+
 def test_huge_message_reaches_the_tool_whole():
     huge = "y" * (1 << 20) + "z"
     with recorder.capture() as got:
