@@ -394,8 +394,8 @@ static int keyable(PyObject *o)
 {
     if (o == Py_None || PyUnicode_CheckExact(o) || PyLong_CheckExact(o))
         return 1;
-    if (!PyTuple_CheckExact(o))
-        return 0;
+    if (!PyTuple_CheckExact(o) || (PyTuple_GET_SIZE(o) != 3 && PyTuple_GET_SIZE(o) != 4))
+        return 0; /* other lengths are errors: not worth a lookup */
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); i++) {
         PyObject *item = PyTuple_GET_ITEM(o, i);
         if (!PyLong_CheckExact(item) && !PyFloat_CheckExact(item))

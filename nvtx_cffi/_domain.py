@@ -8,6 +8,7 @@ Each domain interns its messages as NVTX registered strings and keeps one C attr
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 from typing import Dict, Optional, Tuple, Union
 
@@ -351,18 +352,24 @@ _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 def _event_method(name: str, op: int, send, doc: str):
     """Domain.push_range / start_range / mark from one source (``send``: the C call of a slot).
 
-    Keyword-only parameters, not ``**changes``: CPython binds a keyword to its parameter by the
-    name's identity, while a ``**`` dict costs a dict, three ``get`` calls and a check of its keys
-    (Domain.mark(message=, payload=i) without a tool, pure Python: 585 -> ~150 ns). The default
-    ``_KEEP`` tells "not given" from ``None`` (given attributes are changed only by what is given,
-    as nvtx does).
+    The documented signature is ``(self, attributes=None, *, message, color, category, payload)``
+    (``__signature__``, and what the checks below enforce). The function's own parameters are
+    positional-or-keyword, with ``_extra`` guarding the positions after ``attributes``: CPython
+    fills positional defaults from a tuple and specialises the call, while it looks each missing
+    keyword-only default up in a dict, and a ``**changes`` dict costs a dict, ``get`` calls and a
+    check of its keys. Executed instructions per call on 3.11 (an empty body): ``d.m(attrs)`` 728
+    against 1385 keyword-only and 917 ``**changes``; ``d.m(message=x)`` 914 against 1357 and 1514.
+    ``_KEEP`` tells "not given" from ``None``: given attributes are changed only by what is given,
+    as nvtx does.
     """
     no_tool = 0 if op == OP_START else None
     returns = op == OP_START
 
-    def method(self, attributes: Optional[EventAttributes] = None, *, message=_KEEP, color=_KEEP,
-               category=_KEEP, payload=_KEEP):
+    def method(self, attributes: Optional[EventAttributes] = None, _extra=_NO_EXTRA, message=_KEEP,
+               color=_KEEP, category=_KEEP, payload=_KEEP):
         if attributes is None:  # keyword call: the attributes of (message, color, category), cached
+            if _extra is not _NO_EXTRA:
+                raise _positional_error(name)
             if message is _KEEP:
                 message = None
             if color is _KEEP:
@@ -399,8 +406,10 @@ def _event_method(name: str, op: int, send, doc: str):
             if not _ACTIVE:
                 return no_tool
             return self._keyword_payload(op, prepared, payload)  # an inline message
-        if (attributes.__class__ is not EventAttributes or attributes._domain is not self
-                or not message is color is category is payload is _KEEP):  # noqa: E714 - all _KEEP
+        if (attributes.__class__ is not EventAttributes or attributes._domain is not self or message is not _KEEP
+                or color is not _KEEP or category is not _KEEP or payload is not _KEEP or _extra is not _NO_EXTRA):
+            if _extra is not _NO_EXTRA:
+                raise _positional_error(name)
             attributes = self._changed(attributes, message, color, category, payload)
         slot = attributes._fast  # -1 without a tool: nothing is emitted then
         if slot >= 0:
@@ -413,7 +422,24 @@ def _event_method(name: str, op: int, send, doc: str):
     method.__name__ = name
     method.__qualname__ = f"Domain.{name}"  # CPython's argument errors name it so
     method.__doc__ = doc
+    method.__signature__ = _DOCUMENTED_SIGNATURE
     return method
+
+
+_NO_EXTRA = object()  # _event_method's guard: nothing was passed after ``attributes``
+
+
+def _documented_signature(self, attributes: Optional[EventAttributes] = None, *, message=_KEEP, color=_KEEP,
+                          category=_KEEP, payload=_KEEP):
+    pass
+
+
+_DOCUMENTED_SIGNATURE = inspect.signature(_documented_signature)
+
+
+def _positional_error(name: str) -> TypeError:
+    return TypeError(f"Domain.{name}() takes from 1 to 2 positional arguments (self, attributes): "
+                     "message, color, category and payload are keyword-only")
 
 
 Domain.push_range = _event_method(

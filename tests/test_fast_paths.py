@@ -545,8 +545,13 @@ def test_domain_methods_reject_unknown_keywords_and_extra_positionals(method):
     bound = getattr(nvtx_cffi.get_domain("fast_paths_errors"), method)
     with pytest.raises(TypeError, match=rf"^{re.escape(DOMAIN_PREFIX)}{method}\(\) got an unexpected keyword argument 'colour'"):
         bound(colour="red")
-    with pytest.raises(TypeError, match="positional argument"):
-        bound(None, "message")
+    attributes = nvtx_cffi.get_domain("fast_paths_errors").get_event_attributes(message="kept")
+    for extra in ((None, "message"), (attributes, "message"), (None, "m", "red", "c", 1, "x")):
+        with pytest.raises(TypeError, match=rf"^Domain\.{method}\(\) takes from 1 to 2 positional "
+                                            r"arguments \(self, attributes\): message, color, category and payload are "
+                                            r"keyword-only$"):
+            bound(*extra)
+    assert attributes.message == "kept" and attributes.color is None
     with pytest.raises(TypeError, match="EventAttributes"):
         bound("not attributes")
 
