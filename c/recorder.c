@@ -102,6 +102,8 @@ static uint32_t g_chunk_max = DEFAULT_CHUNK_BYTES;
 static uint32_t g_page = 4096;
 static uint32_t g_text_cap = MAX_TEXT; /* longest text / blob a data record may carry */
 static uint64_t g_limit;               /* end of the space chunks may take */
+static unsigned char *g_window;        /* the file's address window (see map_file), or NULL */
+static uint64_t g_window_len;
 static _Atomic uint64_t g_next;
 static _Atomic int g_full;
 static _Atomic uint64_t g_dropped;
@@ -334,12 +336,56 @@ static char *wide_dup_cap(const wchar_t *w, size_t cap, size_t *len) {
 
 static char *wide_dup(const wchar_t *w) { return wide_dup_cap(w, (size_t)-1 / 2, NULL); }
 
+/* ---------------------------------------------------------------- the file's address window
+ * Every thread that records holds a mapping of its chunk, and a process may have at most
+ * vm.max_map_count (65530) mappings: one per chunk took ~16,000 concurrent threads to exhaust,
+ * where Python alone starts ~21,000 (a stack and its guard are ~3 mappings). So the file's whole
+ * range [0, g_limit) gets one reserved window of address space (PROT_NONE, MAP_NORESERVE: no
+ * memory, no commit charge) and offset `off` is always mapped at g_window + off (MAP_FIXED over the
+ * reservation): neighbouring chunks are neighbouring mappings of neighbouring file pages, which the
+ * kernel merges into one, however many threads own them. A chunk is given back by reserving its
+ * range again (never munmap: a hole could be taken by another mapping, which a later MAP_FIXED or a
+ * forked child's munmap of the window would then destroy), so the window stays whole and ours.
+ * Each file offset is claimed once (claim_space), so no range is ever mapped twice. Without a
+ * window (it could not be reserved: RLIMIT_AS, a huge --max-bytes) chunks are mapped anywhere. */
+#define RESERVE_FLAGS (MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE)
+
+static void window_open(uint64_t len) {
+    void *w = mmap(NULL, len, PROT_NONE, RESERVE_FLAGS, -1, 0);
+    g_window = w == MAP_FAILED ? NULL : w;
+    g_window_len = g_window ? len : 0;
+}
+
+static void window_close(void) { /* everything in it was given back or is dropped with it */
+    if (g_window) munmap(g_window, g_window_len);
+    g_window = NULL;
+    g_window_len = 0;
+}
+
+/* Map [off, off + sz) of the file read-write, shared: in the window when there is one. */
+static void *map_file(uint64_t off, uint64_t sz) {
+    void *at = g_window && off + sz <= g_window_len ? g_window + off : NULL;
+    void *p = mmap(at, sz, PROT_READ | PROT_WRITE, MAP_SHARED | (at ? MAP_FIXED : 0), g_fd, (off_t)off);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static void unmap_file(void *p, uint64_t sz) {
+    unsigned char *c = p;
+    if (g_window && c >= g_window && c + sz <= g_window + g_window_len) {
+        if (mmap(p, sz, PROT_NONE, RESERVE_FLAGS | MAP_FIXED, -1, 0) != MAP_FAILED) return;
+        /* could not reserve it again (out of memory for the kernel's bookkeeping): leave the
+         * mapping; the file's pages stay mapped until the process ends, nothing is lost */
+        return;
+    }
+    munmap(p, sz);
+}
+
 /* ---------------------------------------------------------------- threads */
 
 static void write_clock(struct tstate *t);
 
 static void release_chunk(struct tstate *t) {
-    if (t->chunk) munmap(t->chunk, t->len);
+    if (t->chunk) unmap_file(t->chunk, t->len);
     t->chunk = NULL;
     t->pos = t->end = NULL;
     t->len = 0;
@@ -384,8 +430,8 @@ static struct tstate *get_tstate(void) {
  * the kernel lacks it): fresh file pages cost microseconds each, better here than on the hot path.
  * NULL (errno set) when it cannot. */
 static void *map_chunk(uint64_t off, uint64_t sz) {
-    void *p = mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_SHARED, g_fd, (off_t)off);
-    if (p == MAP_FAILED) return NULL;
+    void *p = map_file(off, sz);
+    if (!p) return NULL;
     if (madvise(p, sz, MADV_POPULATE_WRITE) != 0) {
         for (uint64_t i = 0; i < sz; i += g_page) ((volatile unsigned char *)p)[i] = 0;
     }
@@ -483,7 +529,7 @@ static void *pool_main(void *arg) {
         if (g_nretired) {
             void *old = g_retired[--g_nretired];
             pthread_mutex_unlock(&g_pool_lock);
-            munmap(old, sz);
+            unmap_file(old, sz);
             pthread_mutex_lock(&g_pool_lock);
             continue;
         }
@@ -498,8 +544,7 @@ static void *pool_main(void *arg) {
             !atomic_load_explicit(&g_full, memory_order_relaxed) &&
             claim_space(sz, sz, (uint64_t)POOL_MARGIN * sz, &off) == sz &&
             posix_fallocate(g_fd, (off_t)off, (off_t)sz) == 0) {
-            p = mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_SHARED, g_fd, (off_t)off);
-            if (p == MAP_FAILED) p = NULL;
+            p = map_file(off, sz);
         }
         /* claimed space that fails here stays unused (zeros): the inline path meets the same
          * failure at its next claim and counts it */
@@ -516,14 +561,14 @@ static void *pool_main(void *arg) {
         pthread_mutex_lock(&g_pool_lock);
         g_pool_busy.p = NULL;
         if (pool_state() == POOL_OFF) { /* pool_stop: exiting */
-            munmap(p, sz);
+            unmap_file(p, sz);
             punch(off, sz);
             break;
         }
         g_pool[g_pool_n++] = (struct ready_chunk){p, off, sz}; /* kept when paused for a fork */
         atomic_store_explicit(&g_pool_ready, g_pool_n, memory_order_release);
     }
-    while (g_nretired) munmap(g_retired[--g_nretired], sz);
+    while (g_nretired) unmap_file(g_retired[--g_nretired], sz);
     if (pool_state() == POOL_PAUSED) { /* atfork_prepare joins this thread */
         pthread_mutex_unlock(&g_pool_lock);
         return NULL;
@@ -543,7 +588,7 @@ static void pool_stop(void) {
     set_pool_state(POOL_OFF);
     while (g_pool_n) {
         struct ready_chunk c = g_pool[--g_pool_n];
-        munmap(c.p, c.len);
+        unmap_file(c.p, c.len);
         punch(c.off, c.len);
     }
     atomic_store_explicit(&g_pool_ready, 0, memory_order_relaxed);
@@ -1133,9 +1178,13 @@ static void open_file_locked(void) {
         fail_open(fd, "cannot write", errno ? errno : EIO);
         return;
     }
-    void *h = mmap(NULL, NVTXREC_HEADER_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    window_open(g_limit); /* the header at its start, then the chunks (see map_file) */
+    void *h = mmap(g_window, NVTXREC_HEADER_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | (g_window ? MAP_FIXED : 0),
+                   fd, 0);
     if (h == MAP_FAILED) {
-        fail_open(fd, "cannot map", errno);
+        int err = errno;
+        window_close();
+        fail_open(fd, "cannot map", err);
         return;
     }
 
@@ -1216,9 +1265,9 @@ static void atfork_child(void) {
     }
     /* the parent's ready chunks (and the one its pool thread was preparing) are its file's: drop
      * them; this child has no pool thread and starts its own at its first chunk_max claim */
-    for (unsigned i = 0; i < g_pool_n; ++i) munmap(g_pool[i].p, g_pool[i].len);
-    if (g_pool_busy.p) munmap(g_pool_busy.p, g_pool_busy.len);
-    for (unsigned i = 0; i < g_nretired; ++i) munmap(g_retired[i], g_chunk_max);
+    for (unsigned i = 0; i < g_pool_n; ++i) unmap_file(g_pool[i].p, g_pool[i].len);
+    if (g_pool_busy.p) unmap_file(g_pool_busy.p, g_pool_busy.len);
+    for (unsigned i = 0; i < g_nretired; ++i) unmap_file(g_retired[i], g_chunk_max);
     g_nretired = 0;
     g_pool_busy.p = NULL;
     g_pool_n = 0;
@@ -1227,8 +1276,9 @@ static void atfork_child(void) {
     pthread_mutex_unlock(&g_pool_lock);
     pthread_mutex_init(&g_pool_lock, NULL);
     pthread_cond_init(&g_pool_cond, NULL); /* the parent's pool thread may have been waiting on it */
-    if (g_hdr) munmap(g_hdr, NVTXREC_HEADER_SIZE);
+    if (g_hdr) unmap_file(g_hdr, NVTXREC_HEADER_SIZE);
     g_hdr = NULL;
+    window_close(); /* the parent's window, whole: this child opens a file (and a window) of its own */
     if (g_fd >= 0) close(g_fd); /* the parent's lock stays: it still has the file open */
     g_fd = -1;
     g_path[0] = 0;
