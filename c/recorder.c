@@ -45,6 +45,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -347,10 +348,17 @@ static char *wide_dup(const wchar_t *w) { return wide_dup_cap(w, (size_t)-1 / 2,
  * range again (never munmap: a hole could be taken by another mapping, which a later MAP_FIXED or a
  * forked child's munmap of the window would then destroy), so the window stays whole and ours.
  * Each file offset is claimed once (claim_space), so no range is ever mapped twice. Without a
- * window (it could not be reserved: RLIMIT_AS, a huge --max-bytes) chunks are mapped anywhere. */
+ * window (an address-space limit is set, or the window could not be reserved: a huge --max-bytes)
+ * chunks are mapped anywhere, one mapping each. */
 #define RESERVE_FLAGS (MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE)
 
 static void window_open(uint64_t len) {
+    struct rlimit as;
+    g_window = NULL;
+    g_window_len = 0;
+    /* a limit on address space counts the window as used: the program's own allocations would
+     * meet the limit up to --max-bytes sooner, so with a limit chunks are mapped anywhere */
+    if (getrlimit(RLIMIT_AS, &as) != 0 || as.rlim_cur != RLIM_INFINITY) return;
     void *w = mmap(NULL, len, PROT_NONE, RESERVE_FLAGS, -1, 0);
     g_window = w == MAP_FAILED ? NULL : w;
     g_window_len = g_window ? len : 0;

@@ -241,3 +241,31 @@ def test_recording_threads_do_not_each_take_a_mapping(tmp_path, client_lib):
     marks = [e for e in rec.events if e.kind == "mark"]
     assert len(marks) == n and {e.message for e in marks} == {"t"}
     assert len({e.tid for e in marks}) == n
+
+
+def test_with_an_address_space_limit_chunks_are_mapped_anywhere(tmp_path, client_lib):
+    """Under RLIMIT_AS the window (4 GiB of address space by default) would count against the
+    program's own limit, so the recorder maps each chunk on its own instead, and records alike."""
+    n = 50
+    out = run_recorded(tmp_path, script(client_lib, f"""
+        import resource
+        resource.setrlimit(resource.RLIMIT_AS, (64 << 30, 64 << 30))  # before NVTX's first call
+        recorded = threading.Barrier({n} + 1, timeout=60)
+        done = threading.Barrier({n} + 1, timeout=60)
+        def work():
+            lib.client_marks(b"t", 1)
+            recorded.wait()
+            done.wait()
+        ts = [threading.Thread(target=work) for _ in range({n})]
+        for t in ts: t.start()
+        recorded.wait()
+        path = recorder_lib().nvtx_recorder_file().decode()
+        with open("/proc/self/maps") as f:
+            file_maps = sum(1 for line in f if line.rstrip().endswith(path))
+        done.wait()
+        for t in ts: t.join()
+        print(json.dumps({{"file_maps": file_maps}}))
+    """))
+    assert out["file_maps"] == n + 1  # each thread's chunk, and the header
+    rec = recorder.read(tmp_path)
+    assert sum(1 for e in rec.events if e.kind == "mark") == n and rec.dropped == 0
