@@ -344,14 +344,14 @@ static char *wide_dup(const wchar_t *w) { return wide_dup_cap(w, (size_t)-1 / 2,
  * range [0, g_limit) gets one reserved window of address space (PROT_NONE, MAP_NORESERVE: no
  * memory, no commit charge) and offset `off` is always mapped at g_window + off (MAP_FIXED over the
  * reservation): neighbouring chunks are neighbouring mappings of neighbouring file pages, which the
- * kernel merges into one, however many threads own them. A chunk is given back by reserving its
- * range again (never munmap: a hole could be taken by another mapping, which a later MAP_FIXED or a
- * forked child's munmap of the window would then destroy), so the window stays whole and ours.
- * Each file offset is claimed once (claim_space), so no range is ever mapped twice. Without a
+ * kernel merges into one, however many threads own them. A full chunk is unmapped as before; the
+ * hole it leaves may be taken by any other mapping, and that is safe because MAP_FIXED only ever
+ * lands on never-claimed offsets (claim_space hands each offset out once), which are still the
+ * reservation. A hole is no mapping at all, so the count is the runs of live chunks, at most one
+ * per recording thread (a re-reserved chunk would add one per gap). A forked child drops the
+ * parent's chunks and the still unclaimed end of the window, nothing else (window_drop). Without a
  * window (an address-space limit is set, or the window could not be reserved: a huge --max-bytes)
  * chunks are mapped anywhere, one mapping each. */
-#define RESERVE_FLAGS (MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE)
-
 static void window_open(uint64_t len) {
     struct rlimit as;
     g_window = NULL;
@@ -359,13 +359,18 @@ static void window_open(uint64_t len) {
     /* a limit on address space counts the window as used: the program's own allocations would
      * meet the limit up to --max-bytes sooner, so with a limit chunks are mapped anywhere */
     if (getrlimit(RLIMIT_AS, &as) != 0 || as.rlim_cur != RLIM_INFINITY) return;
-    void *w = mmap(NULL, len, PROT_NONE, RESERVE_FLAGS, -1, 0);
+    void *w = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     g_window = w == MAP_FAILED ? NULL : w;
     g_window_len = g_window ? len : 0;
 }
 
-static void window_close(void) { /* everything in it was given back or is dropped with it */
-    if (g_window) munmap(g_window, g_window_len);
+/* A forked child: unmap the part of the parent's window never claimed (claimed parts are chunks,
+ * unmapped one by one, or holes that may hold other mappings now). A range claimed by a thread
+ * that had not mapped it yet when the process forked stays reserved: at most a chunk or two of
+ * address space, no memory. */
+static void window_drop(uint64_t claimed) {
+    claimed = (claimed + g_page - 1) / g_page * g_page;
+    if (g_window && claimed < g_window_len) munmap(g_window + claimed, g_window_len - claimed);
     g_window = NULL;
     g_window_len = 0;
 }
@@ -377,23 +382,12 @@ static void *map_file(uint64_t off, uint64_t sz) {
     return p == MAP_FAILED ? NULL : p;
 }
 
-static void unmap_file(void *p, uint64_t sz) {
-    unsigned char *c = p;
-    if (g_window && c >= g_window && c + sz <= g_window + g_window_len) {
-        if (mmap(p, sz, PROT_NONE, RESERVE_FLAGS | MAP_FIXED, -1, 0) != MAP_FAILED) return;
-        /* could not reserve it again (out of memory for the kernel's bookkeeping): leave the
-         * mapping; the file's pages stay mapped until the process ends, nothing is lost */
-        return;
-    }
-    munmap(p, sz);
-}
-
 /* ---------------------------------------------------------------- threads */
 
 static void write_clock(struct tstate *t);
 
 static void release_chunk(struct tstate *t) {
-    if (t->chunk) unmap_file(t->chunk, t->len);
+    if (t->chunk) munmap(t->chunk, t->len);
     t->chunk = NULL;
     t->pos = t->end = NULL;
     t->len = 0;
@@ -537,7 +531,7 @@ static void *pool_main(void *arg) {
         if (g_nretired) {
             void *old = g_retired[--g_nretired];
             pthread_mutex_unlock(&g_pool_lock);
-            unmap_file(old, sz);
+            munmap(old, sz);
             pthread_mutex_lock(&g_pool_lock);
             continue;
         }
@@ -569,14 +563,14 @@ static void *pool_main(void *arg) {
         pthread_mutex_lock(&g_pool_lock);
         g_pool_busy.p = NULL;
         if (pool_state() == POOL_OFF) { /* pool_stop: exiting */
-            unmap_file(p, sz);
+            munmap(p, sz);
             punch(off, sz);
             break;
         }
         g_pool[g_pool_n++] = (struct ready_chunk){p, off, sz}; /* kept when paused for a fork */
         atomic_store_explicit(&g_pool_ready, g_pool_n, memory_order_release);
     }
-    while (g_nretired) unmap_file(g_retired[--g_nretired], sz);
+    while (g_nretired) munmap(g_retired[--g_nretired], sz);
     if (pool_state() == POOL_PAUSED) { /* atfork_prepare joins this thread */
         pthread_mutex_unlock(&g_pool_lock);
         return NULL;
@@ -596,7 +590,7 @@ static void pool_stop(void) {
     set_pool_state(POOL_OFF);
     while (g_pool_n) {
         struct ready_chunk c = g_pool[--g_pool_n];
-        unmap_file(c.p, c.len);
+        munmap(c.p, c.len);
         punch(c.off, c.len);
     }
     atomic_store_explicit(&g_pool_ready, 0, memory_order_relaxed);
@@ -1191,7 +1185,7 @@ static void open_file_locked(void) {
                    fd, 0);
     if (h == MAP_FAILED) {
         int err = errno;
-        window_close();
+        window_drop(0);
         fail_open(fd, "cannot map", err);
         return;
     }
@@ -1273,9 +1267,9 @@ static void atfork_child(void) {
     }
     /* the parent's ready chunks (and the one its pool thread was preparing) are its file's: drop
      * them; this child has no pool thread and starts its own at its first chunk_max claim */
-    for (unsigned i = 0; i < g_pool_n; ++i) unmap_file(g_pool[i].p, g_pool[i].len);
-    if (g_pool_busy.p) unmap_file(g_pool_busy.p, g_pool_busy.len);
-    for (unsigned i = 0; i < g_nretired; ++i) unmap_file(g_retired[i], g_chunk_max);
+    for (unsigned i = 0; i < g_pool_n; ++i) munmap(g_pool[i].p, g_pool[i].len);
+    if (g_pool_busy.p) munmap(g_pool_busy.p, g_pool_busy.len);
+    for (unsigned i = 0; i < g_nretired; ++i) munmap(g_retired[i], g_chunk_max);
     g_nretired = 0;
     g_pool_busy.p = NULL;
     g_pool_n = 0;
@@ -1284,9 +1278,9 @@ static void atfork_child(void) {
     pthread_mutex_unlock(&g_pool_lock);
     pthread_mutex_init(&g_pool_lock, NULL);
     pthread_cond_init(&g_pool_cond, NULL); /* the parent's pool thread may have been waiting on it */
-    if (g_hdr) unmap_file(g_hdr, NVTXREC_HEADER_SIZE);
+    if (g_hdr) munmap(g_hdr, NVTXREC_HEADER_SIZE);
     g_hdr = NULL;
-    window_close(); /* the parent's window, whole: this child opens a file (and a window) of its own */
+    window_drop(atomic_load(&g_next)); /* this child opens a file (and a window) of its own */
     if (g_fd >= 0) close(g_fd); /* the parent's lock stays: it still has the file open */
     g_fd = -1;
     g_path[0] = 0;
