@@ -103,8 +103,8 @@ static uint32_t g_chunk_max = DEFAULT_CHUNK_BYTES;
 static uint32_t g_page = 4096;
 static uint32_t g_text_cap = MAX_TEXT; /* longest text / blob a data record may carry */
 static uint64_t g_limit;               /* end of the space chunks may take */
-static unsigned char *g_window;        /* the file's address window (see map_file), or NULL */
-static uint64_t g_window_len;
+static _Atomic uintptr_t *g_slabs;     /* the file's address window in slabs (see map_file), or NULL */
+static uint64_t g_nslabs;
 static _Atomic uint64_t g_next;
 static _Atomic int g_full;
 static _Atomic uint64_t g_dropped;
@@ -340,45 +340,76 @@ static char *wide_dup(const wchar_t *w) { return wide_dup_cap(w, (size_t)-1 / 2,
 /* ---------------------------------------------------------------- the file's address window
  * Every thread that records holds a mapping of its chunk, and a process may have at most
  * vm.max_map_count (65530) mappings: one per chunk took ~16,000 concurrent threads to exhaust,
- * where Python alone starts ~21,000 (a stack and its guard are ~3 mappings). So the file's whole
- * range [0, g_limit) gets one reserved window of address space (PROT_NONE, MAP_NORESERVE: no
- * memory, no commit charge) and offset `off` is always mapped at g_window + off (MAP_FIXED over the
- * reservation): neighbouring chunks are neighbouring mappings of neighbouring file pages, which the
- * kernel merges into one, however many threads own them. A full chunk is unmapped as before; the
- * hole it leaves may be taken by any other mapping, and that is safe because MAP_FIXED only ever
- * lands on never-claimed offsets (claim_space hands each offset out once), which are still the
- * reservation. A hole is no mapping at all, so the count is the runs of live chunks, at most one
- * per recording thread (a re-reserved chunk would add one per gap). A forked child drops the
- * parent's chunks and the still unclaimed end of the window, nothing else (window_drop). Without a
- * window (an address-space limit is set, or the window could not be reserved: a huge --max-bytes)
- * chunks are mapped anywhere, one mapping each. */
+ * where Python alone starts ~21,000 (a stack and its guard are ~3 mappings). So the file's range is
+ * cut in slabs of WINDOW_SLAB bytes, each reserved as address space when first needed (PROT_NONE,
+ * MAP_NORESERVE: no memory, no commit charge), and a chunk within slab k at file offset `off` is
+ * mapped at slab + (off - k * WINDOW_SLAB) (MAP_FIXED over the reservation): neighbouring chunks are
+ * neighbouring mappings of neighbouring file pages, which the kernel merges into one, however many
+ * threads own them. A full chunk is unmapped as before; the hole it leaves may be taken by any
+ * other mapping, and that is safe because MAP_FIXED only ever lands on never-claimed offsets
+ * (claim_space hands each offset out once), which are still the reservation. A hole is no mapping
+ * at all, so the count is the runs of live chunks (at most one per recording thread) plus one per
+ * slab. Reserved but unclaimed address space is at most the rest of the slabs being filled, not
+ * the whole --max-bytes. A forked child unmaps the never-claimed parts of the parent's slabs and
+ * nothing else (window_drop). No window (chunks mapped anywhere, one mapping each) under an
+ * address-space limit, where reserved space would count against the program's own, or for a
+ * --max-bytes too big for the slab table; a chunk across a slab boundary, or one whose slab could
+ * not be reserved, is mapped anywhere too. */
+#define WINDOW_SLAB (64ull << 20)
+#define WINDOW_MAX_SLABS (1ull << 20) /* 64 TiB of --max-bytes */
+
 static void window_open(uint64_t len) {
     struct rlimit as;
-    g_window = NULL;
-    g_window_len = 0;
-    /* a limit on address space counts the window as used: the program's own allocations would
-     * meet the limit up to --max-bytes sooner, so with a limit chunks are mapped anywhere */
+    g_slabs = NULL;
+    g_nslabs = 0;
     if (getrlimit(RLIMIT_AS, &as) != 0 || as.rlim_cur != RLIM_INFINITY) return;
-    void *w = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    g_window = w == MAP_FAILED ? NULL : w;
-    g_window_len = g_window ? len : 0;
+    uint64_t n = (len + WINDOW_SLAB - 1) / WINDOW_SLAB;
+    if (n > WINDOW_MAX_SLABS) return;
+    g_slabs = calloc(n, sizeof *g_slabs);
+    g_nslabs = g_slabs ? n : 0;
 }
 
-/* A forked child: unmap the part of the parent's window never claimed (claimed parts are chunks,
+/* A forked child: unmap the parts of the parent's slabs never claimed (claimed parts are chunks,
  * unmapped one by one, or holes that may hold other mappings now). A range claimed by a thread
- * that had not mapped it yet when the process forked stays reserved: at most a chunk or two of
- * address space, no memory. */
+ * that had not mapped it yet when the process forked stays reserved: a chunk or two of address
+ * space, no memory. */
 static void window_drop(uint64_t claimed) {
     claimed = (claimed + g_page - 1) / g_page * g_page;
-    if (g_window && claimed < g_window_len) munmap(g_window + claimed, g_window_len - claimed);
-    g_window = NULL;
-    g_window_len = 0;
+    for (uint64_t k = 0; k < g_nslabs; ++k) {
+        unsigned char *slab = (unsigned char *)atomic_load(&g_slabs[k]);
+        uint64_t start = k * WINDOW_SLAB, end = start + WINDOW_SLAB;
+        if (!slab || claimed >= end) continue;
+        uint64_t from = claimed > start ? claimed : start;
+        munmap(slab + (from - start), end - from);
+    }
+    free((void *)g_slabs);
+    g_slabs = NULL;
+    g_nslabs = 0;
 }
 
-/* Map [off, off + sz) of the file read-write, shared: in the window when there is one. */
-static void *map_file(uint64_t off, uint64_t sz) {
-    void *at = g_window && off + sz <= g_window_len ? g_window + off : NULL;
-    void *p = mmap(at, sz, PROT_READ | PROT_WRITE, MAP_SHARED | (at ? MAP_FIXED : 0), g_fd, (off_t)off);
+/* Slab k's reserved address, reserving it at first need (threads may race: one reservation wins,
+ * the others are given back); NULL when it cannot be reserved. */
+static unsigned char *slab_at(uint64_t k) {
+    uintptr_t a = atomic_load_explicit(&g_slabs[k], memory_order_acquire);
+    if (a) return (unsigned char *)a;
+    void *w = mmap(NULL, WINDOW_SLAB, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (w == MAP_FAILED) return NULL;
+    if (atomic_compare_exchange_strong_explicit(&g_slabs[k], &a, (uintptr_t)w, memory_order_acq_rel,
+                                                memory_order_acquire))
+        return w;
+    munmap(w, WINDOW_SLAB);
+    return (unsigned char *)a;
+}
+
+/* Map [off, off + sz) of file fd read-write, shared: in its slab when there is one. */
+static void *map_file(int fd, uint64_t off, uint64_t sz) {
+    unsigned char *at = NULL;
+    uint64_t k = off / WINDOW_SLAB;
+    if (k < g_nslabs && (off + sz - 1) / WINDOW_SLAB == k) {
+        unsigned char *slab = slab_at(k);
+        if (slab) at = slab + (off - k * WINDOW_SLAB);
+    }
+    void *p = mmap(at, sz, PROT_READ | PROT_WRITE, MAP_SHARED | (at ? MAP_FIXED : 0), fd, (off_t)off);
     return p == MAP_FAILED ? NULL : p;
 }
 
@@ -432,7 +463,7 @@ static struct tstate *get_tstate(void) {
  * the kernel lacks it): fresh file pages cost microseconds each, better here than on the hot path.
  * NULL (errno set) when it cannot. */
 static void *map_chunk(uint64_t off, uint64_t sz) {
-    void *p = map_file(off, sz);
+    void *p = map_file(g_fd, off, sz);
     if (!p) return NULL;
     if (madvise(p, sz, MADV_POPULATE_WRITE) != 0) {
         for (uint64_t i = 0; i < sz; i += g_page) ((volatile unsigned char *)p)[i] = 0;
@@ -546,7 +577,7 @@ static void *pool_main(void *arg) {
             !atomic_load_explicit(&g_full, memory_order_relaxed) &&
             claim_space(sz, sz, (uint64_t)POOL_MARGIN * sz, &off) == sz &&
             posix_fallocate(g_fd, (off_t)off, (off_t)sz) == 0) {
-            p = map_file(off, sz);
+            p = map_file(g_fd, off, sz);
         }
         /* claimed space that fails here stays unused (zeros): the inline path meets the same
          * failure at its next claim and counts it */
@@ -1181,9 +1212,8 @@ static void open_file_locked(void) {
         return;
     }
     window_open(g_limit); /* the header at its start, then the chunks (see map_file) */
-    void *h = mmap(g_window, NVTXREC_HEADER_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | (g_window ? MAP_FIXED : 0),
-                   fd, 0);
-    if (h == MAP_FAILED) {
+    void *h = map_file(fd, 0, NVTXREC_HEADER_SIZE);
+    if (!h) {
         int err = errno;
         window_drop(0);
         fail_open(fd, "cannot map", err);

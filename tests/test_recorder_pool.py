@@ -257,3 +257,20 @@ def test_with_an_address_space_limit_chunks_are_mapped_anywhere(tmp_path, client
     program's own limit, so the recorder maps each chunk on its own instead, and records alike."""
     setup = "import resource; resource.setrlimit(resource.RLIMIT_AS, (64 << 30, 64 << 30))"  # before NVTX's first call
     assert file_maps_while_threads_record(tmp_path, client_lib, 50, setup) == 51  # each chunk, and the header
+
+
+def test_the_window_reserves_address_space_as_it_is_used(tmp_path, client_lib):
+    """The window is reserved in 64 MiB slabs as the file grows, not as the whole --max-bytes
+    (4 GiB by default) at once: a recording process's virtual size grows by about what it maps."""
+    out = run_recorded(tmp_path, script(client_lib, """
+        def vm_kib():
+            with open("/proc/self/status") as f:
+                return next(int(line.split()[1]) for line in f if line.startswith("VmSize:"))
+        before = vm_kib()
+        lib.client_marks(b"first", 1)      # NVTX's first call: the recorder loads and opens its file
+        lib.client_push_pop(b"more", 200000)  # ~5 MB of records
+        print(json.dumps({"grown_kib": vm_kib() - before}))
+    """))
+    assert out["grown_kib"] < 160 * 1024, out  # the recorder library, a slab or two; not 4 GiB
+    rec = recorder.read(tmp_path)
+    assert sum(1 for e in rec.events if e.kind == "push") == 200000
