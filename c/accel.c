@@ -394,13 +394,25 @@ static int keyable(PyObject *o)
 {
     if (o == Py_None || PyUnicode_CheckExact(o) || PyLong_CheckExact(o))
         return 1;
-    if (!PyTuple_CheckExact(o) || (PyTuple_GET_SIZE(o) != 3 && PyTuple_GET_SIZE(o) != 4))
-        return 0; /* other lengths are errors: not worth a lookup */
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); i++) {
-        PyObject *item = PyTuple_GET_ITEM(o, i);
-        if (!PyLong_CheckExact(item) && !PyFloat_CheckExact(item))
-            return 0;
+    if (PyTuple_CheckExact(o)) {
+        if (PyTuple_GET_SIZE(o) != 3 && PyTuple_GET_SIZE(o) != 4)
+            return 0; /* other lengths are errors: not worth a lookup */
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); i++) {
+            PyObject *item = PyTuple_GET_ITEM(o, i);
+            if (!PyLong_CheckExact(item) && !PyFloat_CheckExact(item))
+                return 0;
+        }
+        return 1;
     }
+    /* an integer-like (a NumPy integer): equal only to the int of its value, which means the same */
+    if (PyBool_Check(o) || !PyIndex_Check(o))
+        return 0;
+    PyObject *value = PyNumber_Index(o);
+    if (value == NULL) {
+        PyErr_Clear(); /* the validating path calls it again and reports it */
+        return 0;
+    }
+    Py_DECREF(value);
     return 1;
 }
 

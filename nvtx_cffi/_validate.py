@@ -25,9 +25,9 @@ def keyable(value: object) -> bool:
     The caches of prepared calls are dicts keyed by the arguments, and a dict finds a key by
     equality: ``True == 1 == 1.0`` and ``(True, 0, 0) == (1, 0, 0)``, yet a bool or a float colour
     is an error while the int is not. Only values whose every equal key validates alike are looked
-    up: None, an exact str or int, a 3- or 4-tuple of exact ints and floats (an RGB(A) tuple). Anything else
-    takes the validating path, which rejects it or prepares it. (c/accel.c's ``keyable`` is the same
-    rule.)
+    up: None, an exact str, an integer-like (an int, a NumPy integer, anything with ``__index__``;
+    not a bool), a 3- or 4-tuple of exact ints and floats (an RGB(A) tuple). Anything else takes the
+    validating path, which rejects it or prepares it. (c/accel.c's ``keyable`` is the same rule.)
 
     >>> keyable(1), keyable(True), keyable(1.0), keyable((1.0, 0, 0)), keyable((True, 0, 0))
     (True, False, False, True, False)
@@ -35,9 +35,9 @@ def keyable(value: object) -> bool:
     cls = value.__class__
     if value is None or cls is str or cls is int:
         return True
-    if cls is tuple and len(value) in (3, 4):  # (other lengths are errors: not worth a lookup)
-        return all(item.__class__ is int or item.__class__ is float for item in value)
-    return False
+    if cls is tuple:
+        return len(value) in (3, 4) and all(item.__class__ is int or item.__class__ is float for item in value)
+    return as_index(value) is not None  # equal only to the int of its value, which means the same
 
 
 #: Ints longer than this are described by their size in error messages, never formatted whole.

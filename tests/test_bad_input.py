@@ -99,12 +99,19 @@ EQUAL_BUT_WRONG = [
     ("color", (1, 0, 0), (True, 0, 0), ValueError, "color tuple must hold 3 or 4 numbers between 0 and 1"),
     ("category", 1, True, TypeError, "category must be a str, a non-negative int or None, not bool"),
     ("category", 1, 1.0, TypeError, "category must be a str, a non-negative int or None, not float"),
+    # NumPy scalars equal to the int: a float64 (a float subclass) and a bool are errors, as on first
+    # use; a NumPy integer is an integer-like and is looked up (it means what the int means)
+    *([("color", 1, _np.float64(1.0), TypeError,
+        "color must be a name, '#rrggbb', an ARGB int or an RGB(A) tuple, not float64"),
+       ("category", 1, _np.True_, TypeError,
+        f"category must be a str, a non-negative int or None, not {type(_np.True_).__name__}")]
+      if _np is not None else []),
 ]
 
 
 @pytest.mark.parametrize("spelling", sorted(_spellings()))
 @pytest.mark.parametrize(("name", "good", "wrong", "error", "text"), EQUAL_BUT_WRONG,
-                         ids=[f"{n}={w!r}" for n, _, w, _, _ in EQUAL_BUT_WRONG])
+                         ids=[f"{n}={type(w).__name__}({w!r})" for n, _, w, _, _ in EQUAL_BUT_WRONG])
 def test_an_equal_value_of_a_wrong_type_is_rejected_after_the_right_one_is_cached(
         spelling, name, good, wrong, error, text):
     """The caches of prepared calls are keyed by the arguments, and True == 1 == 1.0: once
@@ -125,6 +132,21 @@ def test_an_equal_value_of_a_wrong_type_is_rejected_after_the_right_one_is_cache
     for _ in range(3):
         with pytest.raises(error, match=re.escape(text)):
             call(**{name: wrong})
+
+
+@pytest.mark.skipif(_np is None, reason="needs NumPy")
+@pytest.mark.parametrize("spelling", sorted(_spellings()))
+def test_a_numpy_integer_colour_and_category_mean_their_int(spelling):
+    """A NumPy integer is looked up in the caches (it equals only the int of its value): after the
+    int's calls, and on its own, it records that colour and category."""
+    call = _spellings()[spelling]
+    with recorder.capture() as got:
+        call(color=0x00FF00FF, category=5)
+        for _ in range(3):
+            call(color=_np.int64(0x00FF00FF), category=_np.uint16(5))
+            call(color=_np.int32(0x0000FF00), category=_np.int8(6))
+    events = [(e.color, e.category) for e in got if e.kind in ("push", "start", "mark") and e.message == "eq"]
+    assert events == [(0x00FF00FF, 5)] + [(0x00FF00FF, 5), (0x0000FF00, 6)] * 3, spelling
 
 
 def test_huge_message_reaches_the_tool_whole():
