@@ -388,8 +388,9 @@ static inline int immutable_key(PyObject *o)
 }
 
 /* Whether a cache keyed by equality may answer for colour or category `o` (nvtx_cffi/_validate.py's
- * keyable, the same rule): True == 1 == 1.0, yet a bool or a float colour is an error. None, exact
- * str and int, and tuples of exact ints and floats only; anything else takes the validating path. */
+ * keyable, the same rule): True == 1 == 1.0, yet a bool or a float colour is an error. None, an
+ * exact str, an integer-like that is not a bool, and 3- or 4-tuples of exact ints and floats only;
+ * anything else takes the validating path. */
 static int keyable(PyObject *o)
 {
     if (o == Py_None || PyUnicode_CheckExact(o) || PyLong_CheckExact(o))

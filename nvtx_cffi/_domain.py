@@ -17,7 +17,8 @@ from ._accel import accel as _accel
 from ._colors import ColorLike, to_argb
 from ._locks import hold_across_fork
 from ._native import ffi, lib
-from ._validate import Payload, as_index, describe_int, keyable, payload_fields, short_repr, to_category_id, to_utf8
+from ._validate import (_DOUBLE, _INT64, _INT64_MAX, _INT64_MIN, Payload, as_index, describe_int, keyable,
+                        payload_fields, short_repr, to_category_id, to_utf8)
 from . import _payload
 from ._payload import KIND_EXT as _KIND_EXT
 
@@ -344,9 +345,6 @@ class Domain:
 #: Bound of each domain's dict of attributes prepared for keyword calls.
 MAX_KEYWORD_ATTRIBUTES = 4096
 _emit_slot = lib.nvtxcffi_emit_slot
-_INT64 = lib.NVTXCFFI_PAYLOAD_INT64
-_DOUBLE = lib.NVTXCFFI_PAYLOAD_DOUBLE
-_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 def _event_method(name: str, op: int, send, doc: str):
@@ -381,7 +379,7 @@ def _event_method(name: str, op: int, send, doc: str):
                         and (category is None or category.__class__ is str or keyable(category))):
                     prepared = self._by_keywords[message, color, category]
                 else:  # True would find the attributes of 1 (see keyable): validate
-                    prepared = self._keyword_attributes(message, color, category)
+                    raise KeyError
             except (KeyError, TypeError):
                 prepared = self._keyword_attributes(message, color, category)
             if payload is _KEEP or payload is None:
