@@ -54,6 +54,7 @@ static PyObject *payload_attributes; /* _annotate._payload_attributes(template, 
 static PyObject *payload_check;      /* _validate.payload_fields(payload): raises/warns for bad payloads */
 
 static PyObject *str_emit;  /* "_emit" */
+static PyObject *str_dtype; /* "dtype" */
 static PyObject *op_push;   /* NVTXCFFI_OP_PUSH as an int object */
 
 /* Parameter names (interned: keyword names from call sites are usually the same objects). */
@@ -358,6 +359,65 @@ static int payload_c_general(PyObject *payload, int *kind, int64_t *ivalue, doub
         return 0;
     }
     return 0;
+}
+
+/* ---- array payloads without a tool -----------------------------------------------------------
+ * Without a tool nothing is sent, but annotate still checks its payload (bad ones fail as under a
+ * profiler): _payload.fields_for checks a NumPy array by its dtype and tells these tables which
+ * dtypes passed (array_dtype_checked). Any exact ndarray of one of those dtypes passes the check
+ * (a 0-d one too: it converts as a number or is sent as binary, and neither can fail), so C
+ * carries it like an int payload without calling the check (~480 -> ~90 ns). Bounded: the first
+ * CHECKED_DTYPES dtypes seen, held alive, so an address is not reused while listed; later ones
+ * take the check each call. */
+#define CHECKED_DTYPES 32
+static PyTypeObject *ndarray_type; /* numpy.ndarray (strong reference), once an array was checked */
+static PyObject *checked_dtypes[CHECKED_DTYPES]; /* strong references */
+static int checked_dtype_count;
+
+static int array_checked(PyObject *payload)
+{
+    if (Py_TYPE(payload) != ndarray_type || ndarray_type == NULL)
+        return 0;
+    PyObject *dtype = PyObject_GetAttr(payload, str_dtype);
+    if (dtype == NULL) {
+        PyErr_Clear(); /* the check reports it */
+        return 0;
+    }
+    int listed = 0;
+    for (int i = 0; i < checked_dtype_count && !listed; i++)
+        listed = checked_dtypes[i] == dtype;
+    Py_DECREF(dtype);
+    return listed;
+}
+
+PyDoc_STRVAR(array_dtype_checked_doc,
+"array_dtype_checked(ndarray, dtype)\n--\n\n"
+"``dtype`` passed _payload.check_dtype: an exact ``ndarray`` of it is a valid payload, which "
+"annotate carries without checking it again when no tool listens. Bounded; later dtypes are ignored.");
+
+static PyObject *array_dtype_checked(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 2 || !PyType_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "array_dtype_checked(ndarray, dtype)");
+        return NULL;
+    }
+    if (ndarray_type != NULL && ndarray_type != (PyTypeObject *)args[0]) {
+        PyErr_SetString(PyExc_ValueError, "array_dtype_checked: another ndarray type than before");
+        return NULL;
+    }
+    for (int i = 0; i < checked_dtype_count; i++)
+        if (checked_dtypes[i] == args[1])
+            Py_RETURN_NONE;
+    if (checked_dtype_count < CHECKED_DTYPES) {
+        if (ndarray_type == NULL) {
+            Py_INCREF(args[0]);
+            ndarray_type = (PyTypeObject *)args[0];
+        }
+        Py_INCREF(args[1]);
+        checked_dtypes[checked_dtype_count++] = args[1];
+    }
+    Py_RETURN_NONE;
 }
 
 /* ---- styles: what a call site passes besides the message and the payload, by identity ---------
@@ -1030,6 +1090,8 @@ static PyObject *annotate_class_vectorcall(PyObject *callable, PyObject *const *
             double fvalue;
             if ((template_->slot >= 0 || !active) && payload_c(payload, &kind, &ivalue, &fvalue))
                 return annotate_with_payload(template_, payload, kind, ivalue, fvalue);
+            if (!active && array_checked(payload)) /* nothing is sent: as checked_later below */
+                return annotate_with_payload(template_, payload, NVTXCFFI_PAYLOAD_NONE, 0, 0.0);
             /* other payloads: the general path below */
         }
     }
@@ -1067,10 +1129,14 @@ static PyObject *annotate_class_vectorcall(PyObject *callable, PyObject *const *
             if (checked_later) {
                 /* Nothing is sent without a tool: the payload is checked (errors and warnings as
                  * the Python path gives them) and carried as a value, like an int's. */
-                PyObject *fields = PyObject_CallOneArg(payload_check, a[4]);
-                if (fields == NULL)
-                    return NULL;
-                Py_DECREF(fields);
+                if (!array_checked(a[4])) {
+                    PyObject *fields = PyObject_CallOneArg(payload_check, a[4]);
+                    if (fields == NULL)
+                        return NULL;
+                    Py_DECREF(fields);
+                }
+                if (keyable)
+                    site_put(SITE_ANNOTATE, key, nargs, kwnames, 1, 0, 0, found);
                 return annotate_with_payload(template_, a[4], NVTXCFFI_PAYLOAD_NONE, 0, 0.0);
             }
             if (template_->slot >= 0 || !active) {
@@ -2197,6 +2263,7 @@ static PyObject *install(PyObject *module, PyObject *arg)
 static PyMethodDef accel_functions[] = {
     {"install", install, METH_O, install_doc},
     {"setup_annotate", FUNC_CAST(setup_annotate), METH_FASTCALL, setup_annotate_doc},
+    {"array_dtype_checked", FUNC_CAST(array_dtype_checked), METH_FASTCALL, array_dtype_checked_doc},
     {"setup_ranges", FUNC_CAST(setup_ranges), METH_FASTCALL, setup_ranges_doc},
     {"setup_domain", FUNC_CAST(setup_domain), METH_FASTCALL, setup_domain_doc},
     {"decorated", FUNC_CAST(decorated), METH_FASTCALL, decorated_doc},
@@ -2223,6 +2290,7 @@ int nvtxcffi_accel_init(PyObject *module)
         || intern_all(end_params, end_names, 1) < 0 || intern_all(domain_params, domain_names, 4) < 0)
         return -1;
     if ((str_emit == NULL && (str_emit = PyUnicode_InternFromString("_emit")) == NULL)
+        || (str_dtype == NULL && (str_dtype = PyUnicode_InternFromString("dtype")) == NULL)
         || (op_push == NULL && (op_push = PyLong_FromLong(NVTXCFFI_OP_PUSH)) == NULL))
         return -1;
     if (PyType_Ready(&annotate_base_type) < 0 || PyType_Ready(&function_type) < 0

@@ -17,6 +17,7 @@ import threading
 import warnings
 from typing import Dict, Optional
 
+from ._accel import accel as _accel
 from ._native import ffi, lib
 
 # NumPy is optional, and imported at the first payload, dtype or counter that needs it (_numpy()),
@@ -501,6 +502,8 @@ def fields_for(payload):
             check_dtype(dtype)
             if len(_checked_dtypes) < 1024:
                 _checked_dtypes[id(dtype)] = dtype
+            if _accel is not None:  # annotate's C path then skips this check without a tool
+                _accel.array_dtype_checked(_ndarray, dtype)
         return _ext_fields(payload)
     np = _numpy() if type(payload) in _SEQUENCES else _numpy_if_imported()
     if np is not None and (isinstance(payload, np.ndarray) or type(payload) in _SEQUENCES):

@@ -628,3 +628,74 @@ def test_without_a_tool_payload_calls_check_and_keep_their_values(mode):
     }
     # ("x", "red", "notool", "c"), ("x",) and ("pv", "red"): no payload in any key
     assert out["annotate cache"] == 3
+
+
+NO_TOOL_ARRAYS = r"""
+import json
+import warnings
+import numpy as np
+import nvtx_cffi as nvtx
+assert not nvtx.enabled()
+
+class Sub(np.ndarray):
+    pass
+
+ints, objects = np.arange(4), np.array([object()] * 2, dtype=object)
+payloads = {
+    "int64": ints, "int64 again": np.arange(3), "objects": objects,
+    "big-endian": np.arange(2, dtype=">i4"), "0-d int": np.array(7), "0-d float": np.array(2.5),
+    "int32": np.arange(2, dtype=np.int32), "sub of objects": objects.view(Sub),
+    "sub of ints": ints.view(Sub), "strided": np.arange(8)[::2], "2-d": np.zeros((2, 3)),
+    "complex128": np.ones(2, dtype=complex), "timedelta64": np.array([1], dtype="m8[s]"),
+    "list": [1, 2], "str": "s",
+}
+out = {}
+for _ in range(3):  # the first round fills the caches and C's dtype list; later rounds use them
+    for name, p in payloads.items():
+        for spelling, make in [("positional", lambda p: nvtx.annotate("x", "red", None, "c", p)),
+                               ("keyword", lambda p: nvtx.annotate("x", payload=p))]:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                try:
+                    a = make(p)
+                    with a:
+                        pass
+                    got = ["ok", a.payload is p, a.message, a.color]
+                except Exception as exc:
+                    got = [type(exc).__name__, str(exc)]
+            if caught:
+                got.append(str(caught[0].message))
+            out.setdefault(f"{name} {spelling}", []).append(got)
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("numpy") is None, reason="needs NumPy")
+def test_without_a_tool_array_payloads_are_checked_on_every_call():
+    """Without a tool, C carries an array payload whose dtype passed the check before without
+    calling the check again: the same errors in both modes and on every call, a 0-d array is a
+    number, ndarray subclasses and other dtypes still take the check."""
+    from conftest import run_python
+
+    results = {}
+    for mode in sorted(MODES):
+        proc = run_python(NO_TOOL_ARRAYS, env=MODES[mode], remove=("NVTX_INJECTION64_PATH", "NVTX_CFFI_PURE_PYTHON"))
+        results[mode] = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert results["accelerated"] == results["pure_python"]
+    out = results["accelerated"]
+    for key, rounds in out.items():
+        assert rounds[0] == rounds[1] == rounds[2], key
+    ok = ["ok", True, "x", "red"]
+    objects_error = ["TypeError", "payload: NumPy arrays of Python objects cannot be sent (dtype object)"]
+    assert out["int64 positional"][0] == out["strided positional"][0] == out["2-d positional"][0] == ok
+    assert out["int64 keyword"][0] == ["ok", True, "x", None]
+    assert out["objects positional"][0] == out["sub of objects keyword"][0] == objects_error
+    assert out["big-endian keyword"][0] == [
+        "ValueError", "payload: dtype >i4 is not in native byte order (use .astype(dtype.newbyteorder('=')))"]
+    for name in ("complex128", "timedelta64[s]"):
+        assert out[f"{name.split('[')[0]} positional"][0] == [
+            "TypeError", f"payload: NumPy dtype {name} is not supported (numbers, str, bytes and structs of them are)"]
+    assert out["0-d int keyword"][0] == out["0-d float keyword"][0] == out["sub of ints keyword"][0] == [
+        "ok", True, "x", None]
+    assert out["list positional"][0] == ok
+    assert out["str positional"][0] == ok + ["Unsupported payload type: <class 'str'>."]
