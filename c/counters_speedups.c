@@ -26,6 +26,23 @@ typedef struct {
     int is_float;
 } Sampler;
 
+/* sample()'s conversion of `v` failed: the same exception type, a message naming the value and the
+ * counter's type (other exceptions, from a user's __index__ or __float__, pass unchanged). */
+static PyObject *sample_error(PyObject *v, int is_float)
+{
+    const char *counter = is_float ? "a float64 counter" : "an int64 counter";
+    if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_OverflowError, "sample() of %s: value is out of range (%s)", counter,
+                     is_float ? "too large for a double" : "it must fit in int64");
+    } else if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "sample() of %s takes %s value, not %.200s", counter,
+                     is_float ? "a real number" : "an int", Py_TYPE(v)->tp_name);
+    }
+    return NULL;
+}
+
 static PyObject *sampler_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     Sampler *s = (Sampler *)self;
@@ -39,16 +56,16 @@ static PyObject *sampler_vectorcall(PyObject *self, PyObject *const *args, size_
     if (s->is_float) {
         double d = PyFloat_Check(v) ? PyFloat_AS_DOUBLE(v) : PyFloat_AsDouble(v);
         if (d == -1.0 && PyErr_Occurred())
-            return NULL;
+            return sample_error(v, 1);
         g_f64(s->counter, d);
     } else {
         if (PyFloat_Check(v)) {
-            PyErr_Format(PyExc_TypeError, "sample() of an int64 counter takes an int, not float");
+            PyErr_Format(PyExc_TypeError, "sample() of an int64 counter takes an int value, not %.200s", Py_TYPE(v)->tp_name);
             return NULL;
         }
         long long x = PyLong_AsLongLong(v);
         if (x == -1 && PyErr_Occurred())
-            return NULL;
+            return sample_error(v, 0);
         g_i64(s->counter, (int64_t)x);
     }
     Py_RETURN_NONE;
@@ -153,7 +170,7 @@ static PyObject *counter_sample(PyObject *self, PyObject *v)
     if (c->kind == 2) {
         double d = PyFloat_Check(v) ? PyFloat_AS_DOUBLE(v) : PyFloat_AsDouble(v);
         if (d == -1.0 && PyErr_Occurred())
-            return NULL;
+            return sample_error(v, 1);
         g_f64(c->counter, d);
     } else if (c->kind == 1) {
         long long x;
@@ -162,12 +179,12 @@ static PyObject *counter_sample(PyObject *self, PyObject *v)
             Py_RETURN_NONE;
         }
         if (PyFloat_Check(v)) {
-            PyErr_Format(PyExc_TypeError, "sample() of an int64 counter takes an int, not float");
+            PyErr_Format(PyExc_TypeError, "sample() of an int64 counter takes an int value, not %.200s", Py_TYPE(v)->tp_name);
             return NULL;
         }
         x = PyLong_AsLongLong(v);
         if (x == -1 && PyErr_Occurred())
-            return NULL;
+            return sample_error(v, 0);
         g_i64(c->counter, (int64_t)x);
     } else {
         PyErr_SetString(PyExc_NotImplementedError, "Use Domain.get_counter() to create a concrete counter.");

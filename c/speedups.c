@@ -20,6 +20,12 @@
 
 nvtxcffi_api_t nvtxcffi_shim;
 
+/* The interpreter the module serves. Its state is process-wide C (m_size -1: a legacy
+ * subinterpreter gets the same module, isolated ones cannot import the shim at all), and it holds
+ * that interpreter's classes and caches, so only the first interpreter to bind it uses it; others
+ * run the Python implementation (bind raises ImportError there). */
+static PyInterpreterState *owner;
+
 PyDoc_STRVAR(bind_doc,
 "bind(address)\n--\n\n"
 "Use the shim's function table at ``address`` (what ``lib.nvtxcffi_api()`` returns, as an int). "
@@ -32,6 +38,11 @@ static PyObject *bind(PyObject *module, PyObject *address)
     if (p == NULL) {
         if (!PyErr_Occurred())
             PyErr_SetString(PyExc_ValueError, "bind(address): address is NULL");
+        return NULL;
+    }
+    if (owner != NULL && owner != PyInterpreterState_Get()) {
+        PyErr_SetString(PyExc_ImportError,
+                        "nvtx_cffi._speedups serves the interpreter that loaded it first, not a subinterpreter");
         return NULL;
     }
     const nvtxcffi_api_t *table = p;
@@ -54,6 +65,7 @@ static PyObject *bind(PyObject *module, PyObject *address)
         return NULL;
     }
     memcpy(&nvtxcffi_shim, table, sizeof nvtxcffi_shim);
+    owner = PyInterpreterState_Get();
     Py_RETURN_NONE;
 }
 

@@ -10,10 +10,11 @@ for decorated functions, the module-level and ``Domain`` hot calls, and Profile'
 path answers only what the Python caches already hold and otherwise calls its Python twin, so the
 Python code stays the one complete implementation.
 
-It is used when it imports, was built for these Python files (its version stamp) and this is
-CPython with a GIL; otherwise the pure-Python path runs: PyPy, free-threaded builds, installs
-where it failed to compile, and ``NVTX_CFFI_PURE_PYTHON=1`` (strictly parsed), which is how the
-tests check that both paths record the same events and raise the same errors.
+It is used when it imports, was built for these Python files (its version stamp), this is
+CPython with a GIL and this interpreter is the first to load it; otherwise the pure-Python path
+runs: PyPy, free-threaded builds, subinterpreters, installs where it failed to compile, and
+``NVTX_CFFI_PURE_PYTHON=1`` (strictly parsed), which is how the tests check that both paths record
+the same events and raise the same errors.
 
 >>> import nvtx_cffi._accel as a
 >>> a.accel is None or hasattr(a.accel, "decorated")
@@ -62,7 +63,11 @@ def _load() -> Optional[ModuleType]:
     if getattr(_speedups, "build_version", None) != __version__:
         why_not = f"built for version {getattr(_speedups, 'build_version', '?')}, not {__version__}"
         return None
-    _speedups.bind(int(ffi.cast("uintptr_t", lib.nvtxcffi_api())))
+    try:
+        _speedups.bind(int(ffi.cast("uintptr_t", lib.nvtxcffi_api())))
+    except ImportError as exc:  # a subinterpreter (the module serves the first interpreter)
+        why_not = str(exc)
+        return None
     return _speedups
 
 

@@ -230,17 +230,36 @@ class Counter(_CBase or object):  # type: ignore[misc]
         return f"{type(self).__name__}(name={self.name!r}, dtype={self.dtype!r}, domain={self.domain.name!r})"
 
 
+def _converted(convert, value, dtype, what: str):
+    """``convert(value, dtype)``; its TypeError/ValueError/OverflowError (NumPy's or array's) as the
+    same type, with a message that names the argument (``what``) and the dtype."""
+    try:
+        return convert(value, dtype)
+    except (TypeError, ValueError, OverflowError) as exc:
+        msg = f"{what} does not convert to dtype {dtype}: {exc}"
+        try:
+            error = type(exc)(msg)
+        except Exception:  # a subclass with another constructor: its nearest builtin base
+            error = next(base(msg) for base in (OverflowError, TypeError, ValueError) if isinstance(exc, base))
+        raise error from None
+
+
 def _timestamps(timestamps):
     np = _numpy()
     if np is not None:
-        return np.ascontiguousarray(timestamps, dtype=np.int64).reshape(-1)
-    return pyarray.array("q", timestamps)
+        return _converted(np.ascontiguousarray, timestamps, np.dtype(np.int64),
+                          "batch_submit(): timestamps").reshape(-1)
+    return _converted(_array_of, timestamps, "q", "batch_submit(): timestamps")
 
 
 def _scalar_values(values, typecode: str):
     np = _numpy()
     if np is not None:
-        return np.ascontiguousarray(values, dtype=np.dtype(typecode)).reshape(-1)
+        return _converted(np.ascontiguousarray, values, np.dtype(typecode), "batch_submit(): values").reshape(-1)
+    return _converted(_array_of, values, typecode, "batch_submit(): values")
+
+
+def _array_of(values, typecode: str):  # without NumPy
     return pyarray.array(typecode, values)
 
 
@@ -331,7 +350,7 @@ class ExtCounter(Counter):
             else:
                 _sample_bytes(self._index, data, len(data))
                 return
-        payload = _numpy().ascontiguousarray(value, self.dtype)
+        payload = _converted(_numpy().ascontiguousarray, value, self.dtype, "sample(): value")
         if payload.size != 1:
             raise ValueError(
                 f"sample() expects exactly one sample of dtype {self.dtype} ({self.dtype.itemsize} bytes); "
@@ -342,7 +361,7 @@ class ExtCounter(Counter):
 
     def batch_submit(self, values: Iterable, timestamps: Iterable[int]) -> None:
         """Record timestamped samples: ``values`` as ``numpy.ascontiguousarray(values, self.dtype)``."""
-        payload = _numpy().ascontiguousarray(values, self.dtype)
+        payload = _converted(_numpy().ascontiguousarray, values, self.dtype, "batch_submit(): values")
         nbytes = payload.nbytes
         self._submit(payload, nbytes, nbytes // self.dtype.itemsize, timestamps)
 

@@ -12,6 +12,7 @@ import inspect
 import json
 import os
 import pickle
+import re
 import subprocess
 import sys
 import weakref
@@ -495,3 +496,106 @@ def test_package_works_without_a_usable_accelerator(tmp_path, how):
     assert ("not importable" if how == "missing" else "built for version 0.0.0-stale") in out["why"]
     assert not out["engine"].startswith("c-")
     assert out["events"] == [["push", "f"], ["mark", "m"]]
+
+
+SUBINTERPRETER = r"""
+import json
+import nvtx_cffi as nvtx
+from nvtx_cffi import _accel, recorder
+
+def run_in_legacy_subinterpreter(code):
+    # one that shares the GIL (and so can import the CFFI shim, which isolated ones cannot)
+    try:
+        import _interpreters as interpreters  # 3.13+
+    except ImportError:
+        import _xxsubinterpreters as interpreters  # 3.11, 3.12
+        try:
+            iid = interpreters.create(isolated=False)  # 3.12
+        except TypeError:
+            iid = interpreters.create()  # 3.11: subinterpreters always share the GIL
+        try:
+            interpreters.run_string(iid, code)
+        finally:
+            interpreters.destroy(iid)
+        return
+    iid = interpreters.create("legacy")
+    try:
+        error = interpreters.exec(iid, code)
+    finally:
+        interpreters.destroy(iid)
+    if error is not None:
+        raise RuntimeError(error.formatted)
+
+SUB = '''
+import sys, json
+import nvtx_cffi as nvtx
+from nvtx_cffi import _accel
+@nvtx.annotate("sub f", color="green")
+def f(x):
+    return x + 1
+for i in range(3):
+    with nvtx.annotate("sub range", color="red", payload=i):
+        nvtx.mark("sub mark", color="blue", payload=f(i))
+print("SUB " + json.dumps({"accel": _accel.accel is not None, "why": _accel.why_not}))
+sys.stdout.flush()
+'''
+with recorder.capture() as got:
+    for i in range(3):
+        with nvtx.annotate("main before", color="red", payload=i):
+            pass
+    run_in_legacy_subinterpreter(SUB)
+    for i in range(3):
+        with nvtx.annotate("main after", color="red", payload=i):
+            nvtx.mark("main mark", payload=i)
+print(json.dumps({"accel": _accel.accel is not None,
+                  "events": [[e.kind, e.message, e.color, e.payload] for e in got if e.kind in ("push", "mark")]}))
+"""
+
+
+@pytest.mark.skipif(sys.implementation.name != "cpython", reason="CPython's subinterpreters")
+def test_a_subinterpreter_runs_the_python_path_and_the_main_one_keeps_the_accelerator():
+    # The accelerator's state is process-wide C holding the first interpreter's classes and caches:
+    # a subinterpreter that bound it too would swap them for its own in every interpreter.
+    proc = run_python(SUBINTERPRETER)  # this process's mode
+    sub = json.loads(next(line[4:] for line in proc.stdout.splitlines() if line.startswith("SUB ")))
+    main = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert main["accel"] is ACCELERATED
+    assert sub["accel"] is False
+    if ACCELERATED:
+        assert sub["why"] == "nvtx_cffi._speedups serves the interpreter that loaded it first, not a subinterpreter"
+    red, green, blue = 0xFF0000, 0x008000, 0x0000FF  # blue: also the default colour
+    assert main["events"] == (
+        [["push", "main before", red, i] for i in range(3)]
+        + [e for i in range(3) for e in (["push", "sub range", red, i], ["push", "sub f", green, None],
+                                         ["mark", "sub mark", blue, i + 1])]
+        + [e for i in range(3) for e in (["push", "main after", red, i], ["mark", "main mark", blue, i])])
+
+
+ISOLATED = r"""
+try:
+    import _interpreters as interpreters  # 3.13+
+except ImportError:
+    import _xxsubinterpreters as interpreters  # 3.12
+    iid = interpreters.create(isolated=True)
+    try:
+        interpreters.run_string(iid, "import nvtx_cffi")
+        print("imported")
+    except interpreters.RunFailedError as exc:
+        print(exc)
+    finally:
+        interpreters.destroy(iid)
+else:
+    iid = interpreters.create("isolated")
+    error = interpreters.exec(iid, "import nvtx_cffi")
+    interpreters.destroy(iid)
+    print(error.formatted if error is not None else "imported")
+"""
+
+
+@pytest.mark.skipif(sys.implementation.name != "cpython" or sys.version_info < (3, 12),
+                    reason="isolated subinterpreters (a GIL of their own) are CPython 3.12+")
+def test_an_isolated_subinterpreter_cannot_import_the_package():
+    out = run_python(ISOLATED).stdout
+    # the CFFI backend or the shim, whichever is imported first: both are single-phase modules
+    assert re.search(r"ImportError'?>?: module (_cffi_backend|(nvtx_cffi\._native\.)?_ffi) does not support "
+                     r"loading in subinterpreters", out), out

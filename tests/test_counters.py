@@ -1,6 +1,7 @@
 """Counters (issue 9): nvtx 0.2.16's counter API, recorded by the recorder's counters-extension side."""
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 
@@ -288,3 +289,47 @@ def test_int_and_float_counters_own_their_c_sample():
     for cls in (nvtx.Int64Counter, nvtx.Float64Counter):
         descriptor = cls.__dict__["sample"]
         assert type(descriptor).__name__ == "method_descriptor" and descriptor.__objclass__ is cls
+
+
+@needs_numpy
+def test_bad_samples_raise_nvtx_exception_types_with_messages_naming_the_value():
+    """The exception type nvtx 0.2.16 raises (its Cython conversion's, or NumPy's), with a message
+    that names the argument; nothing is recorded for a refused sample. Without the accelerator the
+    int/float counters' sample is a bare CFFI function and keeps CFFI's messages (only the types
+    are checked there)."""
+    from nvtx_cffi._accel import accel
+
+    d = nvtx.get_domain("bad-samples")
+    c, f = d.get_counter("c", int), d.get_counter("f", float)
+    pair = np.dtype([("a", "i8"), ("b", "f8")])
+    group = d.get_counter("g", pair)
+    int64 = "sample() of an int64 counter"
+    cases = [
+        (lambda: c.sample(10 ** 5000), OverflowError, f"{int64}: value is out of range (it must fit in int64)"),
+        (lambda: c.sample(-(2 ** 63) - 1), OverflowError, f"{int64}: value is out of range (it must fit in int64)"),
+        (lambda: c.sample("1"), TypeError, f"{int64} takes an int value, not str"),
+        (lambda: c.sample(None), TypeError, f"{int64} takes an int value, not NoneType"),
+        (lambda: c.sample(1.0), TypeError, f"{int64} takes an int value, not float"),
+        (lambda: c.sample(np.float64(1.0)), TypeError, f"{int64} takes an int value, not numpy.float64"),
+        (lambda: f.sample(10 ** 400), OverflowError,
+         "sample() of a float64 counter: value is out of range (too large for a double)"),
+        (lambda: f.sample("x"), TypeError, "sample() of a float64 counter takes a real number value, not str"),
+    ]
+    for call, what, value, dtype in [(group.sample, "sample(): value", (1,), pair),
+                                     (group.sample, "sample(): value", (10 ** 30, 1.0), pair),
+                                     (lambda v: c.batch_submit(v, [1]), "batch_submit(): values", ["x"], "int64"),
+                                     (lambda t: c.batch_submit([1], t), "batch_submit(): timestamps", [object()],
+                                      "int64")]:
+        with pytest.raises(Exception) as numpy_error:  # NumPy's own type and words, whatever version
+            np.ascontiguousarray(value, np.dtype(dtype))
+        cases.append((functools.partial(call, value), numpy_error.type,
+                      f"{what} does not convert to dtype {np.dtype(dtype)}: {numpy_error.value}"))
+    with recorder.capture():
+        for call, error, message in cases:
+            with pytest.raises(error) as caught:
+                call()
+            if nvtx.tool_attached() and (accel is not None or " counter" not in message):
+                assert str(caught.value) == message
+        c.sample(7)
+    _, out = samples(recorder.read_file(recorder.current_file()).events)
+    assert [(s.counter.name, s.values) for s in out if s.counter.domain == "bad-samples"] == [("c", {"value": 7})]
