@@ -52,9 +52,14 @@ static Py_ssize_t attributes_domain_offset = -1; /* where EventAttributes keeps 
 static Py_ssize_t domain_keywords_offset = -1; /* where a Domain keeps _by_keywords */
 static PyObject *payload_attributes; /* _annotate._payload_attributes(template, payload) */
 static PyObject *payload_check;      /* _validate.payload_fields(payload): raises/warns for bad payloads */
+static PyObject *payload_emit;       /* _payload.emit(op, slot, domain_index, inline, payload): a binary payload */
+
+/* An annotate object's payload_kind for an array sent by payload_emit at __enter__ (the value of
+ * _payload.KIND_EXT; the shim's NVTXCFFI_PAYLOAD_* kinds are 0..3). */
+#define PAYLOAD_ARRAY 100
 
 static PyObject *str_emit;  /* "_emit" */
-static PyObject *str_dtype; /* "dtype" */
+static PyObject *str_dtype, *str_ndim; /* "dtype", "ndim" */
 static PyObject *op_push;   /* NVTXCFFI_OP_PUSH as an int object */
 
 /* Parameter names (interned: keyword names from call sites are usually the same objects). */
@@ -395,6 +400,22 @@ PyDoc_STRVAR(array_dtype_checked_doc,
 "``dtype`` passed _payload.check_dtype: an exact ``ndarray`` of it is a valid payload, which "
 "annotate carries without checking it again when no tool listens. Bounded; later dtypes are ignored.");
 
+/* With a tool: an array_checked payload that __enter__ may send through payload_emit, as the
+ * attributes would: not 0-d (payload_fields makes an integer 0-d array an int payload). */
+static int array_sendable(PyObject *payload)
+{
+    if (payload_emit == NULL || !array_checked(payload))
+        return 0;
+    PyObject *ndim = PyObject_GetAttr(payload, str_ndim);
+    if (ndim == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    int sendable = PyLong_CheckExact(ndim) && PyLong_AsLong(ndim) > 0;
+    Py_DECREF(ndim);
+    return sendable;
+}
+
 static PyObject *array_dtype_checked(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
@@ -607,12 +628,35 @@ static void annotate_base_dealloc(PyObject *op)
     Py_TYPE(op)->tp_free(op);
 }
 
+/* __enter__ of an object carrying an array payload (PAYLOAD_ARRAY): what its attributes' _emit
+ * does for it, _payload.emit(OP_PUSH, the template's slot, domain, None, array), without making
+ * the attributes. */
+static int emit_array_push(annotate_object *self)
+{
+    PyObject *slot = PyLong_FromLong(self->payload_slot);
+    PyObject *domain_index = PyLong_FromLong(self->domain_index);
+    PyObject *result = NULL;
+    if (slot != NULL && domain_index != NULL) {
+        PyObject *args[5] = {op_push, slot, domain_index, Py_None, self->payload};
+        result = PyObject_Vectorcall(payload_emit, args, 5, NULL);
+    }
+    Py_XDECREF(slot);
+    Py_XDECREF(domain_index);
+    if (result == NULL)
+        return -1;
+    Py_DECREF(result);
+    return 0;
+}
+
 static PyObject *annotate_enter(PyObject *op, PyObject *unused)
 {
     (void)unused;
     annotate_object *self = (annotate_object *)op;
     if (active) {
-        if (self->payload_kind != NVTXCFFI_PAYLOAD_NONE)
+        if (self->payload_kind == PAYLOAD_ARRAY) {
+            if (emit_array_push(self) < 0)
+                return NULL;
+        } else if (self->payload_kind != NVTXCFFI_PAYLOAD_NONE)
             nvtxcffi_shim.emit_slot(NVTXCFFI_OP_PUSH, self->payload_slot, self->payload_kind,
                                     self->payload_int, self->payload_float);
         else if (self->slot >= 0)
@@ -1092,6 +1136,8 @@ static PyObject *annotate_class_vectorcall(PyObject *callable, PyObject *const *
                 return annotate_with_payload(template_, payload, kind, ivalue, fvalue);
             if (!active && array_checked(payload)) /* nothing is sent: as checked_later below */
                 return annotate_with_payload(template_, payload, NVTXCFFI_PAYLOAD_NONE, 0, 0.0);
+            if (active && template_->slot >= 0 && array_sendable(payload)) /* __enter__ sends it */
+                return annotate_with_payload(template_, payload, PAYLOAD_ARRAY, 0, 0.0);
             /* other payloads: the general path below */
         }
     }
@@ -1109,10 +1155,14 @@ static PyObject *annotate_class_vectorcall(PyObject *callable, PyObject *const *
         int64_t ivalue = 0;
         double fvalue = 0.0;
         int checked_later = 0; /* no tool, a payload other than an int or a float (an array...) */
+        int array_later = 0;   /* a tool, an array of a checked dtype: sent by __enter__ */
         if (a[4] != Py_None && !payload_c(a[4], &kind, &ivalue, &fvalue)) {
-            if (active || payload_check == NULL)
+            if (active && array_sendable(a[4]))
+                array_later = 1;
+            else if (active || payload_check == NULL)
                 return call_type_normally(callable, args, nargs, kwnames); /* Python converts or raises */
-            checked_later = 1;
+            else
+                checked_later = 1;
         }
         int hit = annotate_template(callable, a, &found);
         if (hit < 0)
@@ -1139,7 +1189,12 @@ static PyObject *annotate_class_vectorcall(PyObject *callable, PyObject *const *
                     site_put(SITE_ANNOTATE, key, nargs, kwnames, 1, 0, 0, found);
                 return annotate_with_payload(template_, a[4], NVTXCFFI_PAYLOAD_NONE, 0, 0.0);
             }
-            if (template_->slot >= 0 || !active) {
+            if (array_later && template_->slot >= 0) {
+                if (keyable) /* a hit checks the array and the slot again */
+                    site_put(SITE_ANNOTATE, key, nargs, kwnames, 1, 0, 0, found);
+                return annotate_with_payload(template_, a[4], PAYLOAD_ARRAY, 0, 0.0);
+            }
+            if (!array_later && (template_->slot >= 0 || !active)) {
                 if (keyable) /* a hit checks slot and active again */
                     site_put(SITE_ANNOTATE, key, nargs, kwnames, 1, 0, 0, found);
                 return annotate_with_payload(template_, a[4], kind, ivalue, fvalue);
@@ -1998,16 +2053,18 @@ static void store(PyObject **slot, PyObject *value)
 }
 
 PyDoc_STRVAR(setup_annotate_doc,
-"setup_annotate(cls, by_message, cache[, payload_attributes[, payload_check]])\n--\n\n"
+"setup_annotate(cls, by_message, cache[, payload_attributes[, payload_check[, payload_emit]]])\n--\n\n"
 "Answer calls of annotate class ``cls`` (a subclass of AnnotateBase) from its two caches; "
 "``payload_attributes(template, payload)`` makes the attributes of objects carrying a per-call payload; "
-"``payload_check(payload)`` checks a payload C does not convert (raises or warns) when no tool listens.");
+"``payload_check(payload)`` checks a payload C does not convert (raises or warns) when no tool listens; "
+"``payload_emit(op, slot, domain_index, inline, payload)`` sends an array payload.");
 
 static PyObject *setup_annotate(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    if (nargs < 3 || nargs > 5) {
-        PyErr_SetString(PyExc_TypeError, "setup_annotate(cls, by_message, cache[, payload_attributes[, payload_check]])");
+    if (nargs < 3 || nargs > 6) {
+        PyErr_SetString(PyExc_TypeError,
+                        "setup_annotate(cls, by_message, cache[, payload_attributes[, payload_check[, payload_emit]]])");
         return NULL;
     }
     if (!PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &annotate_base_type)) {
@@ -2020,8 +2077,10 @@ static PyObject *setup_annotate(PyObject *module, PyObject *const *args, Py_ssiz
     store(&annotate_cache, args[2]);
     if (nargs >= 4)
         store(&payload_attributes, args[3]);
-    if (nargs == 5)
+    if (nargs >= 5)
         store(&payload_check, args[4]);
+    if (nargs == 6)
+        store(&payload_emit, args[5]);
     store((PyObject **)&annotate_cls, args[0]);
     annotate_cls->tp_vectorcall = annotate_class_vectorcall;
     Py_RETURN_NONE;
@@ -2291,6 +2350,7 @@ int nvtxcffi_accel_init(PyObject *module)
         return -1;
     if ((str_emit == NULL && (str_emit = PyUnicode_InternFromString("_emit")) == NULL)
         || (str_dtype == NULL && (str_dtype = PyUnicode_InternFromString("dtype")) == NULL)
+        || (str_ndim == NULL && (str_ndim = PyUnicode_InternFromString("ndim")) == NULL)
         || (op_push == NULL && (op_push = PyLong_FromLong(NVTXCFFI_OP_PUSH)) == NULL))
         return -1;
     if (PyType_Ready(&annotate_base_type) < 0 || PyType_Ready(&function_type) < 0

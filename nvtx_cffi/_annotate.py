@@ -14,7 +14,7 @@ from ._locks import hold_across_fork
 from ._domain import OP_PUSH, OP_START, EventAttributes, get_domain
 from ._native import lib
 from ._validate import _DOUBLE, _INT64, _INT64_MAX, _INT64_MIN, Payload, keyable, payload_fields
-from ._payload import KIND_EXT as _KIND_EXT
+from ._payload import KIND_EXT as _KIND_EXT, emit as _payload_emit
 from ._wrappers import wrap
 
 __all__ = ["annotate"]
@@ -351,4 +351,4 @@ def _payload_attributes(template: annotate, payload, fields=None) -> EventAttrib
 
 if _accel is not None:
     # Repeated annotate(...) calls answered in C from the two caches above (a miss runs __new__).
-    _accel.setup_annotate(annotate, _by_message, _cache, _payload_attributes, payload_fields)
+    _accel.setup_annotate(annotate, _by_message, _cache, _payload_attributes, payload_fields, _payload_emit)

@@ -392,3 +392,34 @@ def test_numpy_is_imported_at_the_first_payload_that_needs_it(tmp_path):
         if e.kind in ("push", "mark"):
             got.append((e.message, e.payload_type, e.payload if e.payload_type != "ext" else decoder.payload_of(e)))
     assert got == [("a", "int64", 3), ("m", "double", 2.5), ("dm", "int64", 7), ("list", "ext", ([1, 2, 3], False))]
+
+
+def test_annotate_with_a_new_array_each_call_sends_each_one():
+    """``with annotate(..., payload=array)``: a new array (new values) each call, from a keyword and a
+    positional spelling, nested in itself, held past its ``with``, 0-d, empty and strided: each push
+    carries its own array, as the attributes' path sends it."""
+    arrays = [np.arange(3) + 10 * i for i in range(4)]
+    with _no_warning():
+        with recorder.capture() as got:
+            for i, arr in enumerate(arrays):
+                with nvtx.annotate("kw", color="red", payload=arr):
+                    with nvtx.annotate("kw", color="red", payload=arr * 2):  # same template, outer held
+                        pass
+                with nvtx.annotate("pos", "red", "arrays", None, arr.astype(np.float32) / 2) as held:
+                    pass
+                assert held.payload.tolist() == (arr / 2).tolist() and held.attributes.payload is held.payload
+                with nvtx.annotate("kw", color="red", payload=np.array(i)):  # 0-d int: an int payload
+                    pass
+                with nvtx.annotate("kw", color="red", payload=np.arange(i * 4)[::2]):  # strided; empty at i=0
+                    pass
+    pushes = [e for e in got if e.kind == "push"]
+    got_ = [(m, t, v if t == "ext" else e.payload)
+            for (k, m, t, v, _), e in zip([d for d in decoded(got) if d[0] == "push"], pushes)]
+    expected = []
+    for i, arr in enumerate(arrays):
+        expected += [("kw", "ext", arr.tolist()), ("kw", "ext", (arr * 2).tolist()),
+                     ("pos", "ext", (arr / 2).tolist()), ("kw", "int64", i)]
+        expected.append(("kw", "ext", list(range(0, i * 4, 2))) if i else ("kw", None, None))
+    assert got_ == expected
+    assert {e.color for e in pushes} == {0xFF0000}
+    assert {e.domain for e in pushes if e.message == "pos"} == {"arrays"}
