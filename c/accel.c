@@ -400,6 +400,25 @@ PyDoc_STRVAR(array_dtype_checked_doc,
 "``dtype`` passed _payload.check_dtype: an exact ``ndarray`` of it is a valid payload, which "
 "annotate carries without checking it again when no tool listens. Bounded; later dtypes are ignored.");
 
+/* _payload.emit(opcode, slot, domain_index, None, array): a push or mark of prepared slot `slot`
+ * with an array payload (array_sendable), as the Python paths send it. 0, or -1 with an exception. */
+static int emit_array(int opcode, int slot, int domain_index, PyObject *array)
+{
+    PyObject *op = PyLong_FromLong(opcode), *slot_ = PyLong_FromLong(slot), *index = PyLong_FromLong(domain_index);
+    PyObject *result = NULL;
+    if (op != NULL && slot_ != NULL && index != NULL) {
+        PyObject *args[5] = {op, slot_, index, Py_None, array};
+        result = PyObject_Vectorcall(payload_emit, args, 5, NULL);
+    }
+    Py_XDECREF(op);
+    Py_XDECREF(slot_);
+    Py_XDECREF(index);
+    if (result == NULL)
+        return -1;
+    Py_DECREF(result);
+    return 0;
+}
+
 /* With a tool: an array_checked payload that __enter__ may send through payload_emit, as the
  * attributes would: not 0-d (payload_fields makes an integer 0-d array an int payload). */
 static int array_sendable(PyObject *payload)
@@ -633,19 +652,7 @@ static void annotate_base_dealloc(PyObject *op)
  * the attributes. */
 static int emit_array_push(annotate_object *self)
 {
-    PyObject *slot = PyLong_FromLong(self->payload_slot);
-    PyObject *domain_index = PyLong_FromLong(self->domain_index);
-    PyObject *result = NULL;
-    if (slot != NULL && domain_index != NULL) {
-        PyObject *args[5] = {op_push, slot, domain_index, Py_None, self->payload};
-        result = PyObject_Vectorcall(payload_emit, args, 5, NULL);
-    }
-    Py_XDECREF(slot);
-    Py_XDECREF(domain_index);
-    if (result == NULL)
-        return -1;
-    Py_DECREF(result);
-    return 0;
+    return emit_array(NVTXCFFI_OP_PUSH, self->payload_slot, self->domain_index, self->payload);
 }
 
 static PyObject *annotate_enter(PyObject *op, PyObject *unused)
@@ -1342,8 +1349,14 @@ static inline PyObject *range_call(PyObject *op, PyObject *const *args, size_t n
     int64_t ivalue = 0;
     double fvalue = 0.0;
     PyObject *payload = site->payload_at >= 0 ? args[site->payload_at] : Py_None;
-    if (payload != Py_None && !payload_c(payload, &kind, &ivalue, &fvalue))
+    if (payload != Py_None && !payload_c(payload, &kind, &ivalue, &fvalue)) {
+        if (opcode != NVTXCFFI_OP_START && array_sendable(payload)) {
+            if (emit_array(opcode, site->slot, site->domain_index, payload) < 0)
+                return NULL;
+            Py_RETURN_NONE;
+        }
         return twin(op, args, nargsf, kwnames); /* other payload types, out of range: Python */
+    }
     return range_emit(opcode, site->slot, site->domain_index, kind, ivalue, fvalue);
 }
 
@@ -1361,8 +1374,12 @@ static PyObject *range_call_general(PyObject *op, PyObject *const *args, size_t 
     PyObject *default_ = opcode == NVTXCFFI_OP_START ? Py_None : default_color;
     PyObject *message = a[0] ? canonical_message(a[0]) : Py_None, *color = a[1] ? a[1] : default_;
     PyObject *domain = a[2] ? a[2] : Py_None, *category = a[3] ? a[3] : Py_None;
-    if (a[4] != NULL && a[4] != Py_None && !payload_c(a[4], &kind, &ivalue, &fvalue))
-        return twin(op, args, nargsf, kwnames); /* other payload types, out of range: Python */
+    PyObject *array = NULL; /* push/mark: an array payload sent by emit_array */
+    if (a[4] != NULL && a[4] != Py_None && !payload_c(a[4], &kind, &ivalue, &fvalue)) {
+        if (opcode == NVTXCFFI_OP_START || !array_sendable(a[4]))
+            return twin(op, args, nargsf, kwnames); /* other payload types, out of range: Python */
+        array = a[4];
+    }
     PyObject *found = NULL;
     int hit = 0, index = -1, slot;
     PyObject *call_key[4] = {message, color, domain, category};
@@ -1407,11 +1424,16 @@ static PyObject *range_call_general(PyObject *op, PyObject *const *args, size_t 
         && immutable_key(category))
         call_entry_put(entry, call_key, slot, index);
 emit:
-    if (opcode == NVTXCFFI_OP_START) { /* a range id names its domain */
+    if (opcode == NVTXCFFI_OP_START || array != NULL) { /* a range id names its domain; so do schemas */
         if (index < 0)
             index = domain == Py_None ? 0 : domain_index_by_name(domain);
         if (index < 0)
             return twin(op, args, nargsf, kwnames);
+    }
+    if (array != NULL) {
+        if (emit_array(opcode, slot, index, array) < 0)
+            return NULL;
+        Py_RETURN_NONE;
     }
     return range_emit(opcode, slot, index, kind, ivalue, fvalue);
 }

@@ -423,3 +423,30 @@ def test_annotate_with_a_new_array_each_call_sends_each_one():
     assert got_ == expected
     assert {e.color for e in pushes} == {0xFF0000}
     assert {e.domain for e in pushes if e.message == "pos"} == {"arrays"}
+
+
+def test_module_level_calls_with_a_new_array_each_call_send_each_one():
+    """mark/push_range with an array payload that changes every call (C sends it with the call
+    site's slot): each event carries its own array; 0-d and strided arrays and start_range as the
+    Python path sends them."""
+    arrays = [np.arange(3, dtype=np.int32) + 10 * i for i in range(4)]
+    with _no_warning():
+        with recorder.capture() as got:
+            for i, arr in enumerate(arrays):
+                nvtx.mark("m", payload=arr)
+                nvtx.mark("m", "green", "arrays-module", 3, arr * 2)
+                nvtx.push_range(message="p", color="red", payload=arr + 1, domain="arrays-module")
+                nvtx.pop_range(domain="arrays-module")
+                nvtx.mark("m", payload=np.array(i, dtype=np.int32))  # 0-d int: an int payload
+                nvtx.mark("m", payload=arr[::2])
+                nvtx.end_range(nvtx.start_range("s", payload=arr))
+    events = [e for e in got if e.kind in ("mark", "push", "start")]
+    got_ = [(e.kind, e.message, e.domain, t, v if t == "ext" else e.payload)
+            for (_, _, t, v, _), e in zip(decoded(got), events)]
+    expected = []
+    for i, arr in enumerate(arrays):
+        expected += [("mark", "m", None, "ext", arr.tolist()), ("mark", "m", "arrays-module", "ext", (arr * 2).tolist()),
+                     ("push", "p", "arrays-module", "ext", (arr + 1).tolist()), ("mark", "m", None, "int64", i),
+                     ("mark", "m", None, "ext", arr[::2].tolist()), ("start", "s", None, "ext", arr.tolist())]
+    assert got_ == expected
+    assert [e.category for e in events if e.domain == "arrays-module" and e.kind == "mark"] == [3] * 4
