@@ -326,8 +326,9 @@ def _with_payload(cls, message, color, domain, category, payload) -> annotate:
         template = cls(message, color, domain, category)
     self = _Base.__new__(cls)
     self._args = (message, color, domain, category, payload)
-    if _accel is None and (template._slot >= 0 or not _state.ACTIVE) and fields[0] != _KIND_EXT:
+    if _accel is None and ((template._slot >= 0 and fields[0] != _KIND_EXT) or not _state.ACTIVE):
         # the Python base: attributes made on first use; __enter__ sends the template's slot + value
+        # (a binary payload only without a tool, where __enter__ sends nothing)
         self._attrs, self._template, self._fields = None, template, fields
     else:
         self._attributes = _payload_attributes(template, payload, fields)
