@@ -502,8 +502,7 @@ def fields_for(payload):
             check_dtype(dtype)
             if len(_checked_dtypes) < 1024:
                 _checked_dtypes[id(dtype)] = dtype
-            if _accel is not None:  # annotate's C path then skips this check without a tool
-                _accel.array_dtype_checked(_ndarray, dtype)
+            _note_checked(dtype)
         return _ext_fields(payload)
     np = _numpy() if type(payload) in _SEQUENCES else _numpy_if_imported()
     if np is not None and (isinstance(payload, np.ndarray) or type(payload) in _SEQUENCES):
@@ -514,6 +513,14 @@ def fields_for(payload):
         msg += " Install numpy for extended payload support."
     warnings.warn(msg, NvtxWarning, stacklevel=4)
     return (lib.NVTXCFFI_PAYLOAD_NONE, 0, 0.0)
+
+
+def _note_checked(dtype) -> None:
+    """``dtype`` passed check_dtype: the accelerator's array paths may take arrays of it (exact
+    ndarrays) without this check (annotate without a tool) or without the Python frames before
+    emit() (annotate, mark, push_range with a tool)."""
+    if _accel is not None:
+        _accel.array_dtype_checked(_ndarray, dtype)
 
 
 def check_dtype(dtype) -> None:
@@ -632,6 +639,7 @@ def _remember(domain_index: int, array) -> None:
     if _c_emit_array is None:
         _c_emit_array = _bind_c_emit_array()
     dtype = array.dtype
+    _note_checked(dtype)  # encode() checked it
     reg = registry(domain_index)
     scalar = reg.dtype_schema(dtype)
     vector = reg.arrays.get(scalar)

@@ -450,3 +450,44 @@ def test_module_level_calls_with_a_new_array_each_call_send_each_one():
                      ("mark", "m", None, "ext", arr[::2].tolist()), ("start", "s", None, "ext", arr.tolist())]
     assert got_ == expected
     assert [e.category for e in events if e.domain == "arrays-module" and e.kind == "mark"] == [3] * 4
+
+
+ARRAYS_ONLY = r"""
+import json
+import numpy as np
+import nvtx_cffi as nvtx
+from nvtx_cffi import _accel, _payload, recorder
+from nvtx_cffi.ext_records import ExtDecoder
+
+python_emits = []
+emit = _payload.emit
+def counted(*args):  # the Python paths look emit up here; C holds the function itself
+    python_emits.append(args[0])
+    return emit(*args)
+_payload.emit = counted
+
+with recorder.capture() as got:
+    for i in range(5):  # nothing but mark and push_range with arrays in this program
+        nvtx.mark("m", payload=np.arange(3) + i)
+        nvtx.push_range("p", color="red", payload=np.arange(2, dtype=np.float32) * i)
+        nvtx.pop_range()
+decoder = ExtDecoder()
+values = []
+for e in got:
+    decoder.feed(e)
+    if e.kind in ("mark", "push"):
+        values.append((e.kind, e.message, decoder.payload_of(e)[0]))
+print(json.dumps({"accelerated": _accel.accel is not None, "python_emits": len(python_emits), "values": values}))
+"""
+
+
+def test_arrays_take_the_c_path_in_a_program_that_only_marks_them():
+    """The first array of a dtype goes through the Python path, which checks the dtype and tells the
+    accelerator; every later one is sent from C (with the accelerator), in any program."""
+    from conftest import run_python
+
+    out = json.loads(run_python(ARRAYS_ONLY).stdout.strip().splitlines()[-1])
+    assert out["values"] == [e for i in range(5) for e in (["mark", "m", [i, i + 1, i + 2]],
+                                                          ["push", "p", [0.0, float(i)]])]
+    # accelerated: the first mark and the first push (a new slot) of each dtype only
+    assert out["python_emits"] == (2 if out["accelerated"] else 10)
