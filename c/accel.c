@@ -1714,6 +1714,29 @@ static PyObject *domain_emit(int opcode, int slot, int kind, int64_t ivalue, dou
     Py_RETURN_NONE;
 }
 
+/* A Domain keyword call's payload C does not convert: an array C may take (with a tool, sent by
+ * domain_emit_array; without one, checked: nothing is sent), else NULL (the twin converts or raises). */
+static PyObject *domain_array(int opcode, PyObject *payload)
+{
+    if (active ? opcode != NVTXCFFI_OP_START && array_sendable(payload) : array_checked(payload))
+        return payload;
+    return NULL;
+}
+
+/* domain_emit for an array payload (domain_array): None or start_range's 0 without a tool; with
+ * one, _payload.emit with the slot (NULL: the twin, for a slot C does not know). */
+static PyObject *domain_emit_array(int opcode, int slot, PyObject *domain, PyObject *array)
+{
+    if (!active)
+        return domain_emit(opcode, slot, NVTXCFFI_PAYLOAD_NONE, 0, 0.0);
+    int index = domain_index_of(domain);
+    if (slot < 0 || index < 0)
+        return NULL;
+    if (emit_array(opcode, slot, index, array) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyObject *domain_keywords(PyObject *const *args, size_t nargsf, PyObject *kwnames, int opcode)
 {
     if (domain_keywords_offset < 0 || PyVectorcall_NARGS(nargsf) != 1 || kwnames == NULL
@@ -1725,8 +1748,11 @@ static PyObject *domain_keywords(PyObject *const *args, size_t nargsf, PyObject 
     const site_entry *site = site_find(SITE_DOMAIN + opcode, args, 1, kwnames);
     if (site != NULL) {
         PyObject *payload = site->payload_at >= 0 ? args[site->payload_at] : Py_None;
-        if (payload != Py_None && !payload_c(payload, &kind, &ivalue, &fvalue))
-            return NULL; /* the Python twin converts or raises */
+        if (payload != Py_None && !payload_c(payload, &kind, &ivalue, &fvalue)) {
+            if (domain_array(opcode, payload) == NULL)
+                return NULL; /* the Python twin converts or raises */
+            return domain_emit_array(opcode, site->slot, args[0], payload);
+        }
         return domain_emit(opcode, site->slot, kind, ivalue, fvalue);
     }
     PyObject *k[4] = {NULL, NULL, NULL, NULL};
@@ -1736,7 +1762,8 @@ static PyObject *domain_keywords(PyObject *const *args, size_t nargsf, PyObject 
     for (int i = 0; i < 4; i++)
         if (k[i] == NULL)
             k[i] = Py_None;
-    if (k[3] != Py_None && !payload_c(k[3], &kind, &ivalue, &fvalue))
+    PyObject *array = NULL; /* an array payload (domain_array) */
+    if (k[3] != Py_None && !payload_c(k[3], &kind, &ivalue, &fvalue) && (array = domain_array(opcode, k[3])) == NULL)
         return NULL;
     PyObject *call_key[4] = {args[0], k[0], k[1], k[2]};
     call_entry *entry = &domain_calls[call_entry_at(call_key, DOMAIN_CALLS, 0x9E3779B97F4A7C15ull)];
@@ -1779,6 +1806,8 @@ static PyObject *domain_keywords(PyObject *const *args, size_t nargsf, PyObject 
         style_put(STYLE_DOMAIN, args[0], k[1], k[2], 0, k[0], remembered);
         Py_DECREF(remembered);
     }
+    if (array != NULL)
+        return domain_emit_array(opcode, slot, args[0], array);
     return domain_emit(opcode, slot, kind, ivalue, fvalue);
 }
 

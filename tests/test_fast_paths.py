@@ -640,6 +640,7 @@ assert not nvtx.enabled()
 class Sub(np.ndarray):
     pass
 
+d = nvtx.get_domain("arrays")
 ints, objects = np.arange(4), np.array([object()] * 2, dtype=object)
 payloads = {
     "int64": ints, "int64 again": np.arange(3), "objects": objects,
@@ -653,14 +654,19 @@ out = {}
 for _ in range(3):  # the first round fills the caches and C's dtype list; later rounds use them
     for name, p in payloads.items():
         for spelling, make in [("positional", lambda p: nvtx.annotate("x", "red", None, "c", p)),
-                               ("keyword", lambda p: nvtx.annotate("x", payload=p))]:
+                               ("keyword", lambda p: nvtx.annotate("x", payload=p)),
+                               ("domain", lambda p: d.mark(message="x", color="red", payload=p)),
+                               ("domain start", lambda p: d.start_range(message="x", payload=p))]:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 try:
                     a = make(p)
-                    with a:
-                        pass
-                    got = ["ok", a.payload is p, a.message, a.color]
+                    if spelling.startswith("domain"):
+                        got = ["ok", a]  # None, and start_range's 0
+                    else:
+                        with a:
+                            pass
+                        got = ["ok", a.payload is p, a.message, a.color]
                 except Exception as exc:
                     got = [type(exc).__name__, str(exc)]
             if caught:
@@ -699,3 +705,6 @@ def test_without_a_tool_array_payloads_are_checked_on_every_call():
         "ok", True, "x", None]
     assert out["list positional"][0] == ok
     assert out["str positional"][0] == ok + ["Unsupported payload type: <class 'str'>."]
+    for name in ("int64", "strided", "2-d", "0-d int", "sub of ints", "int32"):
+        assert out[f"{name} domain"][0] == ["ok", None] and out[f"{name} domain start"][0] == ["ok", 0]
+    assert out["objects domain"][0] == out["sub of objects domain start"][0] == objects_error

@@ -426,10 +426,11 @@ def test_annotate_with_a_new_array_each_call_sends_each_one():
 
 
 def test_module_level_calls_with_a_new_array_each_call_send_each_one():
-    """mark/push_range with an array payload that changes every call (C sends it with the call
-    site's slot): each event carries its own array; 0-d and strided arrays and start_range as the
-    Python path sends them."""
+    """mark/push_range and Domain keyword calls with an array payload that changes every call (C
+    sends it with the call site's slot): each event carries its own array; 0-d and strided arrays
+    and start_range as the Python path sends them."""
     arrays = [np.arange(3, dtype=np.int32) + 10 * i for i in range(4)]
+    d = nvtx.get_domain("arrays-domain")
     with _no_warning():
         with recorder.capture() as got:
             for i, arr in enumerate(arrays):
@@ -440,6 +441,10 @@ def test_module_level_calls_with_a_new_array_each_call_send_each_one():
                 nvtx.mark("m", payload=np.array(i, dtype=np.int32))  # 0-d int: an int payload
                 nvtx.mark("m", payload=arr[::2])
                 nvtx.end_range(nvtx.start_range("s", payload=arr))
+                d.mark(message="dm", payload=arr + 2)
+                d.push_range(message="dp", color="red", payload=arr + 3)
+                d.pop_range()
+                d.end_range(d.start_range(message="ds", payload=arr + 4))
     events = [e for e in got if e.kind in ("mark", "push", "start")]
     got_ = [(e.kind, e.message, e.domain, t, v if t == "ext" else e.payload)
             for (_, _, t, v, _), e in zip(decoded(got), events)]
@@ -447,7 +452,10 @@ def test_module_level_calls_with_a_new_array_each_call_send_each_one():
     for i, arr in enumerate(arrays):
         expected += [("mark", "m", None, "ext", arr.tolist()), ("mark", "m", "arrays-module", "ext", (arr * 2).tolist()),
                      ("push", "p", "arrays-module", "ext", (arr + 1).tolist()), ("mark", "m", None, "int64", i),
-                     ("mark", "m", None, "ext", arr[::2].tolist()), ("start", "s", None, "ext", arr.tolist())]
+                     ("mark", "m", None, "ext", arr[::2].tolist()), ("start", "s", None, "ext", arr.tolist()),
+                     ("mark", "dm", "arrays-domain", "ext", (arr + 2).tolist()),
+                     ("push", "dp", "arrays-domain", "ext", (arr + 3).tolist()),
+                     ("start", "ds", "arrays-domain", "ext", (arr + 4).tolist())]
     assert got_ == expected
     assert [e.category for e in events if e.domain == "arrays-module" and e.kind == "mark"] == [3] * 4
 
