@@ -648,21 +648,13 @@ static void annotate_base_dealloc(PyObject *op)
     Py_TYPE(op)->tp_free(op);
 }
 
-/* __enter__ of an object carrying an array payload (PAYLOAD_ARRAY): what its attributes' _emit
- * does for it, _payload.emit(OP_PUSH, the template's slot, domain, None, array), without making
- * the attributes. */
-static int emit_array_push(annotate_object *self)
-{
-    return emit_array(NVTXCFFI_OP_PUSH, self->payload_slot, self->domain_index, self->payload);
-}
-
 static PyObject *annotate_enter(PyObject *op, PyObject *unused)
 {
     (void)unused;
     annotate_object *self = (annotate_object *)op;
     if (active) {
-        if (self->payload_kind == PAYLOAD_ARRAY) {
-            if (emit_array_push(self) < 0)
+        if (self->payload_kind == PAYLOAD_ARRAY) { /* what its attributes' _emit would send */
+            if (emit_array(NVTXCFFI_OP_PUSH, self->payload_slot, self->domain_index, self->payload) < 0)
                 return NULL;
         } else if (self->payload_kind != NVTXCFFI_PAYLOAD_NONE)
             nvtxcffi_shim.emit_slot(NVTXCFFI_OP_PUSH, self->payload_slot, self->payload_kind,
