@@ -823,12 +823,15 @@ static PyTypeObject annotate_base_type = {
     .tp_getset = annotate_base_getset,
 };
 
-/* `with obj:` looks __enter__ and __exit__ up on the type and binds them to obj, which for C
- * methods allocates two bound-method objects per `with` (~20 ns of its ~55). annotate objects held
- * by annotate's cache live as long as the process, so each keeps its two bound methods (made on
- * first use; the reference cycle this makes is never garbage) and this descriptor, installed in
- * AnnotateBase's dict over the two ordinary method descriptors, hands them out. Anything else
- * (class access, objects outside the cache) goes to the ordinary descriptor. */
+#if PY_VERSION_HEX < 0x030E0000
+/* Up to 3.13, `with obj:` (BEFORE_WITH) looks __enter__ and __exit__ up on the type and binds
+ * them to obj, which for C methods allocates two bound-method objects per `with` (~20 ns of its
+ * ~55). annotate objects held by annotate's cache live as long as the process, so each keeps its
+ * two bound methods (made on first use; the reference cycle this makes is never garbage) and this
+ * descriptor, installed in AnnotateBase's dict over the two ordinary method descriptors, hands
+ * them out. Anything else (class access, objects outside the cache) goes to the ordinary
+ * descriptor. From 3.14 `with` loads them unbound (LOAD_SPECIAL) and calls the method
+ * descriptors without binding, so this is not installed there (measured: the same cost). */
 typedef struct {
     PyObject_HEAD
     PyObject *method;  /* the ordinary method descriptor */
@@ -895,6 +898,7 @@ static int install_special_methods(void)
     PyType_Modified(&annotate_base_type);
     return 0;
 }
+#endif
 
 /* Calls of the annotate class itself: repeated annotate(...) calls are answered from annotate's
  * caches exactly as annotate.__new__ would answer them; anything else is the ordinary class call
@@ -2397,9 +2401,12 @@ int nvtxcffi_accel_init(PyObject *module)
         || (str_ndim == NULL && (str_ndim = PyUnicode_InternFromString("ndim")) == NULL)
         || (op_push == NULL && (op_push = PyLong_FromLong(NVTXCFFI_OP_PUSH)) == NULL))
         return -1;
-    if (PyType_Ready(&annotate_base_type) < 0 || PyType_Ready(&function_type) < 0
-        || PyType_Ready(&special_type) < 0 || install_special_methods() < 0)
+    if (PyType_Ready(&annotate_base_type) < 0 || PyType_Ready(&function_type) < 0)
         return -1;
+#if PY_VERSION_HEX < 0x030E0000
+    if (PyType_Ready(&special_type) < 0 || install_special_methods() < 0)
+        return -1;
+#endif
     if (PyModule_AddFunctions(module, accel_functions) < 0)
         return -1;
     Py_INCREF(&annotate_base_type);
