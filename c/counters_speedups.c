@@ -1,10 +1,10 @@
-/* counters_speedups.c - the C sample function of int64/float64 counters, in nvtx_cffi._speedups.
+/* counters_speedups.c - the C sample of int64/float64 counters, and array payloads, in nvtx_cffi._speedups.
  *
- * A Sampler is a callable object (vectorcall, one positional argument) that converts its argument
- * to int64 or double and calls the shim's nvtxcffi_counter_sample_int64/_float64(counter, value):
- * nvtx_cffi/_counters.py binds one as a counter's `sample` when the accelerator is loaded. The
- * function's address comes from the CFFI module (ffi.addressof), checked against the two the shim
- * exports when bound (bind_samplers), so no other address is ever called.
+ * CounterBase (below) is the C base of nvtx_cffi/_counters.py's counter classes: its METH_O
+ * `sample` converts its argument to int64 or double and calls the shim's
+ * nvtxcffi_counter_sample_int64/_float64(counter, value). Those two functions' addresses come from
+ * the CFFI module (ffi.addressof), checked against the two the shim exports when bound
+ * (bind_samplers), so no other address is ever called.
  * Errors are those of the conversion: TypeError for a non-number (a float for int64), OverflowError
  * out of range; nvtx 0.2.16's Cython methods raise the same types. */
 #include "speedups.h"
@@ -18,13 +18,6 @@ typedef void (*sample_f64_fn)(int, double);
 
 static sample_i64_fn g_i64;
 static sample_f64_fn g_f64;
-
-typedef struct {
-    PyObject_HEAD
-    vectorcallfunc vectorcall;
-    int counter;
-    int is_float;
-} Sampler;
 
 /* sample()'s conversion of `v` failed: the same exception type, a message naming the value and the
  * counter's type (other exceptions, from a user's __index__ or __float__, pass unchanged). */
@@ -42,51 +35,6 @@ static PyObject *sample_error(PyObject *v, int is_float)
     }
     return NULL;
 }
-
-static PyObject *sampler_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
-{
-    Sampler *s = (Sampler *)self;
-    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
-    if (n != 1 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0)) {
-        PyErr_Format(PyExc_TypeError, "sample() takes exactly one argument (value), %zd given",
-                     n + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0));
-        return NULL;
-    }
-    PyObject *v = args[0];
-    if (s->is_float) {
-        double d = PyFloat_Check(v) ? PyFloat_AS_DOUBLE(v) : PyFloat_AsDouble(v);
-        if (d == -1.0 && PyErr_Occurred())
-            return sample_error(v, 1);
-        g_f64(s->counter, d);
-    } else {
-        if (PyFloat_Check(v)) {
-            PyErr_Format(PyExc_TypeError, "sample() of an int64 counter takes an int value, not %.200s", Py_TYPE(v)->tp_name);
-            return NULL;
-        }
-        long long x = PyLong_AsLongLong(v);
-        if (x == -1 && PyErr_Occurred())
-            return sample_error(v, 0);
-        g_i64(s->counter, (int64_t)x);
-    }
-    Py_RETURN_NONE;
-}
-
-static PyObject *sampler_repr(PyObject *self)
-{
-    Sampler *s = (Sampler *)self;
-    return PyUnicode_FromFormat("<sample of %s counter %d>", s->is_float ? "float64" : "int64", s->counter);
-}
-
-static PyTypeObject SamplerType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "nvtx_cffi._speedups.Sampler",
-    .tp_basicsize = sizeof(Sampler),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_vectorcall_offset = offsetof(Sampler, vectorcall),
-    .tp_call = PyVectorcall_Call,
-    .tp_repr = sampler_repr,
-    .tp_doc = "counter.sample(value): one NVTX counter sample (C).",
-};
 
 /* Two C function addresses (ints from ffi.addressof) for `what`, into *a and *b: 0 with an error
  * set when they are not two non-NULL addresses, or differ from those bound before (cur_a, cur_b). */
@@ -122,37 +70,6 @@ static PyObject *bind_samplers(PyObject *module, PyObject *const *args, Py_ssize
     g_i64 = (sample_i64_fn)a;
     g_f64 = (sample_f64_fn)b;
     Py_RETURN_NONE;
-}
-
-/* sampler(counter, is_float) -> Sampler (after bind_samplers). */
-static PyObject *make_sampler(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
-{
-    (void)module;
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "sampler(counter, is_float)");
-        return NULL;
-    }
-    if (g_i64 == NULL || g_f64 == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "sampler: bind_samplers() was not called");
-        return NULL;
-    }
-    long counter = PyLong_AsLong(args[0]);
-    if (counter == -1 && PyErr_Occurred())
-        return NULL;
-    int is_float = PyObject_IsTrue(args[1]);
-    if (is_float < 0)
-        return NULL;
-    if (counter < 0 || counter > INT32_MAX) {
-        PyErr_SetString(PyExc_ValueError, "sampler: counter index out of range");
-        return NULL;
-    }
-    Sampler *s = PyObject_New(Sampler, &SamplerType);
-    if (s == NULL)
-        return NULL;
-    s->vectorcall = sampler_vectorcall;
-    s->counter = (int)counter;
-    s->is_float = is_float;
-    return (PyObject *)s;
 }
 
 /* CounterBase: the C base of nvtx_cffi's counter classes. `sample` is a METH_O method of the type,
@@ -434,13 +351,12 @@ static PyMethodDef counters_functions[] = {
      "emit_array(op, slot, domain, inline, scalar_schema, array_schema, array) -> result, or None (not sent)"},
     {"method_for", FUNC_CAST(method_for), METH_FASTCALL, "method_for(cls, name) -> a C method as cls's own descriptor"},
     {"bind_samplers", FUNC_CAST(bind_samplers), METH_FASTCALL, "bind_samplers(i64_address, f64_address)"},
-    {"sampler", FUNC_CAST(make_sampler), METH_FASTCALL, "sampler(counter, is_float) -> a counter's sample()"},
     {NULL, NULL, 0, NULL},
 };
 
 int nvtxcffi_counters_init(PyObject *module)
 {
-    if (PyType_Ready(&SamplerType) < 0 || PyType_Ready(&CounterBaseType) < 0 || PyType_Ready(&NoOpCounterBaseType) < 0)
+    if (PyType_Ready(&CounterBaseType) < 0 || PyType_Ready(&NoOpCounterBaseType) < 0)
         return -1;
     Py_INCREF(&NoOpCounterBaseType);
     if (PyModule_AddObject(module, "NoOpCounterBase", (PyObject *)&NoOpCounterBaseType) < 0) {

@@ -28,7 +28,7 @@ extern nvtxcffi_api_t nvtxcffi_shim;
 /* Each part adds its functions, types and constants to the module (0, or -1 with an exception). */
 int nvtxcffi_accel_init(PyObject *module);
 int nvtxcffi_prof_init(PyObject *module);
-int nvtxcffi_counters_init(PyObject *module); /* c/counters_speedups.c: counter samplers */
+int nvtxcffi_counters_init(PyObject *module); /* c/counters_speedups.c: counters, array payloads */
 
 /* An exact int that fits in one machine word of CPython's representation (|v| < 2**30 on 3.11,
  * "compact" on 3.12+): *out, 1; else 0 and nothing raised. Public API only: ob_digit of the

@@ -263,24 +263,24 @@ def _array_of(values, typecode: str):  # without NumPy
     return pyarray.array(typecode, values)
 
 
-def _samplers():
-    """_speedups' C sampler factory, bound to the shim's sample functions (None without the accelerator)."""
+def _bind_c_samplers() -> bool:
+    """Give CounterBase's C ``sample`` the shim's two sample functions; False without the accelerator."""
     from ._accel import speedups
 
-    if speedups is None or not hasattr(speedups, "sampler"):
-        return None
+    if speedups is None or not hasattr(speedups, "bind_samplers"):
+        return False
     speedups.bind_samplers(int(ffi.cast("uintptr_t", ffi.addressof(lib, "nvtxcffi_counter_sample_int64"))),
                            int(ffi.cast("uintptr_t", ffi.addressof(lib, "nvtxcffi_counter_sample_float64"))))
-    return speedups.sampler
+    return True
 
 
-_sampler = None
+_samplers_bound = False
 
 
 def _bind_samplers(active: bool) -> None:  # at NVTX's first call (nvtx_cffi/_state.py)
-    global _sampler
+    global _samplers_bound
     if active and _CBase is not None:
-        _sampler = _samplers()
+        _samplers_bound = _bind_c_samplers()
 
 
 _state.on_decide(_bind_samplers)
@@ -294,7 +294,7 @@ class Int64Counter(Counter):
 
     def _bind(self) -> None:
         if _CBase is not None:  # C: sample() is CounterBase's METH_O method (nvtx_cffi._speedups)
-            if _sampler is None:
+            if not _samplers_bound:
                 _bind_samplers(True)
             self._bind_sample(self._index, False)
             return
@@ -315,7 +315,7 @@ class Float64Counter(Counter):
 
     def _bind(self) -> None:
         if _CBase is not None:  # C: sample() is CounterBase's METH_O method (nvtx_cffi._speedups)
-            if _sampler is None:
+            if not _samplers_bound:
                 _bind_samplers(True)
             self._bind_sample(self._index, True)
             return
