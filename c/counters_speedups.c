@@ -19,19 +19,27 @@ typedef void (*sample_f64_fn)(int, double);
 static sample_i64_fn g_i64;
 static sample_f64_fn g_f64;
 
+/* sample() of a value of the wrong type: TypeError naming the value's type and the counter's. */
+static PyObject *sample_type_error(PyObject *v, int is_float)
+{
+    PyErr_Format(PyExc_TypeError, "sample() of %s takes %s value, not %.200s",
+                 is_float ? "a float64 counter" : "an int64 counter", is_float ? "a real number" : "an int",
+                 Py_TYPE(v)->tp_name);
+    return NULL;
+}
+
 /* sample()'s conversion of `v` failed: the same exception type, a message naming the value and the
  * counter's type (other exceptions, from a user's __index__ or __float__, pass unchanged). */
 static PyObject *sample_error(PyObject *v, int is_float)
 {
-    const char *counter = is_float ? "a float64 counter" : "an int64 counter";
     if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
         PyErr_Clear();
-        PyErr_Format(PyExc_OverflowError, "sample() of %s: value is out of range (%s)", counter,
+        PyErr_Format(PyExc_OverflowError, "sample() of %s: value is out of range (%s)",
+                     is_float ? "a float64 counter" : "an int64 counter",
                      is_float ? "too large for a double" : "it must fit in int64");
     } else if (PyErr_ExceptionMatches(PyExc_TypeError)) {
         PyErr_Clear();
-        PyErr_Format(PyExc_TypeError, "sample() of %s takes %s value, not %.200s", counter,
-                     is_float ? "a real number" : "an int", Py_TYPE(v)->tp_name);
+        sample_type_error(v, is_float);
     }
     return NULL;
 }
@@ -95,10 +103,8 @@ static PyObject *counter_sample(PyObject *self, PyObject *v)
             g_i64(c->counter, (int64_t)x);
             Py_RETURN_NONE;
         }
-        if (PyFloat_Check(v)) {
-            PyErr_Format(PyExc_TypeError, "sample() of an int64 counter takes an int value, not %.200s", Py_TYPE(v)->tp_name);
-            return NULL;
-        }
+        if (PyFloat_Check(v))
+            return sample_type_error(v, 0);
         x = PyLong_AsLongLong(v);
         if (x == -1 && PyErr_Occurred())
             return sample_error(v, 0);
