@@ -201,45 +201,71 @@ static inline uint64_t text_hash(const unsigned char *p, Py_ssize_t n, int kind)
     return h ^ (h >> 33);
 }
 
-/* `message` (borrowed) or the str of the same text seen first (borrowed, held by the table);
- * *entry: its index in the table, or -1 when it does not go through the table. */
+static inline size_t canon_at(uint64_t text_hash_)
+{
+    return (size_t)(text_hash_ >> 40) & (CANON_COUNT - 1);
+}
+
+/* `message` or the str of the same text seen first: a NEW reference, so that the caller may run
+ * Python code while it holds it (a dict lookup's __eq__, a GC pass at an allocation, a payload
+ * check): that code may call nvtx-cffi with another text that replaces this entry, which frees the
+ * str the table held. *entry: its index in the table, or -1 when it does not go through it. */
 static PyObject *canonical_entry(PyObject *message, int *entry)
 {
     *entry = -1;
     /* the cached hash: a public field of the str's struct (no call, no private API) */
     if (!PyUnicode_CheckExact(message) || ((PyASCIIObject *)message)->hash != -1)
-        return message;
+        return Py_NewRef(message);
 #if PY_VERSION_HEX < 0x030C0000
     /* a legacy str (PyUnicode_FromUnicode(NULL, n), until 3.12) has no kind or data yet */
     if (!PyUnicode_IS_READY(message))
-        return message;
+        return Py_NewRef(message);
 #endif
     int kind = PyUnicode_KIND(message);
     Py_ssize_t length = PyUnicode_GET_LENGTH(message), nbytes = length * kind; /* the text exists: no overflow */
     if (nbytes > CANON_TEXT_MAX)
-        return message;
+        return Py_NewRef(message);
     const void *data = PyUnicode_DATA(message);
     uint64_t h = text_hash(data, nbytes, kind);
-    size_t at = (size_t)(h >> 40) & (CANON_COUNT - 1);
+    size_t at = canon_at(h);
     *entry = (int)at;
     PyObject *old = canon[at].str;
     if (old == message)
-        return message;
+        return Py_NewRef(message);
     if (old != NULL && canon[at].hash == h && PyUnicode_KIND(old) == kind && PyUnicode_GET_LENGTH(old) == length
         && memcmp(PyUnicode_DATA(old), data, (size_t)nbytes) == 0)
-        return old;
+        return Py_NewRef(old);
     Py_INCREF(message);
     canon[at].str = message;
     canon[at].hash = h;
     canon[at].message_slot = -1;
     Py_XDECREF(old); /* a str: no code runs */
-    return message;
+    return Py_NewRef(message);
 }
 
-static inline PyObject *canonical_message(PyObject *message)
+static inline PyObject *canonical_message(PyObject *message) /* a new reference */
 {
     int entry;
     return canonical_entry(message, &entry);
+}
+
+PyDoc_STRVAR(canon_index_doc,
+"_canon_index(text)\n--\n\n"
+"The entry of the table of f-string texts that `text` maps to (tests: texts that share one).");
+
+static PyObject *canon_index(PyObject *module, PyObject *text)
+{
+    (void)module;
+    if (!PyUnicode_Check(text)) {
+        PyErr_Format(PyExc_TypeError, "_canon_index() takes a str, not %.200s", Py_TYPE(text)->tp_name);
+        return NULL;
+    }
+    int kind = PyUnicode_KIND(text);
+    Py_ssize_t nbytes = PyUnicode_GET_LENGTH(text) * kind;
+    if (nbytes > CANON_TEXT_MAX)
+        return PyLong_FromLong(-1);
+    uint64_t h = text_hash(PyUnicode_DATA(text), nbytes, kind);
+    return PyLong_FromSize_t(canon_at(h));
 }
 
 /* A cached slot number (the caches hold small non-negative ints); -1 when not usable. */
@@ -938,25 +964,33 @@ static PyObject *call_type_normally(PyObject *callable, PyObject *const *args, P
 
 /* The cached annotate object for annotate(message, color, domain, category) with no payload: 1
  * found (*found borrowed), 0 not cached, -1 error. Plain calls use the message-only cache, others
- * a style (then the argument-tuple cache, whose answer the style remembers). */
-static int annotate_template(PyObject *callable, PyObject **a, PyObject **found)
+ * a style (then the argument-tuple cache, whose answer the style remembers). `message` is a[0] or
+ * the first str of its text (held by the caller: the lookups and PyTuple_Pack may run Python). */
+static int annotate_template_of(PyObject *callable, PyObject *message, PyObject *const *a, PyObject **found)
 {
-    a[0] = canonical_message(a[0]); /* equal, so the same answer; cheaper to look up */
     if (a[1] == Py_None && a[2] == Py_None && a[3] == Py_None)
-        return lookup(annotate_by_message, a[0], found);
+        return lookup(annotate_by_message, message, found);
     style_t *style;
-    *found = style_get(STYLE_ANNOTATE, a[1], a[2], a[3], a[0], &style);
+    *found = style_get(STYLE_ANNOTATE, a[1], a[2], a[3], message, &style);
     if (*found != NULL)
         return 1;
     if (!keyable(a[1]) || !keyable(a[3]))
         return 0; /* the class call validates */
-    PyObject *key = PyTuple_Pack(7, callable, a[0], a[1], a[2], a[3], Py_None, (PyObject *)Py_TYPE(Py_None));
+    PyObject *key = PyTuple_Pack(7, callable, message, a[1], a[2], a[3], Py_None, (PyObject *)Py_TYPE(Py_None));
     if (key == NULL)
         return -1;
     int hit = lookup(annotate_cache, key, found);
     Py_DECREF(key);
     if (hit > 0 && Py_TYPE(*found) == annotate_cls)
-        style_put(STYLE_ANNOTATE, a[1], a[2], a[3], 0, a[0], *found);
+        style_put(STYLE_ANNOTATE, a[1], a[2], a[3], 0, message, *found);
+    return hit;
+}
+
+static int annotate_template(PyObject *callable, PyObject *const *a, PyObject **found)
+{
+    PyObject *message = canonical_message(a[0]); /* equal, so the same answer; cheaper to look up */
+    int hit = annotate_template_of(callable, message, a, found);
+    Py_DECREF(message); /* the table or a[0] still holds it (a str: no code runs) */
     return hit;
 }
 
@@ -1079,11 +1113,14 @@ static inline int hash_cached(PyObject *s)
     return PyUnicode_CheckExact(s) && ((PyASCIIObject *)s)->hash != -1;
 }
 
+static PyObject *annotate_class_call(PyObject *callable, PyObject *const *args, Py_ssize_t nargs,
+                                     PyObject *kwnames, PyObject *first, int message_stable);
+
 static PyObject *annotate_class_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf,
                                            PyObject *kwnames)
 {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    PyObject *a[5], *found;
+    PyObject *found;
     if (nargs == 1 && kwnames == NULL && callable == (PyObject *)annotate_cls) {
         /* annotate(message): the commonest call */
         PyObject *message = args[0];
@@ -1094,7 +1131,9 @@ static PyObject *annotate_class_vectorcall(PyObject *callable, PyObject *const *
             return found;
         }
         int constant = hash_cached(message);
-        int hit = lookup(annotate_by_message, canonical_message(message), &found);
+        PyObject *same = canonical_message(message);
+        int hit = lookup(annotate_by_message, same, &found); /* may run a key's __eq__: `same` is held */
+        Py_DECREF(same);                                     /* held by the table or the caller */
         if (hit < 0)
             return NULL;
         if (hit > 0 && Py_TYPE(found) == annotate_cls) {
@@ -1113,18 +1152,33 @@ static PyObject *annotate_class_vectorcall(PyObject *callable, PyObject *const *
         }
     }
     /* the call site table, keyed by the arguments as given with a positional message replaced by
-     * the first str of its text (an f-string message is a new str each call) */
+     * the first str of its text (an f-string message is a new str each call): held until the end,
+     * since Python code runs below (payload checks, the class call, GC at allocations) */
+    PyObject *first = NULL;
+    int message_stable = 1; /* key[0] is not a new str each call (nor one longer than canon takes) */
+    if (callable == (PyObject *)annotate_cls && nargs >= 1 && !hash_cached(args[0]) && PyUnicode_CheckExact(args[0])) {
+        int entry;
+        first = canonical_entry(args[0], &entry);
+        message_stable = entry >= 0;
+    }
+    PyObject *result = annotate_class_call(callable, args, nargs, kwnames, first, message_stable);
+    Py_XDECREF(first);
+    return result;
+}
+
+/* annotate_class_vectorcall past its hot path; `first`: NULL, or a positional message's first str of
+ * its text (a reference the caller holds). */
+static PyObject *annotate_class_call(PyObject *callable, PyObject *const *args, Py_ssize_t nargs,
+                                     PyObject *kwnames, PyObject *first, int message_stable)
+{
+    PyObject *a[5], *found;
     Py_ssize_t n = nargs + (kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0);
     PyObject *key[5] = {NULL, NULL, NULL, NULL, NULL};
-    int message_stable = 1; /* key[0] is not a new str each call (nor one longer than canon takes) */
     if (callable == (PyObject *)annotate_cls && n >= 1 && n <= 5) {
         for (Py_ssize_t i = 0; i < n; i++)
             key[i] = args[i];
-        if (nargs >= 1 && !hash_cached(args[0]) && PyUnicode_CheckExact(args[0])) {
-            int entry;
-            key[0] = canonical_entry(args[0], &entry);
-            message_stable = entry >= 0;
-        }
+        if (first != NULL)
+            key[0] = first;
         const site_entry *site = site_find(SITE_ANNOTATE, key, nargs, kwnames);
         if (site != NULL) {
             annotate_object *template_ = (annotate_object *)site->object;
@@ -1357,19 +1411,33 @@ static inline PyObject *range_call(PyObject *op, PyObject *const *args, size_t n
     return range_emit(opcode, site->slot, site->domain_index, kind, ivalue, fvalue);
 }
 
+static PyObject *range_call_bound(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames,
+                                  int opcode, PyObject *const *a, PyObject *message);
+
 /* A call the site table does not know yet (its own function: the hit path above stays small). */
 static PyObject *range_call_general(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames,
                                     int opcode)
+{
+    PyObject *a[5];
+    if (slot_cache == NULL || !bind(args, PyVectorcall_NARGS(nargsf), kwnames, range_params, 5, 0, a))
+        return twin(op, args, nargsf, kwnames);
+    /* an f-string message by the first str of its text, held: the lookups below may run Python */
+    PyObject *message = a[0] ? canonical_message(a[0]) : Py_NewRef(Py_None);
+    PyObject *result = range_call_bound(op, args, nargsf, kwnames, opcode, a, message);
+    Py_DECREF(message);
+    return result;
+}
+
+/* range_call_general with the arguments bound; `message`: a[0], or the first str of its text. */
+static PyObject *range_call_bound(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames,
+                                  int opcode, PyObject *const *a, PyObject *message)
 {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     int kind = NVTXCFFI_PAYLOAD_NONE;
     int64_t ivalue = 0;
     double fvalue = 0.0;
-    PyObject *a[5];
-    if (slot_cache == NULL || !bind(args, nargs, kwnames, range_params, 5, 0, a))
-        return twin(op, args, nargsf, kwnames);
     PyObject *default_ = opcode == NVTXCFFI_OP_START ? Py_None : default_color;
-    PyObject *message = a[0] ? canonical_message(a[0]) : Py_None, *color = a[1] ? a[1] : default_;
+    PyObject *color = a[1] ? a[1] : default_;
     PyObject *domain = a[2] ? a[2] : Py_None, *category = a[3] ? a[3] : Py_None;
     PyObject *array = NULL; /* push/mark: an array payload sent by emit_array */
     if (a[4] != NULL && a[4] != Py_None && !payload_c(a[4], &kind, &ivalue, &fvalue)) {
@@ -1447,27 +1515,14 @@ static struct {
     int slot;
 } message_slots[MESSAGE_SLOTS];
 
-static inline int message_only_slot(PyObject *const *args, size_t nargsf, PyObject *kwnames)
+/* The default-colour slot of `message` (an exact str the caller holds; `entry` its canon entry or -1),
+ * remembered by the message's address; -1 when not cached. */
+static int message_slot_of(PyObject *message, int entry)
 {
-    if (PyVectorcall_NARGS(nargsf) != 1 || kwnames != NULL || blue_slots == NULL)
-        return -1;
-    PyObject *message = args[0];
     size_t at = ((uintptr_t)message >> 4) & (MESSAGE_SLOTS - 1);
     if (message_slots[at].message == message)
         return message_slots[at].slot;
-    if (!PyUnicode_CheckExact(message))
-        return -1;
-    int entry;
-    PyObject *same = canonical_entry(message, &entry); /* an f-string: the first str of its text */
-    if (same != message) {
-        if (canon[entry].message_slot >= 0)
-            return canon[entry].message_slot;
-        message = same;
-        at = ((uintptr_t)message >> 4) & (MESSAGE_SLOTS - 1);
-        if (message_slots[at].message == message)
-            return message_slots[at].slot;
-    }
-    PyObject *found = PyDict_GetItemWithError(blue_slots, message); /* exact str: nothing to raise but memory */
+    PyObject *found = PyDict_GetItemWithError(blue_slots, message);
     if (found == NULL) {
         PyErr_Clear();
         return -1;
@@ -1482,6 +1537,26 @@ static inline int message_only_slot(PyObject *const *args, size_t nargsf, PyObje
         message_slots[at].slot = slot;
         Py_XDECREF(old); /* a str: no code runs */
     }
+    return slot;
+}
+
+static inline int message_only_slot(PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    if (PyVectorcall_NARGS(nargsf) != 1 || kwnames != NULL || blue_slots == NULL)
+        return -1;
+    PyObject *message = args[0];
+    size_t at = ((uintptr_t)message >> 4) & (MESSAGE_SLOTS - 1);
+    if (message_slots[at].message == message)
+        return message_slots[at].slot;
+    if (!PyUnicode_CheckExact(message))
+        return -1;
+    int entry;
+    /* an f-string: the first str of its text, held (a str subclass key's __eq__ may run Python) */
+    PyObject *same = canonical_entry(message, &entry);
+    int slot = same == message ? -1 : canon[entry].message_slot;
+    if (slot < 0)
+        slot = message_slot_of(same, entry);
+    Py_DECREF(same); /* held by the table or the caller (a str: no code runs) */
     return slot;
 }
 
@@ -2371,6 +2446,7 @@ static PyMethodDef accel_functions[] = {
     {"install", install, METH_O, install_doc},
     {"setup_annotate", FUNC_CAST(setup_annotate), METH_FASTCALL, setup_annotate_doc},
     {"array_dtype_checked", FUNC_CAST(array_dtype_checked), METH_FASTCALL, array_dtype_checked_doc},
+    {"_canon_index", canon_index, METH_O, canon_index_doc},
     {"setup_ranges", FUNC_CAST(setup_ranges), METH_FASTCALL, setup_ranges_doc},
     {"setup_domain", FUNC_CAST(setup_domain), METH_FASTCALL, setup_domain_doc},
     {"decorated", FUNC_CAST(decorated), METH_FASTCALL, decorated_doc},

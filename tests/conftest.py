@@ -1,7 +1,8 @@
 """Attach the recorder to the test process before anything imports nvtx_cffi.
 
-NVTX loads its tool once, at its first call, which nvtx_cffi makes at import. So the environment is
-set here, at conftest import, from the package's location alone (find_spec does not import it).
+NVTX loads its tool once, at its first call (nvtx_cffi makes that call at the first annotation, not at
+import, but a test module may annotate at import time). So the environment is set here, at conftest
+import, from the package's location alone (find_spec does not import it).
 Tests then assert the events the recorder saw, via ``recorder.capture()``; scenarios that need a
 fresh process (no tool, another environment) run in subprocesses with ``run_python``.
 """

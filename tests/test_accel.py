@@ -599,3 +599,112 @@ def test_an_isolated_subinterpreter_cannot_import_the_package():
     # the CFFI backend or the shim, whichever is imported first: both are single-phase modules
     assert re.search(r"ImportError'?>?: module (_cffi_backend|(nvtx_cffi\._native\.)?_ffi) does not support "
                      r"loading in subinterpreters", out), out
+
+
+# Python code that runs while the accelerator holds the first str of a message's text (a str
+# subclass key's __eq__ in a dict lookup, a payload's __index__, a collection started by an
+# allocation) and calls nvtx-cffi with another text of the same table entry, which replaces (frees)
+# that str. Each must leave the str alive and the answers right; before the fix each crashed.
+REENTRANT_TEXT_EVICTION = r"""
+import gc, json, sys
+import nvtx_cffi as nvtx
+from nvtx_cffi import _speedups, recorder
+
+def collider(text):
+    "Another text in the same entry of the accelerator's table of f-string texts."
+    return next(t for t in (f"evict{i}" for i in range(1 << 20))
+                if _speedups._canon_index(t) == _speedups._canon_index(text))
+
+evictions = 0
+def evict(other):
+    global evictions
+    evictions += 1
+    nvtx.annotate("".join(["", other]))  # a new str of that text: it takes the entry
+
+def fresh(text):
+    "An equal str that is a new object with no hash computed yet (as an f-string is)."
+    return "".join([text[:3], text[3:]])
+
+scenario = sys.argv[1]
+wrong = []
+if scenario == "str subclass __eq__ in a lookup":
+    class Key(str):
+        armed = False
+        def __hash__(self):  # hashes as "hello": the slot dict compares it with "hello"
+            return hash("hello")
+        def __eq__(self, other):
+            if Key.armed:
+                Key.armed = False
+                evict(HELLO_COLLIDER)
+            return str.__eq__(self, other)
+    HELLO_COLLIDER = collider("hello")
+    nvtx.push_range(Key("other")); nvtx.pop_range()  # probed before "hello" in the slot dict
+    nvtx.push_range("hello"); nvtx.pop_range()
+    nvtx.annotate("hello")
+    nvtx.annotate(fresh("hello"))  # the table's str of "hello": held by the table alone
+    Key.armed = True
+    nvtx.push_range(fresh("hello")); nvtx.pop_range()  # Key.__eq__ runs inside its lookup
+    with recorder.capture() as events:
+        for i in range(30000):
+            nvtx.mark("".join(["m", str(i % 3000)]))  # new strs, some at the address freed
+    got = [e.message for e in events if e.kind == "mark"]
+    expected = ["m%d" % (i % 3000) for i in range(30000)]
+    wrong = [(g, e) for g, e in zip(got, expected) if g != e][:5] + ([] if len(got) == 30000 else [len(got)])
+elif scenario == "payload __index__":
+    class Step:
+        other = None
+        def __init__(self, value):
+            self.value = value
+        def __index__(self):  # runs while the C path checks the payload (no tool)
+            if Step.other is not None:
+                other, Step.other = Step.other, None
+                evict(other)
+            return self.value
+    for n in range(40):
+        text = f"phase{n}"; hash(text)
+        nvtx.annotate(text)
+        nvtx.annotate(fresh(text))
+        Step.other = collider(text)
+        a = nvtx.annotate(fresh(text), payload=Step(n))
+        if a.message != text or a.payload.value != n:
+            wrong.append((a.message, text))
+elif scenario == "collection at an allocation":
+    other = None
+    def on_gc(phase, info):
+        global other
+        if other is not None and phase == "start":
+            gc.set_threshold(700)
+            text, other = other, None
+            evict(text)
+    gc.callbacks.append(on_gc)
+    for n in range(300):
+        text = f"step{n}"; hash(text)
+        colour = "#%06x" % (n + 1)
+        nvtx.annotate(text)
+        nvtx.annotate(text, color=colour)
+        nvtx.annotate(fresh(text))  # the table's str of the text: held by the table alone
+        target = collider(text)
+        spare = [tuple([i, 1, 2, 3, 4, 5, 6]) for i in range(2500)]  # use up the 7-tuple free list
+        gc.collect()
+        keep = [[] for _ in range(n % 4)]  # shifts which allocation starts a collection
+        gc.set_threshold(1)
+        other = target
+        a = nvtx.annotate(fresh(text), color=fresh(colour))  # a collection may start inside the call
+        gc.set_threshold(700)
+        if a.message != text or a.color != colour:
+            wrong.append((a.message, text))
+print(json.dumps({"evictions": evictions, "wrong": wrong}))
+"""
+
+
+@pytest.mark.skipif(not ACCELERATED, reason="the accelerator's table of texts")
+@pytest.mark.parametrize(("scenario", "tool", "evictions"), [
+    ("str subclass __eq__ in a lookup", True, 1),
+    ("payload __index__", False, 40),
+    ("collection at an allocation", False, 300),
+])
+def test_code_run_inside_a_call_that_replaces_the_message_text_entry_frees_nothing_in_use(scenario, tool, evictions):
+    code = f"import sys; sys.argv[1:] = [{scenario!r}]\n" + REENTRANT_TEXT_EVICTION
+    proc = run_python(code, remove=() if tool else ("NVTX_INJECTION64_PATH",), check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout) == {"evictions": evictions, "wrong": []}
