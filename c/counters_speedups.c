@@ -1,12 +1,12 @@
 /* counters_speedups.c - the C sample of int64/float64 counters, and array payloads, in nvtx_cffi._speedups.
  *
- * CounterBase (below) is the C base of nvtx_cffi/_counters.py's counter classes: its METH_O
+ * CounterBase (below) is the C base of nvtx_cffi/_counters.py's counter classes: its C method
  * `sample` converts its argument to int64 or double and calls the shim's
  * nvtxcffi_counter_sample_int64/_float64(counter, value). Those two functions' addresses come from
  * the CFFI module (ffi.addressof), checked against the two the shim exports when bound
  * (bind_samplers), so no other address is ever called.
- * Errors are those of the conversion: TypeError for a non-number (a float for int64), OverflowError
- * out of range; nvtx 0.2.16's Cython methods raise the same types. */
+ * Values convert as nvtx 0.2.16's Cython methods convert them (int64: through __int__, so a float
+ * truncates; float64: PyFloat_AsDouble), with the same exception types. */
 #include "speedups.h"
 
 #include <stddef.h>
@@ -22,9 +22,9 @@ static sample_f64_fn g_f64;
 /* sample() of a value of the wrong type: TypeError naming the value's type and the counter's. */
 static PyObject *sample_type_error(PyObject *v, int is_float)
 {
-    PyErr_Format(PyExc_TypeError, "sample() of %s takes %s value, not %.200s",
-                 is_float ? "a float64 counter" : "an int64 counter", is_float ? "a real number" : "an int",
-                 Py_TYPE(v)->tp_name);
+    PyErr_Format(PyExc_TypeError, "sample() of %s takes %s, not %.200s",
+                 is_float ? "a float64 counter" : "an int64 counter",
+                 is_float ? "a real number" : "an int (or a number that int() truncates)", Py_TYPE(v)->tp_name);
     return NULL;
 }
 
@@ -80,18 +80,93 @@ static PyObject *bind_samplers(PyObject *module, PyObject *const *args, Py_ssize
     Py_RETURN_NONE;
 }
 
-/* CounterBase: the C base of nvtx_cffi's counter classes. `sample` is a METH_O method of the type,
- * so `counter.sample(v)` is CPython's specialised method-descriptor call (no bound object, no
- * argument tuple); the Python subclasses set the index with _bind_sample(counter, is_float). */
+/* The arguments of a call as the Python signature fn(names...) binds them (positional or by keyword,
+ * all required): 0, or -1 with the TypeError Python would give. */
+static int check_args(const char *fn, const char *const *names, Py_ssize_t want, PyObject *const *args,
+                     size_t nargsf, PyObject *kwnames)
+{
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    (void)args;
+    if (n > want) {
+        PyErr_Format(PyExc_TypeError, "%s() takes %zd positional arguments but %zd were given", fn, want + 1, n + 1);
+        return -1;
+    }
+    int seen = 0; /* bit i: argument i given */
+    for (Py_ssize_t i = 0; i < n; ++i)
+        seen |= 1 << i;
+    for (Py_ssize_t k = 0; k < nkw; ++k) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, k);
+        Py_ssize_t i = 0;
+        for (; i < want; ++i)
+            if (PyUnicode_CompareWithASCIIString(key, names[i]) == 0)
+                break;
+        if (i == want) {
+            PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", fn, key);
+            return -1;
+        }
+        if (seen & (1 << i)) {
+            PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", fn, names[i]);
+            return -1;
+        }
+        seen |= 1 << i;
+    }
+    for (Py_ssize_t i = 0; i < want; ++i)
+        if (!(seen & (1 << i))) {
+            PyErr_Format(PyExc_TypeError, "%s() missing 1 required positional argument: '%s'", fn, names[i]);
+            return -1;
+        }
+    return 0;
+}
+
+/* CounterBase: the C base of nvtx_cffi's counter classes. `sample` is a METH_FASTCALL method of the
+ * type, so `counter.sample(v)` is CPython's specialised method-descriptor call (no bound object, no
+ * argument tuple) and sample(value=v) works too; the Python subclasses set the index with
+ * _bind_sample(counter, is_float). */
 typedef struct {
     PyObject_HEAD
     int counter;
     int kind; /* 0: not bound (sample raises), 1: int64, 2: float64 */
 } CounterBase;
 
-static PyObject *counter_sample(PyObject *self, PyObject *v)
+/* The int64 of a sample as nvtx converts it (Cython's int64_t argument): an int, or what int() takes
+ * through __int__ (a float truncated, a NumPy scalar, a Decimal), not a str nor an object with
+ * __index__ alone. 0, or -1 with the error set (__int__'s own unchanged: a NaN's ValueError). */
+static int sample_int64_of(PyObject *v, long long *x)
 {
+    PyObject *i;
+    if (PyLong_Check(v)) {
+        i = Py_NewRef(v);
+    } else {
+        PyNumberMethods *nb = Py_TYPE(v)->tp_as_number;
+        if (nb == NULL || nb->nb_int == NULL) {
+            sample_type_error(v, 0);
+            return -1;
+        }
+        i = PyNumber_Long(v); /* nb_int first */
+        if (i == NULL)
+            return -1;
+    }
+    *x = PyLong_AsLongLong(i);
+    Py_DECREF(i);
+    if (*x == -1 && PyErr_Occurred()) {
+        sample_error(v, 0);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *value_name; /* "value", interned: sample(value=v)'s kwnames hold this object */
+
+static PyObject *counter_sample(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const names[] = {"value"};
     CounterBase *c = (CounterBase *)self;
+    if ((nargs != 1 || kwnames != NULL)
+        && !(nargs == 0 && kwnames != NULL && PyTuple_GET_SIZE(kwnames) == 1 && PyTuple_GET_ITEM(kwnames, 0) == value_name)
+        && check_args("sample", names, 1, args, (size_t)nargs, kwnames) < 0)
+        return NULL;
+    PyObject *v = args[0]; /* sample(v) or sample(value=v) */
     if (c->kind == 2) {
         double d = PyFloat_Check(v) ? PyFloat_AS_DOUBLE(v) : PyFloat_AsDouble(v);
         if (d == -1.0 && PyErr_Occurred())
@@ -103,11 +178,8 @@ static PyObject *counter_sample(PyObject *self, PyObject *v)
             g_i64(c->counter, (int64_t)x);
             Py_RETURN_NONE;
         }
-        if (PyFloat_Check(v))
-            return sample_type_error(v, 0);
-        x = PyLong_AsLongLong(v);
-        if (x == -1 && PyErr_Occurred())
-            return sample_error(v, 0);
+        if (sample_int64_of(v, &x) < 0)
+            return NULL;
         g_i64(c->counter, (int64_t)x);
     } else {
         PyErr_SetString(PyExc_NotImplementedError, "Use Domain.get_counter() to create a concrete counter.");
@@ -143,7 +215,8 @@ static PyObject *counter_bind_sample(PyObject *self, PyObject *const *args, Py_s
 }
 
 static PyMethodDef counter_base_methods[] = {
-    {"sample", counter_sample, METH_O, "sample(value): record one counter sample (C)."},
+    {"sample", FUNC_CAST(counter_sample), METH_FASTCALL | METH_KEYWORDS,
+     "sample(value): record one counter sample (C)."},
     {"_bind_sample", FUNC_CAST(counter_bind_sample), METH_FASTCALL, NULL},
     {NULL, NULL, 0, NULL},
 };
@@ -161,50 +234,13 @@ static PyTypeObject CounterBaseType = {
 /* NoOpCounterBase: the C base of the counter get_counter returns without a tool. Its methods do
  * nothing but check their arguments as the Python signatures would (sample(value),
  * sample_no_value(reason), batch_submit(values, timestamps): positional or by keyword). */
-static int noop_args(const char *fn, const char *const *names, Py_ssize_t want, PyObject *const *args,
-                     size_t nargsf, PyObject *kwnames)
-{
-    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
-    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
-    (void)args;
-    if (n > want) {
-        PyErr_Format(PyExc_TypeError, "%s() takes %zd positional arguments but %zd were given", fn, want + 1, n + 1);
-        return -1;
-    }
-    int seen = 0; /* bit i: argument i given */
-    for (Py_ssize_t i = 0; i < n; ++i)
-        seen |= 1 << i;
-    for (Py_ssize_t k = 0; k < nkw; ++k) {
-        PyObject *key = PyTuple_GET_ITEM(kwnames, k);
-        Py_ssize_t i = 0;
-        for (; i < want; ++i)
-            if (PyUnicode_CompareWithASCIIString(key, names[i]) == 0)
-                break;
-        if (i == want) {
-            PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", fn, key);
-            return -1;
-        }
-        if (seen & (1 << i)) {
-            PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", fn, names[i]);
-            return -1;
-        }
-        seen |= 1 << i;
-    }
-    for (Py_ssize_t i = 0; i < want; ++i)
-        if (!(seen & (1 << i))) {
-            PyErr_Format(PyExc_TypeError, "%s() missing required argument: '%s'", fn, names[i]);
-            return -1;
-        }
-    return 0;
-}
-
 static PyObject *noop_sample(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     static const char *const names[] = {"value"};
     (void)self;
     if (PyVectorcall_NARGS(nargsf) == 1 && kwnames == NULL)
         Py_RETURN_NONE;
-    if (noop_args("sample", names, 1, args, nargsf, kwnames) < 0)
+    if (check_args("sample", names, 1, args, nargsf, kwnames) < 0)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -213,7 +249,7 @@ static PyObject *noop_sample_no_value(PyObject *self, PyObject *const *args, siz
 {
     static const char *const names[] = {"reason"};
     (void)self;
-    if (noop_args("sample_no_value", names, 1, args, nargsf, kwnames) < 0)
+    if (check_args("sample_no_value", names, 1, args, nargsf, kwnames) < 0)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -222,7 +258,7 @@ static PyObject *noop_batch_submit(PyObject *self, PyObject *const *args, size_t
 {
     static const char *const names[] = {"values", "timestamps"};
     (void)self;
-    if (noop_args("batch_submit", names, 2, args, nargsf, kwnames) < 0)
+    if (check_args("batch_submit", names, 2, args, nargsf, kwnames) < 0)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -321,7 +357,7 @@ static PyObject *emit_array(PyObject *module, PyObject *const *args, Py_ssize_t 
 
 /* method_for(cls, name): the C method `name` of CounterBase or NoOpCounterBase as a method
  * descriptor of `cls`, a subclass. CPython 3.11's specialised calls of a C method
- * (PRECALL_NO_KW_METHOD_DESCRIPTOR_O and kin) require `self` to be exactly of the descriptor's
+ * (PRECALL_METHOD_DESCRIPTOR_FAST_WITH_KEYWORDS and kin) require `self` to be exactly of the descriptor's
  * type: set on the class users get (Int64Counter, ...), `counter.sample(v)` takes that fast path,
  * where the inherited descriptor (of the C base) leaves the call unspecialised. */
 static PyObject *method_for(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
@@ -362,6 +398,8 @@ static PyMethodDef counters_functions[] = {
 
 int nvtxcffi_counters_init(PyObject *module)
 {
+    if (value_name == NULL && (value_name = PyUnicode_InternFromString("value")) == NULL)
+        return -1;
     if (PyType_Ready(&CounterBaseType) < 0 || PyType_Ready(&NoOpCounterBaseType) < 0)
         return -1;
     Py_INCREF(&NoOpCounterBaseType);

@@ -286,21 +286,48 @@ def _bind_samplers(active: bool) -> None:  # at NVTX's first call (nvtx_cffi/_st
 _state.on_decide(_bind_samplers)
 
 
+def _int64_sampler(c_sample):
+    """``sample(value)`` of the pure-Python path, by CFFI's int64 conversion, which refuses a float;
+    nvtx's (Cython's, through ``__int__``) truncates one, so a float is converted here."""
+
+    def sample(value) -> None:
+        try:
+            c_sample(value)
+        except TypeError:
+            if not isinstance(value, float):
+                raise
+            c_sample(int(value))  # NaN: ValueError, infinity: OverflowError, as nvtx
+
+    sample.__qualname__ = "sample"  # argument errors read "sample() ...", as the C method's and nvtx's
+    return sample
+
+
+def _float64_sampler(c_sample):
+    """``sample(value)`` of the pure-Python path: a CFFI function takes no keyword argument."""
+
+    def sample(value) -> None:
+        c_sample(value)
+
+    sample.__qualname__ = "sample"
+    return sample
+
+
 class Int64Counter(Counter):
-    """A counter of signed 64-bit integers. ``sample(value)``: one C call (int64; a float or an
-    out-of-range int raises TypeError / OverflowError, as nvtx)."""
+    """A counter of signed 64-bit integers. ``sample(value)``: one C call. The value converts as in
+    nvtx: an int, or a number ``int()`` truncates (a float, a NumPy scalar); a str or None raises
+    TypeError, an int outside int64 OverflowError, a NaN ValueError."""
 
     __slots__ = ()
 
     def _bind(self) -> None:
-        if _CBase is not None:  # C: sample() is CounterBase's METH_O method (nvtx_cffi._speedups)
+        if _CBase is not None:  # C: sample() is CounterBase's C method (nvtx_cffi._speedups)
             if not _samplers_bound:
                 _bind_samplers(True)
             self._bind_sample(self._index, False)
             return
         fast = lib.nvtxcffi_fast_counter(self._index)
-        self.sample = (getattr(lib, f"nvtxcffi_sample_i64_{fast}") if fast >= 0
-                       else functools.partial(lib.nvtxcffi_counter_sample_int64, self._index))
+        self.sample = _int64_sampler(getattr(lib, f"nvtxcffi_sample_i64_{fast}") if fast >= 0
+                                     else functools.partial(lib.nvtxcffi_counter_sample_int64, self._index))
 
     def batch_submit(self, values: Iterable[int], timestamps: Iterable[int]) -> None:
         """Record timestamped int64 samples (one timestamp per value)."""
@@ -314,14 +341,14 @@ class Float64Counter(Counter):
     __slots__ = ()
 
     def _bind(self) -> None:
-        if _CBase is not None:  # C: sample() is CounterBase's METH_O method (nvtx_cffi._speedups)
+        if _CBase is not None:  # C: sample() is CounterBase's C method (nvtx_cffi._speedups)
             if not _samplers_bound:
                 _bind_samplers(True)
             self._bind_sample(self._index, True)
             return
         fast = lib.nvtxcffi_fast_counter(self._index)
-        self.sample = (getattr(lib, f"nvtxcffi_sample_f64_{fast}") if fast >= 0
-                       else functools.partial(lib.nvtxcffi_counter_sample_float64, self._index))
+        self.sample = _float64_sampler(getattr(lib, f"nvtxcffi_sample_f64_{fast}") if fast >= 0
+                                       else functools.partial(lib.nvtxcffi_counter_sample_float64, self._index))
 
     def batch_submit(self, values: Iterable[float], timestamps: Iterable[int]) -> None:
         """Record timestamped double samples (one timestamp per value)."""

@@ -125,7 +125,9 @@ def test_many_counters_past_the_one_argument_functions():
 @pytest.mark.parametrize(("call", "error", "text"), [
     (lambda d: d.get_counter("x", int).sample("3"), TypeError, ""),
     (lambda d: d.get_counter("x", int).sample(2**63), OverflowError, ""),
-    (lambda d: d.get_counter("x", int).sample(1.5), TypeError, ""),
+    (lambda d: d.get_counter("x", int).sample(float("nan")), ValueError, "cannot convert float NaN to integer"),
+    (lambda d: d.get_counter("x", int).sample(float("-inf")), OverflowError, ""),
+    (lambda d: d.get_counter("x", int).sample(value=b"3"), TypeError, ""),
     (lambda d: d.get_counter("x", float).sample("1"), TypeError, ""),
     (lambda d: d.get_counter("x", int).sample_no_value(1), AttributeError, "reason must be a CounterNoValueReason"),
     (lambda d: d.get_counter("x", int).batch_submit([1, 2], [1]), ValueError, "values and timestamps must have the same length"),
@@ -307,13 +309,16 @@ def test_bad_samples_raise_nvtx_exception_types_with_messages_naming_the_value()
     cases = [
         (lambda: c.sample(10 ** 5000), OverflowError, f"{int64}: value is out of range (it must fit in int64)"),
         (lambda: c.sample(-(2 ** 63) - 1), OverflowError, f"{int64}: value is out of range (it must fit in int64)"),
-        (lambda: c.sample("1"), TypeError, f"{int64} takes an int value, not str"),
-        (lambda: c.sample(None), TypeError, f"{int64} takes an int value, not NoneType"),
-        (lambda: c.sample(1.0), TypeError, f"{int64} takes an int value, not float"),
-        (lambda: c.sample(np.float64(1.0)), TypeError, f"{int64} takes an int value, not numpy.float64"),
+        (lambda: c.sample("1"), TypeError, f"{int64} takes an int (or a number that int() truncates), not str"),
+        (lambda: c.sample(None), TypeError, f"{int64} takes an int (or a number that int() truncates), not NoneType"),
+        (lambda: c.sample(1e19), OverflowError, f"{int64}: value is out of range (it must fit in int64)"),
+        (lambda: c.sample(np.float64(-1e19)), OverflowError, f"{int64}: value is out of range (it must fit in int64)"),
+        (lambda: c.sample(val=1), TypeError, "sample() got an unexpected keyword argument 'val'"),
+        (lambda: c.sample(), TypeError, "sample() missing 1 required positional argument: 'value'"),
+        (lambda: c.sample(1, value=1), TypeError, "sample() got multiple values for argument 'value'"),
         (lambda: f.sample(10 ** 400), OverflowError,
          "sample() of a float64 counter: value is out of range (too large for a double)"),
-        (lambda: f.sample("x"), TypeError, "sample() of a float64 counter takes a real number value, not str"),
+        (lambda: f.sample("x"), TypeError, "sample() of a float64 counter takes a real number, not str"),
     ]
     for call, what, value, dtype in [(group.sample, "sample(): value", (1,), pair),
                                      (group.sample, "sample(): value", (10 ** 30, 1.0), pair),
@@ -333,3 +338,56 @@ def test_bad_samples_raise_nvtx_exception_types_with_messages_naming_the_value()
         c.sample(7)
     _, out = samples(recorder.read_file(recorder.current_file()).events)
     assert [(s.counter.name, s.values) for s in out if s.counter.domain == "bad-samples"] == [("c", {"value": 7})]
+
+
+SAMPLE_CONVERSIONS = r"""
+import decimal, fractions, json, sys
+import numpy as np
+nvtx = __import__(sys.argv[1])
+from nvtx_cffi import recorder
+from nvtx_cffi.ext_records import ExtDecoder
+
+class Index:  # __index__ alone: nvtx's int64 conversion goes through __int__
+    def __index__(self):
+        return 3
+
+class Int:
+    def __int__(self):
+        return 4
+
+values = [7, True, 2.9, -2.9, np.float32(1.5), np.float64(2.5), np.bool_(True), np.int32(-3), np.uint64(2**64 - 1),
+          decimal.Decimal("2.5"), fractions.Fraction(7, 2), Index(), Int(), "3", b"3", None, float("nan"),
+          float("inf"), 2**63, -(2**63), 1e30]
+outcomes = []
+with recorder.capture() as events:  # the counters' registrations too: the decoder needs them
+    d = nvtx.get_domain("conversions")
+    counters = {"int": d.get_counter("i", int), "float": d.get_counter("f", float)}
+    for kind, counter in counters.items():
+        for i, value in enumerate(values):
+            for by_keyword in (False, True):
+                try:
+                    counter.sample(value=value) if by_keyword else counter.sample(value)
+                    outcomes.append([kind, i, by_keyword, "ok"])
+                except Exception as e:
+                    outcomes.append([kind, i, by_keyword, type(e).__name__])
+decoder = ExtDecoder()
+recorded = [[s.counter.name, s.values["value"]] for e in events for s in decoder.feed(e)]
+print(json.dumps({"outcomes": outcomes, "recorded": recorded}, default=repr))
+"""
+
+
+@needs_numpy
+@pytest.mark.parametrize("pure", [False, True])
+def test_int_and_float_samples_convert_as_nvtx_converts_them(pure):
+    """nvtx's int64 sample takes what int() truncates through __int__ (a float, a NumPy scalar, a
+    Decimal) and refuses a str or an object with __index__ alone; its float64 one takes what float()
+    takes. Outcome by outcome (positional and keyword) and value by value, the same as nvtx 0.2.16."""
+    pytest.importorskip("nvtx")
+    import json
+    env = {"NVTX_CFFI_PURE_PYTHON": "1" if pure else "0"}
+    results = {mod: json.loads(run_python(f"import sys; sys.argv[1:] = [{mod!r}]\n" + SAMPLE_CONVERSIONS,
+                                          env).stdout.strip().splitlines()[-1])
+               for mod in ("nvtx", "nvtx_cffi")}
+    assert results["nvtx_cffi"] == results["nvtx"]
+    assert ["i", 2] in results["nvtx"]["recorded"] and ["i", -2] in results["nvtx"]["recorded"]  # truncated
+    assert ["int", 11, False, "TypeError"] in results["nvtx"]["outcomes"]  # __index__ alone
