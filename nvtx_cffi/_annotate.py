@@ -157,7 +157,10 @@ class annotate(_Base):  # noqa: N801 - the name nvtx users know
                 pass
         # The payload's two places stay in the key (always None here): c/accel.c builds the same key.
         key = (cls, message, color, domain, category, None, _NONE_TYPE)
-        if ((color is None or color.__class__ is str or keyable(color))
+        # A subclass with an __init__ of its own may prepare its objects again (see __init__): they
+        # are its own, never shared through the cache.
+        own = cls is not annotate and cls.__init__ is not annotate.__init__  # (object's, or _subclass_init)
+        if (not own and (color is None or color.__class__ is str or keyable(color))
                 and (category is None or category.__class__ is str or keyable(category))):
             try:  # (not keyable: True would find the object of 1, see keyable)
                 return _cache[key]
@@ -173,11 +176,19 @@ class annotate(_Base):  # noqa: N801 - the name nvtx users know
         # What closes the range: a C function called with no argument (no frame, no conversion).
         self._close = _pop_default if index == 0 else functools.partial(_pop, index)
         with _cache_lock:
-            if len(_cache) < MAX_CACHED_ANNOTATIONS and (payload is None or payload.__hash__ is not None):
+            if not own and len(_cache) < MAX_CACHED_ANNOTATIONS and (payload is None or payload.__hash__ is not None):
                 _cache[key] = self  # (a list or array payload is unhashable: not cached)
                 if plain:
                     _by_message[message] = self
         return self
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        # nvtx's annotate is set up in __init__, so a subclass may pass its own arguments on with
+        # super().__init__(...). annotate gets that __init__ when the first such subclass is made,
+        # not before: while annotate has none, the class call does not call one (a Python frame).
+        if "__init__" in cls.__dict__ and "__init__" not in annotate.__dict__:
+            annotate.__init__ = _subclass_init
 
     message = property(lambda self: self._args[0], doc="The message as given.")
     color = property(lambda self: self._args[1], doc="The colour as given.")
@@ -294,6 +305,38 @@ _state.on_decide(_bind)
 
 _NONE_TYPE = type(None)
 
+# What annotate.__init__ copies from an object prepared for other arguments: every field __new__ and
+# _with_payload set (the C base's are members of these names; its C-only payload fields stay unset
+# in objects made in Python). The Python base's may be unset.
+_FIELDS = (("_args", "_attributes", "_slot", "_domain_index", "_close") if _accel is not None
+           else _Base.__slots__)
+
+
+def _subclass_init(self, message: Optional[str] = None, color: ColorLike = None, domain: Optional[str] = None,
+                   category: Union[str, int, None] = None, payload: Payload = None) -> None:
+    """annotate.__init__, once a subclass has an __init__ of its own (see __init_subclass__). For
+    annotate and the other subclasses, nothing: ``__new__`` prepared the object. Such a subclass's
+    objects are not cached (see __new__), so super().__init__ with other arguments than the class
+    call's prepares that object again, for them.
+
+    >>> class Step(annotate):
+    ...     def __init__(self, name):
+    ...         super().__init__(name, color="red")
+    >>> Step("load").color
+    'red'
+    """
+    args = self._args
+    if (args[0] is message and args[1] is color and args[2] is domain and args[3] is category
+            and args[4] is payload) or type(self).__init__ is _subclass_init:
+        return  # the class call's arguments, or an object that may be shared
+    made = type(self).__new__(type(self), message, color, domain, category, payload)
+    for name in _FIELDS:
+        try:
+            setattr(self, name, getattr(made, name))
+        except AttributeError:  # unset in the Python base
+            if hasattr(self, name):
+                delattr(self, name)
+
 
 def _with_payload(cls, message, color, domain, category, payload) -> annotate:
     """annotate(..., payload=value): a new object per call; the payload is a value, not an identity.
@@ -323,7 +366,7 @@ def _with_payload(cls, message, color, domain, category, payload) -> annotate:
         else:
             raise KeyError  # not keyable: the class call validates
     except (KeyError, TypeError):
-        template = cls(message, color, domain, category)
+        template = cls.__new__(cls, message, color, domain, category)  # (not a subclass's own __init__)
     self = _Base.__new__(cls)
     self._args = (message, color, domain, category, payload)
     if _accel is None and ((template._slot >= 0 and fields[0] != _KIND_EXT) or not _state.ACTIVE):

@@ -53,3 +53,84 @@ def test_color_to_hex_rejects_what_it_cannot_read():
         color_to_hex("no such colour")
     with pytest.raises(TypeError, match="color"):
         color_to_hex(1.5)
+
+
+SUBCLASS_INIT = r"""
+import json, sys
+import nvtx_cffi
+from nvtx_cffi import _accel, recorder
+
+def python_new_calls():
+    "How many annotate(...) calls run annotate.__new__ in Python (none when the C path answers)."
+    calls = []
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_name == "__new__":
+            calls.append(1)
+    nvtx_cffi.annotate("x"); nvtx_cffi.annotate("x", color="red")
+    sys.setprofile(profile)
+    for _ in range(10):
+        nvtx_cffi.annotate("x"); nvtx_cffi.annotate("x", color="red")
+    sys.setprofile(None)
+    return len(calls)
+
+before = python_new_calls()
+
+class Step(nvtx_cffi.annotate):
+    def __init__(self, name, size=None):
+        super().__init__(f"step {name}", color="red", domain="steps", payload=size)
+
+class Plain(nvtx_cffi.annotate):  # no __init__ of its own: cached like annotate's
+    pass
+
+with recorder.capture() as events:
+    with Step("load"):
+        pass
+    with Step("load", 64) as held:
+        pass
+
+    @Step("train", 3)
+    def train():
+        return 7
+
+    assert train() == 7
+    outer = Step("load")
+    with outer:
+        with Step("load"):  # not outer again: preparing it must not change the object in use
+            pass
+try:
+    nvtx_cffi.annotate.__init__(Step("x"), "y", color="no such colour")
+    error = None
+except ValueError as e:
+    error = str(e)
+print(json.dumps({
+    "pushes": [[e.message, e.color, e.domain, e.payload] for e in events if e.kind in ("push", "start")],
+    "pops": [e.domain for e in events if e.kind in ("pop", "end")],
+    "held": [held.message, held.color, held.payload, type(held).__name__],
+    "shared": [Step("x") is Step("x"), Plain("x") is Plain("x")],
+    "python_new_calls": [before, python_new_calls()],
+    "accelerated": _accel.accel is not None,
+    "error": error,
+}))
+"""
+
+
+@pytest.mark.parametrize("pure", [False, True])
+def test_a_subclass_whose_init_calls_super_init_gets_those_arguments(pure):
+    """nvtx's annotate is set up in __init__, so subclasses pass their own arguments on with
+    ``super().__init__``; here too, and such objects are the subclass's own (never shared). Defining
+    such a subclass leaves annotate's own calls on the C path."""
+    import json
+
+    from conftest import run_python
+
+    out = json.loads(run_python(SUBCLASS_INIT, {"NVTX_CFFI_PURE_PYTHON": "1" if pure else "0"}).stdout)
+    red = 0x00FF0000  # nvtx's named colours have alpha 0
+    assert out["pushes"] == [["step load", red, "steps", None], ["step load", red, "steps", 64],
+                             ["step train", red, "steps", 3], ["step load", red, "steps", None],
+                             ["step load", red, "steps", None]]
+    assert out["pops"] == ["steps"] * 5
+    assert out["held"] == ["step load", "red", 64, "Step"]
+    assert out["shared"] == [False, True]
+    assert out["python_new_calls"] == ([0, 0] if out["accelerated"] else [20, 20])
+    assert out["accelerated"] is (not pure and nvtx_cffi._accel.accel is not None)
+    assert out["error"] is not None and "color" in out["error"]
