@@ -13,7 +13,7 @@ from ._colors import ColorLike
 from ._locks import hold_across_fork
 from ._domain import OP_PUSH, OP_START, EventAttributes, get_domain
 from ._native import lib
-from ._validate import _DOUBLE, _INT64, _INT64_MAX, _INT64_MIN, Payload, keyable, payload_fields
+from ._validate import _DOUBLE, _INT64, _INT64_MAX, _INT64_MIN, ArgumentTypeError, Payload, keyable, payload_fields
 from ._payload import KIND_EXT as _KIND_EXT, emit as _payload_emit
 from ._wrappers import wrap
 
@@ -47,8 +47,13 @@ _emit_slot = lib.nvtxcffi_emit_slot
 #   ``async with`` exits (an async generator that is never finished keeps its few ids here);
 # * otherwise: a stack per context (each asyncio task runs in its own), where entries and exits
 #   of one owner are strictly nested (``async with`` blocks, ``AsyncExitStack``).
+# An entry is (annotate object, domain index, range id): an exit ends the innermost entry of its
+# own object. Every open entry is also in _async_open (by the entry's id), so that an exit in
+# another task than the entry's (an AsyncExitStack handed to another task) still ends that range,
+# and an entry ended that way is not ended again.
 _async_ranges: contextvars.ContextVar = contextvars.ContextVar("nvtx_cffi_async_ranges", default=())
 _agen_ranges: dict = {}
+_async_open: dict = {}
 _getframe = sys._getframe
 _CO_ASYNC_GENERATOR = 0x200  # inspect.CO_ASYNC_GENERATOR
 _CO_AWAITING = 0x80 | 0x100  # inspect.CO_COROUTINE | CO_ITERABLE_COROUTINE
@@ -211,30 +216,43 @@ class annotate(_Base):  # noqa: N801 - the name nvtx users know
 
 async def _aenter_active(self) -> "annotate":
     owner = _async_generator_frame()
-    range_id = self._start()
+    entry = (self, self._domain_index, self._start())
+    _async_open[id(entry)] = entry
     if owner is None:
-        _async_ranges.set(_async_ranges.get() + ((self._domain_index, range_id),))
+        _async_ranges.set(_async_ranges.get() + (entry,))
     else:
-        _agen_ranges.setdefault(owner, []).append((self._domain_index, range_id))
+        _agen_ranges.setdefault(owner, []).append(entry)
     return self
+
+
+def _innermost(stack, annotation) -> int:
+    """The index of the innermost entry of ``annotation`` in ``stack``, or -1."""
+    for i in range(len(stack) - 1, -1, -1):
+        if stack[i][0] is annotation:
+            return i
+    return -1
 
 
 async def _aexit_active(self, exc_type, exc_value, traceback) -> None:
     owner = _async_generator_frame()
     if owner is None:
         open_ranges = _async_ranges.get()
-        if not open_ranges:
-            return
-        _async_ranges.set(open_ranges[:-1])
-        domain_index, range_id = open_ranges[-1]
+        i = _innermost(open_ranges, self)
+        entry = open_ranges[i] if i >= 0 else None
+        if entry is not None:
+            _async_ranges.set(open_ranges[:i] + open_ranges[i + 1:])
     else:
-        stack = _agen_ranges.get(owner)
-        if not stack:
-            return
-        domain_index, range_id = stack.pop()
-        if not stack:
+        stack = _agen_ranges.get(owner, ())
+        i = _innermost(stack, self)
+        entry = stack.pop(i) if i >= 0 else None
+        if not stack and owner in _agen_ranges:
             del _agen_ranges[owner]
-    _end(domain_index, range_id)
+    if entry is None:  # entered in another task or generator: its innermost open entry of self
+        entries = list(_async_open.values())
+        i = _innermost(entries, self)
+        entry = entries[i] if i >= 0 else None
+    if entry is not None and _async_open.pop(id(entry), None) is not None:  # (not ended elsewhere)
+        _end(entry[1], entry[2])
 
 
 def _call_active(self, func: F) -> F:
@@ -243,7 +261,7 @@ def _call_active(self, func: F) -> F:
         return type(func)(self(func.__func__))
     if not callable(func):
         msg = f"annotate() decorates callables, not {type(func).__name__}"
-        raise TypeError(msg)
+        raise ArgumentTypeError(msg)
     annotation = self
     if self._args[0] is None:
         name = getattr(func, "__name__", None) or type(func).__name__
@@ -275,7 +293,7 @@ def _call_noop(self, func: F) -> F:
     """Without a tool the decorator returns ``func`` itself."""
     if not callable(func) and not isinstance(func, (staticmethod, classmethod)):
         msg = f"annotate() decorates callables, not {type(func).__name__}"
-        raise TypeError(msg)
+        raise ArgumentTypeError(msg)
     return func
 
 

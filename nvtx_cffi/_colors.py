@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Tuple, Union
 
-from ._validate import as_index, describe_int, short_repr
+from ._validate import ArgumentRangeError, as_index, describe_int, short_repr
 
 ColorLike = Union[str, int, Tuple[float, float, float], Tuple[float, float, float, float], None]
 
@@ -208,7 +208,7 @@ def to_argb(color: ColorLike) -> int:
         if not 0 <= value <= 0xFFFFFFFF:
             shown = f"{value:#x}" if value.bit_length() <= 128 else describe_int(value)
             msg = f"color {shown} is out of range: an ARGB colour is 0 to 0xFFFFFFFF"
-            raise ValueError(msg)
+            raise ArgumentRangeError(msg)
         return value
     msg = f"color must be a name, '#rrggbb', an ARGB int or an RGB(A) tuple, not {type(color).__name__}"
     raise TypeError(msg)

@@ -19,6 +19,7 @@ from typing import Dict, Iterable, Optional, Union
 
 from . import _state
 from ._native import ffi, lib
+from ._validate import ArgumentTypeError
 from ._payload import (
     ENTRY_TYPE_FLOAT64, ENTRY_TYPE_INT64, TimestampType, _numpy, registry,
 )
@@ -33,11 +34,6 @@ _INT64_MAX = (1 << 63) - 1
 _UINT64_MAX = (1 << 64) - 1
 _LIMIT_UNDEFINED, _LIMIT_I64, _LIMIT_U64, _LIMIT_F64 = 0, 1, 2, 3
 _FLAG_LIMIT_MIN, _FLAG_LIMIT_MAX = 1 << 2, 1 << 3
-
-
-class ArgumentTypeError(TypeError, AttributeError):
-    """An argument of the wrong type: a TypeError, and also the AttributeError nvtx 0.2.16 raises
-    there (it reads ``.value`` / calls ``.encode()`` on what it is given)."""
 
 
 class CounterNoValueReason(enum.Enum):

@@ -17,8 +17,8 @@ from ._accel import accel as _accel
 from ._colors import ColorLike, to_argb
 from ._locks import hold_across_fork
 from ._native import ffi, lib
-from ._validate import (_DOUBLE, _INT64, _INT64_MAX, _INT64_MIN, Payload, as_index, describe_int, keyable,
-                        payload_fields, short_repr, to_category_id, to_utf8)
+from ._validate import (_DOUBLE, _INT64, _INT64_MAX, _INT64_MIN, ArgumentRangeError, ArgumentTypeError, Payload,
+                        as_index, describe_int, keyable, payload_fields, short_repr, text_of, to_category_id, to_utf8)
 from . import _payload
 from ._payload import KIND_EXT as _KIND_EXT
 
@@ -185,6 +185,7 @@ class Domain:
         """Register ``string`` in this domain (once) and return its handle object."""
         global _registered_bytes
         with _lock:
+            string = text_of(string)
             data = to_utf8(string, "message")  # first: an unhashable argument must fail by name
             found = self._strings.get(string)
             if found is not None:
@@ -207,6 +208,7 @@ class Domain:
         """
         global _category_names
         with _lock:
+            name = text_of(name)
             data = to_utf8(name, "category")  # first: an unhashable argument must fail by name
             found = self._categories.get(name)
             if found is not None:
@@ -237,7 +239,7 @@ class Domain:
         """Change some of ``attributes`` (as nvtx does when its calls get keyword arguments)."""
         if not isinstance(attributes, EventAttributes):
             msg = f"attributes must be EventAttributes, not {type(attributes).__name__}"
-            raise TypeError(msg)
+            raise ArgumentTypeError(msg)
         if attributes._domain is not self:
             raise _foreign_attributes(attributes, self)
         old = (attributes._message, attributes._color, attributes._category, attributes._payload)
@@ -258,7 +260,7 @@ class Domain:
             category_id = self.get_category_id(category)
         else:
             category_id = to_category_id(category)
-        if message is None or isinstance(message, str):
+        if message is None or isinstance(message, (str, bytes)):
             registered = None if message is None else self.get_registered_string(message)
         elif isinstance(message, RegisteredString):
             if message.domain is not self:
@@ -267,8 +269,8 @@ class Domain:
                 raise ValueError(msg)
             registered = message
         else:
-            msg = f"message must be a str, a RegisteredString or None, not {type(message).__name__}"
-            raise TypeError(msg)
+            msg = f"message must be a str, bytes, a RegisteredString or None, not {type(message).__name__}"
+            raise ArgumentTypeError(msg)
         if not _state.active():
             return -1, None
         key = (None if registered is None else registered.string, argb, category_id)
@@ -484,7 +486,7 @@ def _bad_range_id(range_id: object) -> Exception:
         return TypeError(f"range_id must be the (id, domain index) pair start_range returned, not {short_repr(range_id)}")
     value = as_index(range_id)
     if value is not None:
-        return ValueError(f"range_id {describe_int(value)} is out of range (0 to 2**64-1)")
+        return ArgumentRangeError(f"range_id {describe_int(value)} is out of range (0 to 2**64-1)")
     return TypeError(f"range_id must be the value start_range returned, not {type(range_id).__name__}")
 
 

@@ -55,9 +55,12 @@ def name_thread(thread: threading.Thread) -> bool:
     data = _encode(thread.name)
     if not _state.active() or native_id is None or data is None:
         return False
-    if _forked_tid is not None and thread is threading.main_thread():
-        # After os.fork() (3.9-3.11) threading keeps the parent's native_id for the thread that
-        # forked (the child's main thread): use the OS id it has in the child.
+    if thread is threading.current_thread():
+        # The OS's own word: after os.fork() (3.9-3.11) threading keeps the parent's native_id for
+        # the thread that forked, also in a process forked before this module was imported.
+        native_id = lib.nvtxcffi_os_thread_id()
+    elif _forked_tid is not None and thread is threading.main_thread():
+        # the thread that forked (the child's main thread), named from another thread
         native_id = _forked_tid
     lib.nvtxcffi_name_os_thread(native_id, data)
     return True

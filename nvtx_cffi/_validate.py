@@ -6,6 +6,28 @@ import operator
 from typing import Optional, Tuple, Union
 
 from ._native import lib
+
+
+class ArgumentTypeError(TypeError, AttributeError):
+    """An argument of the wrong type: a TypeError, and also the AttributeError nvtx 0.2.16 raises
+    there (it reads ``.value`` / calls ``.encode()`` on what it is given)."""
+
+
+class ArgumentRangeError(ValueError, OverflowError):
+    """An integer argument out of range: a ValueError, and also the OverflowError nvtx 0.2.16's C
+    conversion raises there (a negative colour, category or range id)."""
+
+
+class ArgumentEncodeError(UnicodeEncodeError):
+    """A text NVTX cannot carry as UTF-8 (a lone surrogate): nvtx 0.2.16's UnicodeEncodeError (a
+    ValueError), with a message that names the argument."""
+
+    def __init__(self, argument: str, exc: UnicodeEncodeError) -> None:
+        super().__init__(exc.encoding, exc.object, exc.start, exc.end, exc.reason)
+        self.argument = argument
+
+    def __str__(self) -> str:
+        return f"{self.argument} is not valid Unicode ({self.reason} at index {self.start})"
 from ._payload import FAST_TYPES as _BINARY_TYPES, fields_for as _fields_for
 
 __all__ = ["Payload", "to_utf8", "to_category_id", "payload_fields", "as_index", "describe_int", "short_repr",
@@ -80,19 +102,24 @@ def short_repr(value: object, limit: int = 100) -> str:
     return f"<{type(value).__name__}>"
 
 
+def text_of(value: object) -> object:
+    """A message, registered string or category name as text: nvtx 0.2.16 also takes these as bytes
+    (it hands them to NVTX as they are), read here as UTF-8, an invalid sequence as U+FFFD."""
+    return value.decode("utf-8", "replace") if value.__class__ is bytes else value
+
+
 def to_utf8(text: object, argument: str) -> bytes:
     """``text`` as NUL-free UTF-8 bytes for NVTX's char* entry points."""
     if not isinstance(text, str):
         msg = f"{argument} must be a str, not {type(text).__name__}"
-        raise TypeError(msg)
+        raise ArgumentTypeError(msg)
     if "\x00" in text:
         msg = f"{argument} must not contain NUL characters"
         raise ValueError(msg)
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError as exc:
-        msg = f"{argument} is not valid Unicode ({exc.reason} at index {exc.start})"
-        raise ValueError(msg) from None
+        raise ArgumentEncodeError(argument, exc) from None
 
 
 def to_category_id(category: object) -> int:
@@ -103,7 +130,7 @@ def to_category_id(category: object) -> int:
         raise TypeError(msg)
     if value < 0:
         msg = f"category must be non-negative, not {describe_int(value)}"
-        raise ValueError(msg)
+        raise ArgumentRangeError(msg)
     if value > _UINT32_MAX:
         msg = f"category {describe_int(value)} is out of range (at most {_UINT32_MAX})"
         raise OverflowError(msg)

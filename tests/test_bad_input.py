@@ -25,7 +25,8 @@ CALLS = {
 
 BAD = [
     (dict(message=42), TypeError, "message must be a str"),
-    (dict(message=b"bytes"), TypeError, "message must be a str"),
+    (dict(message=bytearray(b"bytes")), TypeError, "message must be a str"),
+    (dict(message=b"nul\x00inside"), ValueError, "message must not contain NUL"),
     (dict(message="nul\x00inside"), ValueError, "message must not contain NUL"),
     (dict(message="lone \ud800 surrogate"), ValueError, "message is not valid Unicode"),
     (dict(color="no-such-colour"), ValueError, "unknown color 'no-such-colour'"),

@@ -134,3 +134,70 @@ def test_a_subclass_whose_init_calls_super_init_gets_those_arguments(pure):
     assert out["python_new_calls"] == ([0, 0] if out["accelerated"] else [20, 20])
     assert out["accelerated"] is (not pure and nvtx_cffi._accel.accel is not None)
     assert out["error"] is not None and "color" in out["error"]
+
+
+EXCEPTION_TYPES = r"""
+import json, sys
+nvtx = __import__(sys.argv[1])
+d = nvtx.get_domain("d")
+rid = nvtx.start_range("r")
+calls = {
+    "mark(5)": lambda: nvtx.mark(5),
+    "surrogate message": lambda: nvtx.mark("a\ud800"),
+    "color=-1": lambda: nvtx.mark("m", color=-1),
+    "color=2**40": lambda: nvtx.mark("m", color=2**40),
+    "category=-1": lambda: nvtx.mark("m", category=-1),
+    "end_range((-1, domain))": lambda: nvtx.end_range((-1, rid[1])),
+    "end_range((2**64, domain))": lambda: nvtx.end_range((2**64, rid[1])),
+    "Domain.end_range(-1)": lambda: d.end_range(-1),
+    "get_registered_string(5)": lambda: d.get_registered_string(5),
+    "get_category_id(None)": lambda: d.get_category_id(None),
+    "get_event_attributes(5)": lambda: d.get_event_attributes(5),
+    "annotate()(5)": lambda: nvtx.annotate()(5),
+}
+out = {}
+for name, call in calls.items():
+    try:
+        call()
+        out[name] = None
+    except Exception as e:
+        out[name] = [c.__name__ for c in type(e).__mro__]
+nvtx.end_range(rid)
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(not HAVE_NVTX, reason="NVIDIA's nvtx not installed (CPython test extra)")
+def test_bad_input_raises_what_nvtx_raises_or_a_subclass_of_it():
+    """``except AttributeError`` / ``OverflowError`` / ``UnicodeEncodeError`` written around nvtx
+    calls still catches nvtx-cffi's errors (TypeErrors and ValueErrors that name the argument)."""
+    import json
+
+    from conftest import run_python
+
+    got = {mod: json.loads(run_python(f"import sys; sys.argv[1:] = [{mod!r}]\n" + EXCEPTION_TYPES).stdout)
+           for mod in ("nvtx", "nvtx_cffi")}
+    assert all(got["nvtx"].values())
+    for name, mro in got["nvtx"].items():
+        assert mro[0] in got["nvtx_cffi"][name], (name, mro[0], got["nvtx_cffi"][name])
+        assert {"TypeError", "ValueError"} & set(got["nvtx_cffi"][name]), name
+
+
+def test_messages_may_be_bytes_as_in_nvtx():
+    """nvtx hands bytes messages to NVTX as they are; here they are read as UTF-8."""
+    d = nvtx_cffi.get_domain("bytes")
+    with recorder.capture() as events:
+        nvtx_cffi.mark(b"bytes mark")
+        nvtx_cffi.push_range(b"bytes range", domain="bytes")
+        nvtx_cffi.pop_range(domain="bytes")
+        with nvtx_cffi.annotate(b"bytes \xc3\xa9 with"):
+            pass
+        d.mark(d.get_event_attributes(message=d.get_registered_string(b"registered"),
+                                      category=d.get_category_id(b"cat")))
+        nvtx_cffi.mark(b"bad \xff utf-8")
+    got = [(e.kind, e.message) for e in events if e.kind in ("mark", "push")]
+    assert got == [("mark", "bytes mark"), ("push", "bytes range"), ("push", "bytes \u00e9 with"),
+                   ("mark", "registered"), ("mark", "bad \ufffd utf-8")]
+    assert [e.category for e in events if e.message == "registered"] == [d.get_category_id("cat")]
+    with pytest.raises(TypeError, match="domain must be a str, not bytes"):
+        nvtx_cffi.get_domain(b"bytes")

@@ -267,6 +267,38 @@ def test_async_with_in_async_generator_ends_its_own_range():
     assert ends == [("M", "outer"), ("G", "in_gen")]
 
 
+def test_async_with_exited_in_another_task_ends_the_range_it_started():
+    """An AsyncExitStack entered in one task and closed in another (inside that task's own
+    ``async with``): the exit ends the range of its own entry, not the closing task's range, and
+    that range is not ended twice."""
+    import contextlib
+
+    async def main():
+        stack = contextlib.AsyncExitStack()
+
+        async def opener():
+            await stack.enter_async_context(nvtx.annotate("A", domain="X"))
+            await stack.enter_async_context(nvtx.annotate("B", domain="X"))
+
+        async def closer():
+            async with nvtx.annotate("T2", domain="X"):
+                await stack.aclose()  # ends B, then A
+                nvtx.mark("T2 still open", domain="X")
+            async with nvtx.annotate("A", domain="X"):  # the object A's entry used, entered again
+                pass
+
+        await asyncio.create_task(opener())
+        await asyncio.create_task(closer())
+
+    with recorder.capture() as got:
+        asyncio.run(main())
+    names = {e.range_id: e.message for e in ranges(got, "start")}
+    order = [(e.kind, e.message if e.kind != "end" else names[e.range_id]) for e in got
+             if e.kind in ("start", "end", "mark")]
+    assert order == [("start", "A"), ("start", "B"), ("start", "T2"), ("end", "B"), ("end", "A"),
+                     ("mark", "T2 still open"), ("end", "T2"), ("start", "A"), ("end", "A")]
+
+
 def test_shared_annotate_object_in_interleaved_async_generators_and_tasks():
     """One cached annotate object entered by several async generators, consumed in an interleaved
     order by two tasks, one generator finished by a task other than the one that started it, and an

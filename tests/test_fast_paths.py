@@ -524,11 +524,11 @@ def test_every_end_closes_the_id_its_start_returned(recorded):
 def test_end_range_rejects_what_start_range_never_returns(recorded):
     _, errors = recorded
     assert errors["str id"][0] == "TypeError" and "range_id" in errors["str id"][1]
-    assert errors["too big"][0] == "ValueError" and "out of range" in errors["too big"][1]
+    assert errors["too big"][0] == "ArgumentRangeError" and "out of range" in errors["too big"][1]
     assert errors["list"][0] == "TypeError" and "list" in errors["list"][1]
     assert errors["triple"][0] == "TypeError" and "tuple" in errors["triple"][1]
     assert errors["bool"][0] == "TypeError" and "bool" in errors["bool"][1]
-    assert errors["negative"][0] == "ValueError" and "-1" in errors["negative"][1]
+    assert errors["negative"][0] == "ArgumentRangeError" and "-1" in errors["negative"][1]
 
 
 @pytest.mark.parametrize("method", ["push_range", "start_range", "mark"])

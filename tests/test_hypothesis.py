@@ -33,6 +33,7 @@ import nvtx_cffi as nvtx
 from _hardening import attached_here, opted_in_slow, run_pytest_child  # noqa: F401 (fixture)
 from nvtx_cffi import recorder
 from nvtx_cffi._colors import CSS_COLORS, NVTX_COLORS
+from nvtx_cffi._validate import ArgumentRangeError
 
 INNER = attached_here()
 inner = pytest.mark.skipif(not INNER, reason="runs in a recorded child: see test_under_recorder")
@@ -126,8 +127,11 @@ class Expect:
         self.errors[argument] = error
 
 
-def _text(value, argument: str, expect: Expect):
-    """Model of a text argument: str without NUL, encodable as UTF-8."""
+def _text(value, argument: str, expect: Expect, bytes_ok: bool = False):
+    """Model of a text argument: str without NUL, encodable as UTF-8. A message may be bytes, as
+    in nvtx: read as UTF-8 (an invalid sequence as U+FFFD)."""
+    if bytes_ok and type(value) is bytes:
+        value = value.decode("utf-8", "replace")
     if not isinstance(value, str):
         expect.bad(argument, TypeError)
         return None
@@ -146,7 +150,7 @@ def model_message(message, expect: Expect) -> None:
     if message is None:
         expect.fields["message"] = None
     else:
-        expect.fields["message"] = _text(message, "message", expect)
+        expect.fields["message"] = _text(message, "message", expect, bytes_ok=True)
 
 
 def _hex_color(name: str):
@@ -621,14 +625,14 @@ def model_end(range_id):
         if not _int(rid) or not _int(index) or not -(2**31) <= index < 2**31:
             return ("error", TypeError)
         if not 0 <= rid < 2**64:
-            return ("error", ValueError)
+            return ("error", ArgumentRangeError)
         if 0 <= index < nvtx._native.lib.nvtxcffi_domain_count():
             return ("end", index, rid)
         return ("nothing",)  # no such domain: the shim ignores it
     if isinstance(range_id, bool) or not isinstance(range_id, int):
         return ("error", TypeError)
     if not 0 <= range_id < 2**64:
-        return ("error", ValueError)
+        return ("error", ArgumentRangeError)  # a ValueError, and nvtx's OverflowError
     return ("end", 0, range_id)
 
 

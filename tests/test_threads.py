@@ -77,6 +77,27 @@ def test_rename_updates_the_name(tmp_path):
     assert rec.processes[rec.events[0].pid].thread_names[out["main"]] == "Main-renamed"
 
 
+def test_a_process_forked_before_the_import_names_its_own_main_thread(tmp_path):
+    """A worker forked before nvtx_cffi was imported (forkserver pools, pre-fork servers): its
+    main thread is named under its own OS thread id (threading keeps the parent's on 3.11)."""
+    out = run(tmp_path, """
+        import json, os, threading
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            import nvtx_cffi
+            nvtx_cffi.mark("child")
+            os.write(write, str(threading.get_native_id()).encode())
+            os._exit(0)
+        os.waitpid(pid, 0)
+        print(json.dumps({"child": pid, "child_tid": int(os.read(read, 64))}))
+    """)
+    rec = recorder.read(tmp_path / "rec")
+    info = rec.processes[out["child"]]
+    assert [e.tid for e in rec.events if e.pid == out["child"] and e.kind == "mark"] == [out["child_tid"]]
+    assert info.thread_names == {out["child_tid"]: "MainThread"}
+
+
 def test_nothing_hooked_without_a_tool(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "NVTX_INJECTION64_PATH"}
     code = ("import threading, json, nvtx_cffi\n"
