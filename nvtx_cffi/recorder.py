@@ -527,6 +527,15 @@ def _data_record(words: Tuple[int, ...], i: int, n: int) -> Optional[Tuple[int, 
     return (w >> 8) & 0xFF, (w >> 16) & 0xFFFF, time, arg, aux, data[_DATA_FIXED.size:], i + 1 + k
 
 
+def _torn_words(words: Tuple[int, ...], i: int, n: int) -> int:
+    """Words of the torn data record at words[i] (its head and the continuation words after it):
+    what a reader skips and counts as corrupt."""
+    j = i + 1
+    while j < n and words[j] & 0xFF == _W_CONT:
+        j += 1
+    return j - i
+
+
 def _chunk_words(data: bytes) -> Tuple[int, ...]:
     # signed: every word stays a machine-sized int (PyPy); fields are masked out of it
     return struct.unpack_from(f"<{len(data) // 8}q", data)
@@ -586,9 +595,12 @@ def _scan(path: str) -> Optional[_Defs]:
                 if heads.size:  # a chunk is one thread's, in time order
                     bounds.append((int(w[heads[0]]) >> 8, int(w[heads[-1]]) >> 8))
                 for k in np.flatnonzero((tags >= 0x20) & (tags <= 0x26)).tolist():
-                    n = 1 + ((int(w[k]) >> 32) + 6) // 7
-                    r = _data_record(tuple(w[k:k + n].tolist()), 0, n)
-                    if r is not None:
+                    # the slice ends at the chunk's last word: a corrupt length may claim more
+                    words = tuple(w[k:k + 1 + ((int(w[k]) >> 32) + 6) // 7].tolist())
+                    r = _data_record(words, 0, len(words))
+                    if r is None:
+                        d.skips.bytes += 8 * _torn_words(words, 0, len(words))
+                    else:
                         definition(int(tags[k]), r)
                 continue
             words = _chunk_words(data)
@@ -607,8 +619,11 @@ def _scan(path: str) -> Optional[_Defs]:
                     i += 1
                 elif 0x20 <= tag <= 0x26:
                     r = _data_record(words, i, n)
-                    if r is None:
-                        break
+                    if r is None:  # skipped, as the NumPy path skips it: the records after it stay
+                        torn = _torn_words(words, i, n)
+                        d.skips.bytes += 8 * torn
+                        i += torn
+                        continue
                     i = r[-1]
                     definition(tag, r)
                 else:
@@ -724,8 +739,9 @@ def _events(d: _Defs, progress: Optional[ProgressFn], done: int, total: int) -> 
                     yield ev
                 elif 0x20 <= tag <= 0x26:
                     r = _data_record(words, i, n)
-                    if r is None:
-                        break
+                    if r is None:  # torn: skipped (and counted by _scan)
+                        i += _torn_words(words, i, n)
+                        continue
                     flags, dom, t, arg, aux, raw, i = r
                     if tag == _D_CLOCK or flags & _DF_INHERITED or (tag == _D_STRING and flags & _DF_MESSAGE):
                         continue
@@ -1176,10 +1192,9 @@ def _np_finish(np, d: _Defs, ev, parts, skips: _Skips) -> EventBlock:
     start = 0
     for tid, w, t in parts:
         for i in np.flatnonzero(t == _D_BLOB).tolist():
-            length = int(w[i]) >> 32
-            k = (length + 6) // 7
-            r = _data_record(tuple(w[i:i + 1 + k].tolist()), 0, 1 + k)
-            if r is None:
+            words = tuple(w[i:i + 1 + ((int(w[i]) >> 32) + 6) // 7].tolist())  # may be cut by the chunk's end
+            r = _data_record(words, 0, len(words))
+            if r is None:  # torn: skipped (and counted by _scan)
                 continue
             flags, dom, tt, arg, aux, raw, _next = r
             blobs.append(Blob(BLOB_KINDS.get(aux, f"unknown({aux})"), aux, d.to_ns(tt), tid, dom, arg, raw,
