@@ -190,15 +190,36 @@ def environment(directory: Union[str, "os.PathLike[str]"], *, max_bytes: Optiona
     """Environment variables that attach the recorder to a process started with them.
 
     ``directory`` receives one file per process (made absolute here; created if missing).
-    ``max_bytes`` bounds each process's file; past it, events are dropped and counted.
+    ``max_bytes`` bounds each process's file; past it, events are dropped and counted (1 to
+    2**64-1 bytes, as the recorder reads sizes; ValueError for one it would not take).
     """
     env = {
         "NVTX_INJECTION64_PATH": library_path(),
         "NVTX_CFFI_RECORD_DIR": os.path.abspath(os.fspath(directory)),
     }
     if max_bytes is not None:
-        env["NVTX_CFFI_RECORD_MAX_BYTES"] = str(int(max_bytes))
+        env["NVTX_CFFI_RECORD_MAX_BYTES"] = _size_text(int(max_bytes))
     return env
+
+
+def _size_text(n: int) -> str:
+    """``n`` bytes as the recorder reads a size (c/recorder.c parse_size: at most 19 digits, then
+    an optional k/m/g/t): plain digits, or past 19 digits in the largest unit that divides ``n``.
+    A size the recorder would not take (it would warn and use its default) is a ValueError.
+
+    >>> _size_text(4096), _size_text((1 << 64) - (1 << 40))
+    ('4096', '16777215t')
+    """
+    text = str(n)
+    if n > 0 and len(text) > 19:
+        for shift, suffix in ((40, "t"), (30, "g"), (20, "m"), (10, "k")):
+            if n % (1 << shift) == 0:
+                text = f"{n >> shift}{suffix}"
+                break
+    if not 0 < n < 1 << 64 or len(text.rstrip("tgmk")) > 19:
+        msg = f"max_bytes must be a size of 1 to 2**64-1 bytes that the recorder can read, got {n}"
+        raise ValueError(msg)
+    return text
 
 
 # --------------------------------------------------------------------------- in-process API
