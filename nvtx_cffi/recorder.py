@@ -190,15 +190,36 @@ def environment(directory: Union[str, "os.PathLike[str]"], *, max_bytes: Optiona
     """Environment variables that attach the recorder to a process started with them.
 
     ``directory`` receives one file per process (made absolute here; created if missing).
-    ``max_bytes`` bounds each process's file; past it, events are dropped and counted.
+    ``max_bytes`` bounds each process's file; past it, events are dropped and counted (1 to
+    2**64-1 bytes, as the recorder reads sizes; ValueError for one it would not take).
     """
     env = {
         "NVTX_INJECTION64_PATH": library_path(),
         "NVTX_CFFI_RECORD_DIR": os.path.abspath(os.fspath(directory)),
     }
     if max_bytes is not None:
-        env["NVTX_CFFI_RECORD_MAX_BYTES"] = str(int(max_bytes))
+        env["NVTX_CFFI_RECORD_MAX_BYTES"] = _size_text(int(max_bytes))
     return env
+
+
+def _size_text(n: int) -> str:
+    """``n`` bytes as the recorder reads a size (c/recorder.c parse_size: at most 19 digits, then
+    an optional k/m/g/t): plain digits, or past 19 digits in the largest unit that divides ``n``.
+    A size the recorder would not take (it would warn and use its default) is a ValueError.
+
+    >>> _size_text(4096), _size_text((1 << 64) - (1 << 40))
+    ('4096', '16777215t')
+    """
+    text = str(n)
+    if n > 0 and len(text) > 19:
+        for shift, suffix in ((40, "t"), (30, "g"), (20, "m"), (10, "k")):
+            if n % (1 << shift) == 0:
+                text = f"{n >> shift}{suffix}"
+                break
+    if not 0 < n < 1 << 64 or len(text.rstrip("tgmk")) > 19:
+        msg = f"max_bytes must be a size of 1 to 2**64-1 bytes that the recorder can read, got {n}"
+        raise ValueError(msg)
+    return text
 
 
 # --------------------------------------------------------------------------- in-process API
@@ -527,6 +548,15 @@ def _data_record(words: Tuple[int, ...], i: int, n: int) -> Optional[Tuple[int, 
     return (w >> 8) & 0xFF, (w >> 16) & 0xFFFF, time, arg, aux, data[_DATA_FIXED.size:], i + 1 + k
 
 
+def _torn_words(words: Tuple[int, ...], i: int, n: int) -> int:
+    """Words of the torn data record at words[i] (its head and the continuation words after it):
+    what a reader skips and counts as corrupt."""
+    j = i + 1
+    while j < n and words[j] & 0xFF == _W_CONT:
+        j += 1
+    return j - i
+
+
 def _chunk_words(data: bytes) -> Tuple[int, ...]:
     # signed: every word stays a machine-sized int (PyPy); fields are masked out of it
     return struct.unpack_from(f"<{len(data) // 8}q", data)
@@ -586,9 +616,12 @@ def _scan(path: str) -> Optional[_Defs]:
                 if heads.size:  # a chunk is one thread's, in time order
                     bounds.append((int(w[heads[0]]) >> 8, int(w[heads[-1]]) >> 8))
                 for k in np.flatnonzero((tags >= 0x20) & (tags <= 0x26)).tolist():
-                    n = 1 + ((int(w[k]) >> 32) + 6) // 7
-                    r = _data_record(tuple(w[k:k + n].tolist()), 0, n)
-                    if r is not None:
+                    # the slice ends at the chunk's last word: a corrupt length may claim more
+                    words = tuple(w[k:k + 1 + ((int(w[k]) >> 32) + 6) // 7].tolist())
+                    r = _data_record(words, 0, len(words))
+                    if r is None:
+                        d.skips.bytes += 8 * _torn_words(words, 0, len(words))
+                    else:
                         definition(int(tags[k]), r)
                 continue
             words = _chunk_words(data)
@@ -607,8 +640,11 @@ def _scan(path: str) -> Optional[_Defs]:
                     i += 1
                 elif 0x20 <= tag <= 0x26:
                     r = _data_record(words, i, n)
-                    if r is None:
-                        break
+                    if r is None:  # skipped, as the NumPy path skips it: the records after it stay
+                        torn = _torn_words(words, i, n)
+                        d.skips.bytes += 8 * torn
+                        i += torn
+                        continue
                     i = r[-1]
                     definition(tag, r)
                 else:
@@ -724,8 +760,9 @@ def _events(d: _Defs, progress: Optional[ProgressFn], done: int, total: int) -> 
                     yield ev
                 elif 0x20 <= tag <= 0x26:
                     r = _data_record(words, i, n)
-                    if r is None:
-                        break
+                    if r is None:  # torn: skipped (and counted by _scan)
+                        i += _torn_words(words, i, n)
+                        continue
                     flags, dom, t, arg, aux, raw, i = r
                     if tag == _D_CLOCK or flags & _DF_INHERITED or (tag == _D_STRING and flags & _DF_MESSAGE):
                         continue
@@ -1176,10 +1213,9 @@ def _np_finish(np, d: _Defs, ev, parts, skips: _Skips) -> EventBlock:
     start = 0
     for tid, w, t in parts:
         for i in np.flatnonzero(t == _D_BLOB).tolist():
-            length = int(w[i]) >> 32
-            k = (length + 6) // 7
-            r = _data_record(tuple(w[i:i + 1 + k].tolist()), 0, 1 + k)
-            if r is None:
+            words = tuple(w[i:i + 1 + ((int(w[i]) >> 32) + 6) // 7].tolist())  # may be cut by the chunk's end
+            r = _data_record(words, 0, len(words))
+            if r is None:  # torn: skipped (and counted by _scan)
                 continue
             flags, dom, tt, arg, aux, raw, _next = r
             blobs.append(Blob(BLOB_KINDS.get(aux, f"unknown({aux})"), aux, d.to_ns(tt), tid, dom, arg, raw,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import os
 import shutil
 import struct
@@ -394,6 +395,59 @@ def test_torn_and_cut_records(tmp_path, client_lib):
     if HAVE_NUMPY:
         with pytest.raises(ValueError, match=r"cut\.nvtxrec.*cut inside its header"):
             recorder.blocks(tmp_path / "cut.nvtxrec")
+
+
+def test_a_corrupt_data_record_length_is_skipped_and_counted(tmp_path, client_lib, monkeypatch):
+    """A data record whose length claims more words than follow it: the NumPy path raised IndexError
+    (reader and every converter), the Event API dropped the rest of the chunk uncounted."""
+    from nvtx_cffi._trace.convert import convert
+
+    run_recorded(tmp_path / "rec", script(client_lib, """
+        lib.client_numbered_marks(b"m", 40)
+    """))
+    (path,) = (tmp_path / "rec").glob("*.nvtxrec")
+    data = path.read_bytes()
+    words = _words(data)
+    heads = [(off, tag) for off, tag in words if 0x20 <= tag <= 0x26]
+    marks = [off for off, tag in words if tag == 5]
+    string_m10 = max(off for off, tag in heads if off < marks[10] and tag == 0x20)  # "m10"'s string
+
+    def lengthened(off: int) -> tuple:
+        """The recording with the data record at off claiming one more word; (file, its words)."""
+        w = struct.unpack_from("<Q", data, off)[0]
+        corrupt = bytearray(data)
+        struct.pack_into("<Q", corrupt, off, w + (7 << 32))
+        p = tmp_path / "corrupt" / path.name
+        p.parent.mkdir(exist_ok=True)
+        p.write_bytes(bytes(corrupt))
+        return p, 1 + ((w >> 32) + 6) // 7
+
+    def read_both_ways(p):
+        numpy_scan = recorder.read(p.parent)
+        with monkeypatch.context() as m:
+            m.setattr(recorder, "_numpy", lambda: None)
+            python_scan = recorder.read(p.parent)
+        listed = [(e.kind, e.message) for e in numpy_scan.events]
+        assert [(e.kind, e.message) for e in python_scan.events] == listed
+        assert python_scan.skipped_bytes == numpy_scan.skipped_bytes
+        if HAVE_NUMPY:
+            columnar = [b.strings[i] for b in recorder.blocks(p.parent) for i in b.events["message"]]
+            assert columnar == [message for kind, message in listed if kind == "mark"]
+        for fmt in ("json", "pftrace", "sqlite"):
+            assert convert(str(p.parent), str(tmp_path / f"t.{fmt}"), fmt).mark_count == 40
+        return [message for kind, message in listed if kind == "mark"], numpy_scan.skipped_bytes
+
+    # in the middle of the chunk: that string is lost, the marks after it are not
+    p, size = lengthened(string_m10)
+    marks_read, skipped = read_both_ways(p)
+    assert marks_read[:10] + marks_read[11:] == [f"m{i}" for i in range(40) if i != 10]
+    assert re.fullmatch(r"<unknown string \d+>", marks_read[10]) and skipped == 8 * size
+    # the chunk's last record: its length runs past the chunk's last word
+    last, last_tag = heads[-1]
+    p, size = lengthened(last)
+    assert last + 8 * size == words[-1][0] + 8, "the last data record should end the chunk's words"
+    marks_read, skipped = read_both_ways(p)
+    assert marks_read == [f"m{i}" for i in range(40)] and skipped == 8 * size
 
 
 def test_reading_what_is_not_a_recording(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -185,3 +186,213 @@ def test_two_tracers_writing_one_output_leave_a_complete_trace(tmp_path):
     names = {e["name"] for e in json.loads(output.read_text())["traceEvents"] if e["ph"] == "X"}
     assert names in ({"first"}, {"second"})  # one whole trace, the last renamed
     assert sorted(os.listdir(tmp_path)) == ["many.py", "same.json", "tmp"]
+
+
+# --------------------------------------------------------------------------- failures after the program ran
+
+
+def _limit_file_size(limit: int):
+    """For Popen's preexec_fn: files this process writes stop at ``limit`` bytes (EFBIG, as on a full
+    disk, instead of the SIGXFSZ that would kill it)."""
+    import resource
+
+    def preexec() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+
+    return preexec
+
+
+# The program lifts the tracer's file size limit for itself before it records: only the tracer's
+# writing of the trace meets it.
+LIFTS_THE_LIMIT = """
+    import resource
+    resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    import nvtx_cffi as nvtx
+    for i in range(5000):
+        nvtx.push_range(f"range {i % 500}"); nvtx.pop_range()
+"""
+
+
+@pytest.mark.parametrize("name, error", [("t.sqlite", "disk I/O error"),
+                                         ("t.json", "[Errno 27] File too large"),
+                                         ("t.pftrace", "[Errno 27] File too large")])
+def test_a_trace_the_disk_cannot_hold_is_one_line_in_every_format(tmp_path, name, error):
+    """.sqlite output that did not fit printed sqlite3.OperationalError's traceback (exit 1)."""
+    script = write(tmp_path, "fills.py", LIFTS_THE_LIMIT)
+    out = tmp_path / "out"
+    out.mkdir()
+    tracer = subprocess.run([sys.executable, "-m", "nvtx_cffi", "trace", "-o", str(out / name), script],
+                            cwd=tmp_path, env=tracer_env(tmp_path), capture_output=True, text=True, timeout=120,
+                            preexec_fn=_limit_file_size(32 * 1024))
+    assert tracer.returncode == 2
+    assert tracer.stderr == f"python -m nvtx_cffi trace: error: could not write the trace: {error}\n"
+    assert os.listdir(out) == [] and os.listdir(tmp_path / "tmp") == []  # no partial file, no recording
+
+
+@pytest.mark.parametrize("exit_code, status", [(3, 3), (0, 2)])
+def test_a_program_that_removes_its_recording_gets_one_line_and_its_status(tmp_path, exit_code, status):
+    """The tracer died with FileNotFoundError (exit 1) looking for processes still recording."""
+    script = write(tmp_path, "removes.py", f"""
+        import os, shutil
+        import nvtx_cffi as nvtx
+        nvtx.mark("before")
+        shutil.rmtree(os.environ["NVTX_CFFI_RECORD_DIR"])
+        nvtx.mark("after")
+        raise SystemExit({exit_code})
+    """)
+    traced = run_tracer(str(tmp_path), [script], env=tracer_env(tmp_path))
+    assert traced.returncode == status
+    (line,) = traced.stderr.splitlines()
+    assert re.fullmatch(rf"python -m nvtx_cffi trace: error: the recording directory {re.escape(str(tmp_path))}"
+                        rf"/tmp/nvtx-cffi-trace-\w+ was removed while the program ran; "
+                        rf"{re.escape(traced.trace_path)} was not written", line), line
+    assert traced.doc is None and os.listdir(tmp_path / "tmp") == []
+
+
+def test_a_png_that_cannot_be_written_is_not_called_a_trace_failure(tmp_path):
+    """It said "could not write the trace" and no "wrote" line although the trace was complete."""
+    pytest.importorskip("matplotlib")
+    script = write(tmp_path, "removes_png_dir.py", """
+        import shutil, sys
+        import nvtx_cffi as nvtx
+        nvtx.push_range("a"); nvtx.pop_range()
+        shutil.rmtree(sys.argv[1])
+    """)
+    (tmp_path / "pictures").mkdir()
+    png = tmp_path / "pictures" / "t.png"
+    traced = run_tracer(str(tmp_path), [script, str(tmp_path / "pictures")], "--png", str(png),
+                        env=tracer_env(tmp_path))
+    assert traced.returncode == 2
+    assert traced.stderr.splitlines() == [
+        f"python -m nvtx_cffi trace: wrote trace.json (1 ranges, 0 marks, 1 process(es)); "
+        f"open it at https://ui.perfetto.dev",
+        f"python -m nvtx_cffi trace: error: could not write the PNG: [Errno 2] No such file or directory: '{png}'"]
+    assert [e["name"] for e in traced.events("X")] == ["a"]
+
+
+# --------------------------------------------------------------------------- counters only
+
+
+COUNTER_SAMPLES = """
+    import threading
+    import nvtx_cffi as nvtx
+    d = nvtx.get_domain("D")
+    c = d.get_counter("q", int)
+    t = threading.Thread(target=lambda: c.sample(1))  # the earliest sample, read last (its own chunk)
+    t.start(); t.join()
+    ts = [d.get_timestamp() for _ in range(2)]
+    c.batch_submit([7, 9], ts)  # the latest sample in time: 9
+"""
+
+
+def _trace_counters(tmp_path, *args: str):
+    """The tracer run on COUNTER_SAMPLES: (the process, {ts: value} of the trace's counter events)."""
+    script = write(tmp_path, "counts.py", COUNTER_SAMPLES)
+    proc = subprocess.run([sys.executable, "-m", "nvtx_cffi", "trace", *args, "-o", "t.json", script], cwd=tmp_path,
+                          env=tracer_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    return proc, {e["ts"]: e["args"]["value"] for e in events if e["ph"] == "C"}
+
+
+def test_a_program_that_only_samples_counters_is_not_called_empty(tmp_path):
+    """It said "no NVTX events were recorded" and "0 process(es)" over a trace of its samples."""
+    proc, values = _trace_counters(tmp_path)
+    assert proc.stderr == ("python -m nvtx_cffi trace: wrote t.json (0 ranges, 0 marks, 3 counter samples, "
+                           "1 process(es)); open it at https://ui.perfetto.dev\n")
+    assert sorted(values.values()) == [1, 7, 9]
+
+
+def test_the_counter_tables_last_value_is_the_latest_in_time(tmp_path):
+    """"Last" was the sample read last (a worker thread's early sample), not the latest one."""
+    proc, values = _trace_counters(tmp_path, "--stats")
+    assert values[max(values)] == 9
+    header, rule, row = proc.stdout.split("NVTX counter summary: 1 counter track(s)\n\n")[1].splitlines()
+    assert header.split() == ["Samples", "Min", "Max", "Mean", "Last", "Unit", "Counter"]
+    assert row.split() == ["3", "1", "9", "5.66667", "9", "-", "D:q"]
+
+
+def test_counter_stats_last_goes_by_time_not_by_arrival():
+    from nvtx_cffi._trace.counters import CounterStats
+    from nvtx_cffi.ext_records import CounterInfo, CounterSample
+
+    info = CounterInfo(id=1, domain=None, schema_id=0, scope_id=0, name="c", description=None, semantics=[])
+    stats = CounterStats()
+    for time_ns, value in ((20, 5), (30, 6), (30, 8), (10, 4)):  # a tie: the one read later wins
+        stats.add(CounterSample(pid=1, tid=1, time_ns=time_ns, counter=info, values={"value": value}))
+    (row,) = stats.rows()
+    assert (row["samples"], row["min"], row["max"], row["last"]) == (4, 4, 8, 8)
+
+
+# --------------------------------------------------------------------------- --max-bytes
+
+
+def _recorder_reads(spelling: str, tmp_path) -> tuple:
+    """(warned, max_bytes in the file header) of a process recording with NVTX_CFFI_RECORD_MAX_BYTES=spelling."""
+    import struct
+
+    from nvtx_cffi import recorder
+
+    directory = tmp_path / f"rec{len(os.listdir(tmp_path))}"
+    env = {**tracer_env(tmp_path), **recorder.environment(directory), "NVTX_CFFI_RECORD_MAX_BYTES": spelling}
+    proc = subprocess.run([sys.executable, "-c", "import nvtx_cffi as nvtx; nvtx.mark('m')"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    (path,) = directory.glob("*.nvtxrec")
+    return "is not a size" in proc.stderr, struct.unpack_from("<Q", path.read_bytes(), 48)[0]
+
+
+SPELLINGS = ["4096", "64k", "16M", "2G", "1T", "1t", "64KB", "64kbb", " 5 ", "5\n", "\t7b", "017179869183G",
+             "16777215T", "9999999999999999999",
+             # refused by both
+             "0", "0k", "-5", "+5", "1_0", "1e3", "k", "b", "5 k", "1P", "\n5", "\uff11", "1" + "b" * 70,
+             "99999999999999999999", "16777216T", "17179869184G", "18446744073709551616"]
+
+
+def test_max_bytes_takes_exactly_what_the_recorder_takes(tmp_path):
+    """The CLI took 17179869184G (the recorder then warned and used 4 GiB while the program ran)
+    and refused 1T, which the recorder takes."""
+    import argparse
+
+    from nvtx_cffi import recorder
+    from nvtx_cffi._trace import cli
+
+    import mmap
+
+    default = _recorder_reads("nonsense", tmp_path)[1]
+    smallest = 4096 + mmap.PAGESIZE  # the recorder's least bound: its header and one page
+    for spelling in SPELLINGS:
+        warned, bound = _recorder_reads(spelling, tmp_path)
+        try:
+            value = cli._byte_size(spelling)
+        except argparse.ArgumentTypeError:
+            assert warned and bound == default, spelling
+            continue
+        assert not warned and bound == max(value, smallest), spelling
+        # and the value reaches the recorder as given (as a size it reads back exactly)
+        assert _recorder_reads(recorder.environment(tmp_path, max_bytes=value)["NVTX_CFFI_RECORD_MAX_BYTES"],
+                               tmp_path) == (False, max(value, smallest)), spelling
+
+
+@pytest.mark.parametrize("spelling, message", [
+    ("17179869184G", "'17179869184G' is more than the recorder's largest size, 2**64-1 bytes"),
+    ("1P", "expected a size like 4096, 64k, 16M, 2G or 1T, got '1P'")])
+def test_max_bytes_the_recorder_would_not_take_is_refused_before_the_program_runs(tmp_path, spelling, message):
+    script = write(tmp_path, "ran.py", "open(__file__ + '.ran', 'w').close()\n")
+    traced = run_tracer(str(tmp_path), [script], "--max-bytes", spelling, env=tracer_env(tmp_path))
+    assert traced.returncode == 2
+    assert traced.stderr.splitlines()[-1] == \
+        f"python -m nvtx_cffi trace: error: argument --max-bytes: --max-bytes: {message}"
+    assert not os.path.exists(script + ".ran")
+
+
+def test_max_bytes_in_terabytes_reaches_the_recorder(tmp_path):
+    import struct
+
+    script = write(tmp_path, "m.py", "import nvtx_cffi as nvtx\nnvtx.mark('m')\n")
+    traced = run_tracer(str(tmp_path), [script], "--max-bytes", "1T", "--record-dir", str(tmp_path / "raw"),
+                        env=tracer_env(tmp_path))
+    assert traced.returncode == 0, traced.stderr
+    (path,) = (tmp_path / "raw").glob("*.nvtxrec")
+    assert struct.unpack_from("<Q", path.read_bytes(), 48)[0] == 1 << 40

@@ -523,3 +523,42 @@ def test_conversion_without_numpy_gives_the_same_trace(recording, tmp_path):
         json.dumps(e, sort_keys=True) for e in b["traceEvents"])
     with sqlite3.connect(tmp_path / "nonp-t.sqlite") as db:
         assert db.execute(NSYS_NVTX_SUM).fetchone()[:3] == (rows[0].name, rows[0].count, rows[0].total_ns)
+
+
+def test_uint64_values_past_sqlites_integers_are_stored_not_raised(tmp_path):
+    """A dropped count of 2**64-1 (a corrupt header), a start range id >= 2**63 and a uint64 counter's
+    sample past 2**63-1 raised OverflowError in the SQLite writer (the JSON took them)."""
+    import struct
+
+    raw = tmp_path / "raw"
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("NVTX_INJECTION", "NVTX_CFFI_RECORD"))},
+           **recorder.environment(raw)}
+    code = textwrap.dedent("""
+        import nvtx_cffi as nvtx
+        nvtx.get_domain("D").get_counter("big", "uint64").sample(2**64 - 1)
+        nvtx.end_range(nvtx.start_range("s", color="red"))
+    """)
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=60)
+    (path,) = raw.glob("*.nvtxrec")
+    data = bytearray(path.read_bytes())
+    struct.pack_into("<Q", data, 88, 2**64 - 1)  # nvtxrec_file_header.dropped
+    # the start's colour word becomes a RANGE_ID_HI word (0x17) with the top bit of the id set
+    off = 4096 + 32
+    while data[off] != 3:  # the start's head word
+        off += 8
+    off += 8
+    while data[off] != 0x11:
+        off += 8
+    struct.pack_into("<Q", data, off, 0x17 | (0x80 << 8))
+    path.write_bytes(bytes(data))
+    (start,) = [e for e in recorder.read(raw).events if e.kind == "start"]
+    assert start.range_id >= 1 << 63
+    timeline = convert(str(raw), str(tmp_path / "t.sqlite"), "sqlite")
+    assert timeline.dropped == 2**64 - 1 and convert(str(raw), str(tmp_path / "t.json"), "json").dropped == 2**64 - 1
+    with sqlite3.connect(tmp_path / "t.sqlite") as db:
+        meta = dict(db.execute("SELECT key, value FROM NVTX_CFFI_META"))
+        (range_id,) = db.execute("SELECT rangeId FROM NVTX_EVENTS WHERE eventType = 60").fetchone()
+        (value,) = db.execute("SELECT value FROM NVTX_CFFI_COUNTERS WHERE name = 'big'").fetchone()
+    assert meta["dropped_events"] == 2**63 - 1  # a count: the largest INTEGER, "at least this many"
+    assert range_id < 0 and range_id & (2**64 - 1) == start.range_id  # an id: its 64 bits
+    assert value == float(2**64 - 1)  # REAL column

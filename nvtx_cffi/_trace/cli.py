@@ -13,7 +13,9 @@ without editing the program.
 
 Everything after the script (or ``-m module``) belongs to the program. Exit status: the program's
 (128 + N when a signal N killed it); 2 for the tracer's own usage errors (script not found, output
-not writable, recorder library or matplotlib missing), before the program runs.
+not writable, recorder library or matplotlib missing), before the program runs. When the trace or
+the ``--png`` picture cannot be written (a full disk, the recording removed by the program), the
+program's status if it failed, else 2.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import argparse
 import contextlib
 import glob
 import os
+import re
 import shutil
 import signal
 import sys
@@ -34,6 +37,11 @@ from .progress import Progress
 from .runner import command_for, exit_status, run, wait_for_recording
 from .stats import StatsCollector, format_summary
 
+try:
+    from sqlite3 import OperationalError as _SqliteWriteError  # a full disk, an I/O error
+except ImportError:  # pragma: no cover - a Python without sqlite3 writes no .sqlite either
+    _SqliteWriteError = OSError
+
 __all__ = ["main", "TraceError"]
 
 PROG = "python -m nvtx_cffi trace"
@@ -44,27 +52,40 @@ _VALUE_OPTIONS = {"-o", "--output", "--png", "--max-bytes", "--record-dir", "--i
                   "--max-depth", "--wait"}
 #: Seconds to wait, after the program exits, for processes it left running that still record.
 DEFAULT_WAIT = 10.0
-_SUFFIXES = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+#: --max-bytes, exactly as the recorder's parse_size (c/recorder.c) reads NVTX_CFFI_RECORD_MAX_BYTES:
+#: blanks around, 1 to 19 ASCII digits, a binary k/m/g/t and any b's, case-insensitive
+_SIZE = re.compile(r"[ \t]*([0-9]{1,19})([kmgt]?)b*[ \t\n]*", re.ASCII | re.IGNORECASE)
+_SUFFIXES = {"": 0, "k": 10, "m": 20, "g": 30, "t": 40}
+#: the recorder's bound on a size (a uint64)
+_MAX_SIZE = (1 << 64) - 1
 
 
 class TraceError(Exception):
     """A usage problem reported as ``error: ...`` with exit status 2, never as a traceback."""
 
 
+class _PngError(Exception):
+    """The ``--png`` picture could not be written (the trace was)."""
+
+
+#: What writing the trace may raise that is the disk's or the file system's fault, not a bug:
+#: reported as one line, never as a traceback (SQLite reports a full disk as its own error).
+_WRITE_ERRORS = (OSError, RuntimeError, _SqliteWriteError)
+
+
 def _byte_size(text: str) -> int:
-    """``"4096"``, ``"64k"``, ``"16M"``, ``"2G"`` → bytes (``--max-bytes``)."""
-    value = text.strip().lower().rstrip("b")
-    scale = 1
-    if value and value[-1] in _SUFFIXES:
-        scale = _SUFFIXES[value[-1]]
-        value = value[:-1]
-    try:
-        n = int(value) * scale
-    except ValueError:
-        msg = f"--max-bytes: expected a size like 4096, 64k, 16M or 2G, got {text[:50]!r}"
-        raise argparse.ArgumentTypeError(msg) from None
-    if n <= 0:
+    """``"4096"``, ``"64k"``, ``"16M"``, ``"2G"``, ``"1T"`` → bytes (``--max-bytes``): what the
+    recorder accepts, nothing else (it would warn and use its default while the program runs)."""
+    match = _SIZE.fullmatch(text)
+    if match is None or len(text.strip(" \t\n")) >= 64:  # the recorder's buffer
+        msg = f"--max-bytes: expected a size like 4096, 64k, 16M, 2G or 1T, got {text[:50]!r}"
+        raise argparse.ArgumentTypeError(msg)
+    n = int(match.group(1)) << _SUFFIXES[match.group(2).lower()]
+    if n == 0:
         msg = f"--max-bytes must be positive, got {text[:50]!r}"
+        raise argparse.ArgumentTypeError(msg)
+    if n > _MAX_SIZE:
+        msg = f"--max-bytes: {text[:50]!r} is more than the recorder's largest size, 2**64-1 bytes"
         raise argparse.ArgumentTypeError(msg)
     return n
 
@@ -98,7 +119,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="print a summary table per range name (count, total, avg, median, min, max, stddev)")
     p.add_argument("--png", metavar="TIMELINE.png", help="also draw a timeline picture (needs matplotlib)")
     p.add_argument("--max-bytes", type=_byte_size, metavar="SIZE",
-                   help="bound of each process's record file (e.g. 64M); events past it are dropped "
+                   help="bound of each process's record file (e.g. 64M, 2G, 1T); events past it are dropped "
                         "and counted (default: the recorder's, 4G)")
     p.add_argument("--record-dir", metavar="DIR",
                    help="keep the raw per-process recordings in DIR (default: a temporary directory, removed)")
@@ -310,20 +331,24 @@ def _convert(opts: argparse.Namespace, record_dir: str, root_pid: int, root_name
         if counter_stats:
             sys.stdout.write("\n" + counter_stats.format())
         sys.stdout.flush()
-    if png is not None:
-        from .png import write_png
-
-        write_png(timeline, png, title=f"NVTX timeline: {root_name}", collected=picture)
-    processes = len({pid for pid, _ in timeline.threads})
+    # processes that recorded NVTX events or counter samples (a program may only sample counters)
+    processes = len({pid for pid, _ in timeline.threads} | timeline.counter_pids)
     shown = os.path.relpath(output) if output.startswith(os.getcwd() + os.sep) else output
-    if not timeline.event_count:
+    if not timeline.event_count and not timeline.counter_samples:
         print(f"{PROG}: no NVTX events were recorded (does the program annotate with NVTX? is NVTX_DISABLE set?)",
               file=sys.stderr)
     elif timeline.dropped and not opts.stats:
         print(f"{PROG}: WARNING: {timeline.dropped} event(s) were dropped (raise --max-bytes)", file=sys.stderr)
-    print(f"{PROG}: wrote {shown} ({timeline.range_count} ranges, {timeline.mark_count} marks, "
+    samples = f"{timeline.counter_samples} counter samples, " if timeline.counter_samples else ""
+    print(f"{PROG}: wrote {shown} ({timeline.range_count} ranges, {timeline.mark_count} marks, {samples}"
           f"{processes} process(es)); open it at {PERFETTO_URL}", file=sys.stderr)
     if png is not None:
+        from .png import write_png
+
+        try:
+            write_png(timeline, png, title=f"NVTX timeline: {root_name}", collected=picture)
+        except (OSError, RuntimeError) as exc:  # the trace is written and said so: this is the picture's
+            raise _PngError(str(exc)) from None
         print(f"{PROG}: wrote {png}", file=sys.stderr)
 
 
@@ -379,6 +404,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         root_name = " ".join(["python", "-m", module] if module else ["python", script or ""])
         with _terminate_cleanly():
             still = wait_for_recording(record_dir, opts.wait)
+            if not os.path.isdir(record_dir):
+                # The program (or a process it started) removed its recording: nothing to convert.
+                print(f"{PROG}: error: the recording directory {record_dir} was removed while the program ran; "
+                      f"{output} was not written", file=sys.stderr)
+                return status or 2
             if still:
                 # Processes the program left running (daemons, background children): what they
                 # record from now on is not in this trace; their recording is left in place.
@@ -393,7 +423,10 @@ def main(argv: Optional[List[str]] = None) -> int:
                       f"({outer})", file=sys.stderr)
             try:
                 _convert(opts, record_dir, root_pid, root_name, output, png)
-            except (OSError, RuntimeError) as exc:
+            except _PngError as exc:
+                print(f"{PROG}: error: could not write the PNG: {exc}", file=sys.stderr)
+                return status or 2
+            except _WRITE_ERRORS as exc:
                 print(f"{PROG}: error: could not write the trace: {exc}", file=sys.stderr)
                 return status or 2
         return status

@@ -109,8 +109,9 @@ def _add_stats(stats: Any, pb: PairedBatch) -> None:
 def _decode_extensions(recording: Any) -> Callable[[Any, Any, Any], None]:
     """Make ``recording.batches()`` decode each batch's counters and binary payloads on the way
     (:class:`~.counters.BatchExtDecoder`; with NumPy that runs in the reader thread). Returns
-    ``drain(writer, picture, counter_stats)``, which the converting thread calls to hand the
-    samples decoded so far to the writer, the picture and the table (one writer, one thread)."""
+    ``drain(writer, picture, counter_stats, timeline)``, which the converting thread calls to hand
+    the samples decoded so far to the writer, the picture and the table, and to count them in the
+    timeline (one writer, one thread)."""
     from .columns import EXT_PAYLOADS
     from .counters import BatchExtDecoder
 
@@ -126,16 +127,21 @@ def _decode_extensions(recording: Any) -> Callable[[Any, Any, Any], None]:
 
     recording.batches = decoded
 
-    def drain(writer: Any, picture: Any, counter_stats: Any) -> None:
+    def drain(writer: Any, picture: Any, counter_stats: Any, timeline: Timeline) -> None:
         from .counters import counter_series
 
         draw = getattr(picture, "counter", None)
         while pending:
             sample = pending.popleft()
+            written = False
             for name, unit, value in counter_series(sample):
                 writer.counter(sample.pid, name, unit, sample.time_ns, value)
+                written = True
                 if draw is not None:
                     draw(sample.pid, name, unit, sample.time_ns, value)
+            if written:  # (a sample without a value writes nothing)
+                timeline.counter_samples += 1
+                timeline.counter_pids.add(sample.pid)
             if counter_stats is not None:
                 counter_stats.add(sample)
 
@@ -216,7 +222,7 @@ def convert(source: str, output: str, fmt: Optional[str] = None, *, stats: Any =
         else:
             batches = ((pb, None) for pb in batches)
         for pb, at in (_prefetch(batches) if recording.numpy else batches):
-            drain(writer, picture, counter_stats)  # the samples read with this batch (or before)
+            drain(writer, picture, counter_stats, timeline)  # the samples read with this batch (or before)
             writer.batch(pb)
             if stats is not None:
                 _add_stats(stats, pb)
@@ -230,7 +236,7 @@ def convert(source: str, output: str, fmt: Optional[str] = None, *, stats: Any =
         if root_pid is not None and root_name is not None and (
                 root_pid in timeline.process_names or any(pid == root_pid for pid, _ in timeline.threads)):
             timeline.process_names[root_pid] = root_name
-        drain(writer, picture, counter_stats)  # samples after the last NVTX event
+        drain(writer, picture, counter_stats, timeline)  # samples after the last NVTX event
         writer.finish(timeline)
     finally:
         writer.close()

@@ -3,7 +3,8 @@ records (:mod:`nvtx_cffi.ext_records`) on the way from the recording to the writ
 
 * counter samples become writer ``counter(pid, name, unit, time_ns, value)`` calls (Chrome ``"C"``
   events: Perfetto draws a track per counter, one series per field of a counter group), a row each in
-  the ``--stats`` counter table (samples, min, max, mean, last, unit) and lines in ``--png``;
+  the ``--stats`` counter table (samples, min, max, mean, last — the latest in time —, unit) and
+  lines in ``--png``;
 * a push/start/mark's binary payload is decoded by its schema into the event's ``payload``
   (``args.payload`` in the JSON).
 """
@@ -55,17 +56,21 @@ class CounterStats:
         self._rows: Dict[Tuple[Optional[str], str], List[Any]] = {}
 
     def add(self, sample: CounterSample) -> None:
+        time_ns = sample.time_ns
         for name, unit, value in counter_series(sample):
             key = (sample.counter.domain, name)
             row = self._rows.get(key)
             if row is None:
-                self._rows[key] = [1, value, value, float(value), value, unit]
+                self._rows[key] = [1, value, value, float(value), value, unit, time_ns]
             else:
                 row[0] += 1
                 row[1] = min(row[1], value)
                 row[2] = max(row[2], value)
                 row[3] += value
-                row[4] = value
+                # "last" is the latest in time: samples come in file order, per thread and batch
+                # (batch_submit gives each sample its own time), not in time order
+                if time_ns >= row[6]:
+                    row[4], row[6] = value, time_ns
 
     def __len__(self) -> int:
         return len(self._rows)

@@ -109,6 +109,10 @@ class Timeline:
         #: ranges (terminated or not) and marks handed out
         self.range_count = 0
         self.mark_count = 0
+        #: counter samples handed out (not NVTX events: a program may record only these), and the
+        #: pids that recorded them
+        self.counter_samples = 0
+        self.counter_pids: set = set()
 
 
 def _category_name(names: Dict[Tuple[Optional[str], int], str], domain: Optional[str],

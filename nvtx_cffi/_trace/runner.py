@@ -134,7 +134,10 @@ def recording_pids(record_dir: str) -> List[int]:
 
     active_files = getattr(recorder, "active_files", None)
     if active_files is not None:  # the recorder's own signal (an flock held while recording)
-        paths = active_files(record_dir)
+        try:
+            paths = active_files(record_dir)
+        except OSError:  # the program removed the directory: no file there is held
+            paths = []
     else:  # which processes hold a record file open (Linux /proc)
         paths = []
         wanted = set(glob.glob(os.path.join(glob.escape(record_dir), "*.nvtxrec")))

@@ -13,7 +13,8 @@ end               ns, for ranges; NULL for marks, names and ranges still open wh
                   process ended (so summaries leave them out, as ``--stats`` does)
 eventType         59 push/pop range, 60 start/end range, 34 mark, 33 category name,
                   75 domain create, 39 thread name (Nsight's NvtxEventType numbers)
-rangeId           start/end range id
+rangeId           start/end range id (an id past 2**63-1 is stored as the signed int64 with
+                  the same 64 bits, as uint64Value is)
 category          NVTX category id (NULL: none); its name is an eventType 33 row
 color             ARGB as given (NULL: none)
 text              the message (as Nsight stores non-registered strings), or the name for
@@ -23,14 +24,16 @@ endGlobalTid      pid << 24 | tid of the thread that ended a start/end range
 textId            NULL (every message is in ``text``); ``StringIds`` holds the thread names
 domainId          the domain's id in its process (0: NVTX's default domain); its name is an
                   eventType 75 row with the same domainId and process
-uint64Value ...   the payload, in the column of its type: uint64Value, int64Value,
+uint64Value ...   the payload, in the column of its type: uint64Value (values past 2**63-1 as
+                  the signed int64 with the same 64 bits: SQLite integers are signed), int64Value,
                   doubleValue, uint32Value, int32Value, floatValue (NaN is stored as NULL:
                   SQLite has no NaN); jsonTextId/jsonText: NULL
 ================  ==========================================================================
 
 ``StringIds(id, value)`` and ``ThreadNames(nameId, priority, globalTid)``: the thread names.
 ``NVTX_CFFI_META(key, value)``: ``t0_ns`` (the CLOCK_MONOTONIC time of ``start`` 0), counts of
-dropped events, unmatched pops/ends and unterminated ranges.
+dropped events, unmatched pops/ends and unterminated ranges (a count past 2**63-1, which only a
+corrupt record file gives, is stored as 2**63-1).
 
 Rows are inserted in one transaction, without journal: rows that differ only in their times
 by multi-row ``INSERT ... VALUES`` statements binding just the times, the others with
@@ -96,6 +99,18 @@ _ROWS = 256
 _PAYLOAD_SLOT = {1: 0, 2: 1, 3: 2, 4: 3, 5: 4, 6: 5, 8: 0}
 
 
+#: the largest integer an SQLite INTEGER holds (signed 64-bit)
+_INT64_MAX = (1 << 63) - 1
+
+
+def _uint64_bits(value: Optional[int]) -> Optional[int]:
+    """A uint64 (payload, range id) as SQLite can store it: values past 2**63-1 keep their bits, as
+    the signed int64 with the same 64 bits (read back with ``value & 0xFFFFFFFFFFFFFFFF``)."""
+    if value is not None and value > _INT64_MAX:
+        return value - (1 << 64)
+    return value
+
+
 def _payload_columns(ptype: int, raw: int) -> tuple:
     values: List[Any] = [None] * 6
     slot = _PAYLOAD_SLOT.get(ptype)
@@ -103,8 +118,8 @@ def _payload_columns(ptype: int, raw: int) -> tuple:
         v = payload_value(ptype, raw)
         if isinstance(v, float) and v != v:
             v = None  # SQLite has no NaN
-        elif slot == 0 and v >= 1 << 63:
-            v -= 1 << 64  # SQLite integers are signed 64-bit: uint64 values keep their bits
+        elif slot == 0:
+            v = _uint64_bits(v)
         values[slot] = v
     return tuple(values)
 
@@ -181,7 +196,8 @@ class SqliteWriter:
             color = [c if c >= 0 else None for c in color]
             payloads = any(ptype)
             if event_type == START_END or payloads:
-                rid: List[Any] = cols.lists("range_id")[0] if event_type == START_END else [None] * n
+                rid: List[Any] = ([_uint64_bits(r) for r in cols.lists("range_id")[0]] if event_type == START_END
+                                  else [None] * n)
                 end_gtid: List[Any] = ([(pid << 24) | t for t in cols.lists("end_tid")[0]]
                                        if event_type == START_END else [None] * n)
                 rows = zip(start, end, [event_type] * n, category, color, texts, gtid, dom, rid, end_gtid)
@@ -254,8 +270,10 @@ class SqliteWriter:
         """Counter samples have no table in Nsight's NVTX export: kept in ``NVTX_CFFI_COUNTERS``."""
         self._cur.execute("CREATE TABLE IF NOT EXISTS NVTX_CFFI_COUNTERS (timestamp INTEGER, globalPid INTEGER,"
                          " name TEXT, unit TEXT, value REAL)")
+        # a REAL column: bound as a float, which an int past SQLite's signed 64 bits (a uint64
+        # counter's sample) can be, too
         self._cur.execute("INSERT INTO NVTX_CFFI_COUNTERS VALUES (?,?,?,?,?)",
-                         (time_ns - self._t0, pid << 24, name, unit, value))
+                         (time_ns - self._t0, pid << 24, name, unit, float(value)))
         self.count += 1
 
     def finish(self, timeline: Timeline, extra_metadata: Optional[Dict[str, Any]] = None) -> int:
@@ -278,7 +296,10 @@ class SqliteWriter:
         meta = {"t0_ns": self._t0, "events_recorded": timeline.event_count, "dropped_events": timeline.dropped,
                 "unmatched_pops": timeline.unmatched_pops, "unmatched_ends": timeline.unmatched_ends,
                 "unterminated_ranges": timeline.unterminated}
-        db.executemany("INSERT INTO NVTX_CFFI_META (key, value) VALUES (?,?)", sorted(meta.items()))
+        # a count past 2**63-1 only comes from a corrupt record file header (the dropped count is a
+        # uint64 there, summed over the files): stored as the largest INTEGER, "at least this many"
+        db.executemany("INSERT INTO NVTX_CFFI_META (key, value) VALUES (?,?)",
+                       [(key, min(value, _INT64_MAX)) for key, value in sorted(meta.items())])
         # one index, on what every NVTX query filters by (each index costs ~0.3 s per 1e6 rows); a
         # 16 MiB page cache for its sort (SQLite's default 2 MB spills it: 1e7 rows take 3.9 s, not 3.1)
         db.execute("PRAGMA cache_size=-16384")
