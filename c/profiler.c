@@ -194,7 +194,7 @@ static struct {
     int limit;           /* max_depth, INT_MAX for none */
     PyObject *hooks;     /* the Python engine: c_classify, c_classify_cfunc, c_push_code, ... */
     PyObject *classify, *classify_cfunc, *push_code, *push_name;
-    PyObject *token;     /* setprofile mode: profile_func's obj for this enable (a PyLong of generation) */
+    PyObject *token;     /* setprofile mode: profile_func's obj for threads started after enable (a token_t) */
     PyObject *disable;   /* sys.monitoring.DISABLE */
     table_t codes;       /* code object -> decision (strong references) */
     table_t names;       /* ml_name pointer -> slot */
@@ -411,26 +411,105 @@ static inline void leave(thread_state_t *t)
 
 /* ---- PyEval_SetProfile engine ------------------------------------------------------------------- */
 
+/* profile_func's obj, which sys.getprofile() returns while the engine is installed on a thread. It is
+ * callable as a Python profile function (frame, event, arg) that does what profile_func does: code
+ * that saves sys.getprofile() and later hands it back to sys.setprofile() (debuggers, tools) keeps
+ * the engine running, at the speed of a Python profile function, instead of installing an int. */
+typedef struct {
+    PyObject_HEAD
+    uint64_t generation; /* the enable() it belongs to: stale once another one started or stop() ran */
+    PyObject *restore;   /* enabling thread's token: called once, when that thread finds it stale */
+} token_t;
+
+static int profile_func(PyObject *token, PyFrameObject *frame, int what, PyObject *arg);
+
+static const char *const event_names[] = {"call", "exception", "line", "return",
+                                          "c_call", "c_exception", "c_return"};
+static const int event_whats[] = {PyTrace_CALL, PyTrace_EXCEPTION, PyTrace_LINE, PyTrace_RETURN,
+                                  PyTrace_C_CALL, PyTrace_C_EXCEPTION, PyTrace_C_RETURN};
+
+/* An event as a Python profile function receives it, handed to profile_func. */
+static void profile_named(PyObject *token, PyObject *frame, PyObject *event, PyObject *arg)
+{
+    if (!PyFrame_Check(frame) || !PyUnicode_Check(event))
+        return;
+    for (size_t i = 0; i < sizeof event_names / sizeof event_names[0]; i++) {
+        if (PyUnicode_CompareWithASCIIString(event, event_names[i]) == 0) {
+            profile_func(token, (PyFrameObject *)frame, event_whats[i], arg);
+            return;
+        }
+    }
+}
+
+static PyObject *token_call(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    PyObject *frame, *event, *arg;
+    if ((kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0)
+        || !PyArg_UnpackTuple(args, "nvtx_cffi profile function", 3, 3, &frame, &event, &arg))
+        return NULL;
+    profile_named(self, frame, event, arg);
+    Py_RETURN_NONE;
+}
+
+static void token_dealloc(PyObject *self)
+{
+    Py_CLEAR(((token_t *)self)->restore);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyTypeObject token_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "nvtx_cffi._speedups.ProfileFunction",
+    .tp_basicsize = sizeof(token_t),
+    .tp_dealloc = token_dealloc,
+    .tp_call = token_call,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "nvtx_cffi.Profile's C profile function, as sys.getprofile() shows it; callable as "
+              "a Python profile function (frame, event, arg).",
+};
+
+static PyObject *token_new(PyObject *restore)
+{
+    token_t *token = PyObject_New(token_t, &token_type);
+    if (token == NULL)
+        return NULL;
+    token->generation = E.generation;
+    token->restore = restore;
+    Py_XINCREF(restore);
+    return (PyObject *)token;
+}
+
+
 /* A thread whose profile_func belongs to an enable() that stop() ended: close what it opened and
- * remove the function from this thread. */
-static void profile_stale(PyObject *token)
+ * remove the function from this thread; the enabling thread's token then gives that thread back its
+ * previous profiler (disable() ran on another thread, which must not touch this one's). */
+static void profile_stale(token_t *token)
 {
     thread_state_t *t = my_thread;
-    unsigned long long generation = PyLong_AsUnsignedLongLong(token);
-    if (PyErr_Occurred())
-        PyErr_Clear();
-    else if (t != NULL && t->generation == generation) {
+    if (t != NULL && t->generation == token->generation) {
         for (; t->open > 0; t->open--)
             nvtxcffi_shim.pop(t->domain);
         t->depth = 0;
     }
     PyEval_SetProfile(NULL, NULL);
+    PyObject *restore = token->restore;
+    if (restore != NULL) {
+        token->restore = NULL; /* once */
+        pending_t pending;
+        pending_save(&pending);
+        PyObject *result = PyObject_CallNoArgs(restore);
+        if (result == NULL)
+            PyErr_WriteUnraisable(restore);
+        Py_XDECREF(result);
+        pending_restore(&pending);
+        Py_DECREF(restore);
+    }
 }
 
 static int profile_func(PyObject *token, PyFrameObject *frame, int what, PyObject *arg)
 {
-    if (UNLIKELY(token != E.token || !E.active)) {
-        profile_stale(token);
+    if (UNLIKELY(((token_t *)token)->generation != E.generation || !E.active)) {
+        profile_stale((token_t *)token);
         return 0;
     }
     thread_state_t *t = current_thread();
@@ -470,10 +549,6 @@ static int profile_func(PyObject *token, PyFrameObject *frame, int what, PyObjec
 /* threading.setprofile(trampoline): a new thread's first event installs profile_func there. */
 static PyObject *trampoline(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    static const char *const names[] = {"call", "exception", "line", "return",
-                                        "c_call", "c_exception", "c_return"};
-    static const int whats[] = {PyTrace_CALL, PyTrace_EXCEPTION, PyTrace_LINE, PyTrace_RETURN,
-                                PyTrace_C_CALL, PyTrace_C_EXCEPTION, PyTrace_C_RETURN};
     (void)self;
     if (nargs != 3) {
         PyErr_SetString(PyExc_TypeError, "nvtx_cffi profile trampoline takes (frame, event, arg)");
@@ -484,14 +559,7 @@ static PyObject *trampoline(PyObject *self, PyObject *const *args, Py_ssize_t na
         Py_RETURN_NONE;
     }
     PyEval_SetProfile(profile_func, E.token);
-    if (PyFrame_Check(args[0]) && PyUnicode_Check(args[1])) {
-        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-            if (PyUnicode_CompareWithASCIIString(args[1], names[i]) == 0) {
-                profile_func(E.token, (PyFrameObject *)args[0], whats[i], args[2]);
-                break;
-            }
-        }
-    }
+    profile_named(E.token, args[0], args[1], args[2]);
     Py_RETURN_NONE;
 }
 
@@ -642,7 +710,7 @@ static int start_engine(PyObject *hooks, int mode, int domain, int cfuncs, int m
         || (E.push_name = PyObject_GetAttrString(hooks, "c_push_name")) == NULL)
         goto fail;
     E.generation++;
-    if ((E.token = PyLong_FromUnsignedLongLong(E.generation)) == NULL)
+    if ((E.token = token_new(NULL)) == NULL)
         goto fail;
     if (mode == NVTXCFFI_PROF_SETPROFILE) {
         PyObject *function = PyCFunction_New(&trampoline_def, NULL);
@@ -728,15 +796,25 @@ static PyObject *prof_start(PyObject *module, PyObject *const *args, Py_ssize_t 
 }
 
 PyDoc_STRVAR(prof_install_thread_doc,
-"prof_install_thread()\n--\n\n"
-"Setprofile mode: install the C profile function on the calling thread; False when not running.");
+"prof_install_thread(restore=None)\n--\n\n"
+"Setprofile mode: install the C profile function on the calling thread, with a token of its own: "
+"``restore()`` is called once on this thread if it finds the engine stopped at an event (stop() ran "
+"on another thread). False when not running.");
 
-static PyObject *prof_install_thread(PyObject *module, PyObject *unused)
+static PyObject *prof_install_thread(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    (void)unused;
+    if (nargs > 1) {
+        PyErr_SetString(PyExc_TypeError, "prof_install_thread(restore=None)");
+        return NULL;
+    }
+    PyObject *restore = nargs == 1 && args[0] != Py_None ? args[0] : NULL;
     if (E.active && E.token != NULL && E.mode == NVTXCFFI_PROF_SETPROFILE) {
-        PyEval_SetProfile(profile_func, E.token);
+        PyObject *token = token_new(restore);
+        if (token == NULL)
+            return NULL;
+        PyEval_SetProfile(profile_func, token); /* holds its own reference */
+        Py_DECREF(token);
         Py_RETURN_TRUE;
     }
     Py_RETURN_FALSE;
@@ -840,7 +918,7 @@ static PyObject *prof_set_cache_limit(PyObject *module, PyObject *arg)
 
 static PyMethodDef prof_functions[] = {
     {"prof_start", FUNC_CAST(prof_start), METH_FASTCALL, prof_start_doc},
-    {"prof_install_thread", prof_install_thread, METH_NOARGS, prof_install_thread_doc},
+    {"prof_install_thread", FUNC_CAST(prof_install_thread), METH_FASTCALL, prof_install_thread_doc},
     {"prof_stop", prof_stop, METH_NOARGS, prof_stop_doc},
     {"prof_cache_size", prof_cache_size, METH_NOARGS, prof_cache_size_doc},
     {"prof_set_cache_limit", prof_set_cache_limit, METH_O, prof_set_cache_limit_doc},
@@ -850,6 +928,13 @@ static PyMethodDef prof_functions[] = {
 int nvtxcffi_prof_init(PyObject *module)
 {
     /* PROF_AVAILABLE: 1 < 3.12 (setprofile mode), 2 from 3.12 (monitoring too). */
+    if (PyType_Ready(&token_type) < 0)
+        return -1;
+    Py_INCREF(&token_type);
+    if (PyModule_AddObject(module, "ProfileFunction", (PyObject *)&token_type) < 0) {
+        Py_DECREF(&token_type);
+        return -1;
+    }
     if (PyModule_AddFunctions(module, prof_functions) < 0
         || PyModule_AddIntConstant(module, "PROF_AVAILABLE", HAVE_MONITORING ? 2 : 1) < 0
         || PyModule_AddIntConstant(module, "PROF_SETPROFILE", NVTXCFFI_PROF_SETPROFILE) < 0

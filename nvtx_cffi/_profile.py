@@ -219,7 +219,9 @@ class Profile:
     def enable(self) -> None:
         """Start annotating function calls (does nothing without an NVTX tool).
 
-        Only one Profile can be enabled at a time; enabling an enabled one does nothing.
+        Only one Profile is enabled at a time: enabling one while another is enabled disables that
+        one first (closing its ranges, as its ``disable()`` would), as nvtx's ``Profile.enable()``
+        replaces the hook of the previous one. Enabling an enabled one does nothing.
         """
         self._enable(3)
 
@@ -228,36 +230,49 @@ class Profile:
         if not _state.active() or self._engine is not None:
             return
         with _enabled_lock:
+            left: Dict[str, int] = {}
+            lost = None
             if _enabled_profile is not None:
-                msg = "another nvtx_cffi.Profile is enabled; disable it first"
-                raise RuntimeError(msg)
+                # nvtx's Profile.enable() just replaces the hook: programs and notebooks rely on it.
+                left, lost = _enabled_profile._stop()
             engine = _engine_class(self.annotate_cfuncs)(self)
             engine.start()  # on error it has undone what it did: nothing is left marked running
             self._engine = engine
             _enabled_profile = self
-        if engine.note:
-            warnings.warn(engine.note, RuntimeWarning, stacklevel=stacklevel)
+        for note in (lost, engine.note):
+            if note:
+                warnings.warn(note, RuntimeWarning, stacklevel=stacklevel)
+        _warn_left(left, "enable()", stacklevel + 1)
 
     def disable(self) -> int:
         """Stop annotating and close the ranges still open on this thread.
 
         Returns the number of ranges left open on other threads (their function calls are still
         running and this thread cannot close another thread's ranges), and warns when it is not 0.
-        With the ``sys.setprofile`` engines, other threads close theirs at their next call event.
+        With the ``sys.setprofile`` engines, other threads close theirs at their next call event,
+        and the thread that ran ``enable()`` gets its previous profile function back then.
         """
+        if self._engine is None:
+            return 0
+        with _enabled_lock:
+            left, lost = self._stop()
+        if lost:
+            warnings.warn(lost, RuntimeWarning, stacklevel=2)
+        _warn_left(left, "disable()", 3)
+        return sum(left.values())
+
+    def _stop(self):
+        """disable() under _enabled_lock: stop the engine. Returns the ranges open on other
+        threads and the engine's warning (None, or its hook on this thread was lost)."""
         global _enabled_profile
         engine = self._engine
         if engine is None:
-            return 0
-        with _enabled_lock:
-            self._engine = None
+            return {}, None
+        self._engine = None
+        if _enabled_profile is self:
             _enabled_profile = None
-            left = engine.stop()
-        if left:
-            detail = ", ".join(f"{name}: {count}" for name, count in sorted(left.items()))
-            warnings.warn(f"nvtx_cffi.Profile.disable() could not close ranges open on other threads "
-                          f"({detail})", RuntimeWarning, stacklevel=2)
-        return sum(left.values())
+        engine.note = None  # enable()'s warning was given
+        return engine.stop(), engine.note
 
     def __enter__(self) -> "Profile":
         self._enable(3)
@@ -276,7 +291,8 @@ class _Engine:
     """State shared by both engines: the per-code cache, messages, and range bookkeeping."""
 
     name = "python"
-    #: A warning for enable() to give (another profiler limits what this engine can do), or None.
+    #: A warning for enable() to give (another profiler limits what this engine can do), or None;
+    #: after stop(), one for disable() to give (the engine lost its hook on this thread).
     note: Optional[str] = None
 
     def __init__(self, profile: Profile) -> None:
@@ -295,6 +311,7 @@ class _Engine:
         self.keep: Dict[int, object] = {}         # id(code) -> code
         self.cslots: Dict[str, int] = {}          # C function name -> C slot
         self.snapshot: Dict[int, object] = {}     # frames running at enable(): they never pushed
+        self.snapshot_codes: Set[int] = set()     # ids of their codes (kept alive by the frames)
         self.overflow = False                     # MAX_CACHED_CODES reached: some codes uncached
         # Per-thread nesting for max_depth, shared by Python and C calls (None: no limit, no cost).
         self.depth_of = _depth_counter() if profile.max_depth is not None else None
@@ -385,7 +402,18 @@ class _Engine:
         for frame in sys._current_frames().values():
             while frame is not None:
                 self.snapshot[id(frame)] = frame
+                self.snapshot_codes.add(id(frame.f_code))
                 frame = frame.f_back
+
+    def running_before(self) -> bool:
+        """Is the frame returning or yielding (two levels up) one that ran at enable()? It opened no
+        range, but a coroutine or generator is resumed later and each resumption opens one: it
+        leaves the snapshot at its first suspension, so that disable() counts those as open."""
+        frame = sys._getframe(2)
+        if self.snapshot.get(id(frame)) is frame:
+            del self.snapshot[id(frame)]
+            return True
+        return False
 
     def open_on(self, frame) -> int:
         """Ranges this profile opened for ``frame`` and its callers (still running)."""
@@ -464,6 +492,7 @@ class _MonitoringEngine(_Engine):
         self.close_current_thread(sys._getframe())
         left = self.open_elsewhere()
         self.snapshot.clear()
+        self.snapshot_codes.clear()
         return left
 
     def callbacks(self) -> dict:
@@ -472,6 +501,7 @@ class _MonitoringEngine(_Engine):
         slots, inline, excluded = self.slots, self.inline, self.excluded
         push, pop, dom = lib.nvtxcffi_push, lib.nvtxcffi_pop, self.domain_index
         first, annotated, classify, push_code = self.first, self.annotated, self.classify, self.push_code
+        snapshot_codes, running_before = self.snapshot_codes, self.running_before
         id_ = id
 
         if self.max_depth is None:
@@ -491,6 +521,8 @@ class _MonitoringEngine(_Engine):
 
             def on_return(code, offset, value):
                 key = id_(code)
+                if key in snapshot_codes and running_before():
+                    return
                 if key in slots:
                     pop(dom)
                 elif key in excluded:
@@ -499,6 +531,8 @@ class _MonitoringEngine(_Engine):
                     pop(dom)
 
             def on_unwind(code, offset, exc):  # PY_UNWIND cannot be disabled
+                if id_(code) in snapshot_codes and running_before():
+                    return
                 if id_(code) in slots or annotated(code):
                     pop(dom)
         else:
@@ -533,9 +567,13 @@ class _MonitoringEngine(_Engine):
             def on_return(code, offset, value):
                 if id_(code) in excluded:
                     return DISABLE
+                if id_(code) in snapshot_codes and running_before():
+                    return
                 leave(code)
 
             def on_unwind(code, offset, exc):
+                if id_(code) in snapshot_codes and running_before():
+                    return
                 leave(code)
 
         callbacks = {
@@ -587,13 +625,20 @@ class _MonitoringEngine(_Engine):
 
 
 class _SetprofileEngine(_Engine):
-    """CPython 3.11 and PyPy: ``sys.setprofile`` here, ``threading.setprofile`` for new threads."""
+    """CPython 3.11 and PyPy: ``sys.setprofile`` here, ``threading.setprofile`` for new threads.
+
+    Each thread gets a hook of its own, with its own count of open ranges (``_Thread``): the hook
+    does not depend on which frames were running at enable() (a coroutine or generator that was
+    running then is resumed later, and each resumption opens a range), and disable() can close a
+    thread's ranges even after CPython removed a hook that raised (RecursionError, KeyboardInterrupt).
+    """
 
     name = "setprofile"
 
     def start(self) -> None:
         self.on = True
         self.previous = (sys.getprofile(), _threading_getprofile())
+        self.threads: Dict[int, _Thread] = {}
         # Another profile function on this thread: a Python callable is chained (called first for
         # every event, as if alone); an object that is not callable (cProfile's profiler: its
         # callback is C) is paused, and given back with its own enable() by stop().
@@ -601,105 +646,160 @@ class _SetprofileEngine(_Engine):
         if self.previous[0] is not None and here is None:
             self.note = (f"nvtx_cffi.Profile: {_type_name(self.previous[0])} holds sys.setprofile and "
                          "cannot be chained here; it is paused until disable()")
-        hook, thread_hook = self.make_hook(here), self.make_hook(threads)
-        self.take_snapshot()
-        threading.setprofile(thread_hook)
+        hook = self.thread_hook(here, self.previous[0])
+        engine = self
+
+        def install(frame, event, arg):
+            # threading.setprofile's function, at a new thread's first event: a hook of its own.
+            if not engine.on:
+                _restore_profile(engine.previous[1])
+                return
+            own = engine.thread_hook(threads, engine.previous[1])
+            sys.setprofile(own)
+            own(frame, event, arg)
+
+        threading.setprofile(install)
         sys.setprofile(hook)
 
+    def thread_hook(self, chained, restore):
+        """The calling thread's profile function, registered; ``restore`` is given back at the end."""
+        state = _Thread(restore)
+        hook = self.make_hook(state, chained)
+        state.function = hook
+        self.threads[threading.get_ident()] = state
+        return hook
+
     def stop(self) -> Dict[str, int]:
+        state = self.threads.get(threading.get_ident())
+        removed = False
         try:
-            # first: the hook must not see ``on`` False on this thread
-            _restore_profile(self.previous[0])
+            # first: the hook must not see ``on`` False on this thread. Only a thread that runs
+            # the hook gets its previous profiler back here; the others' hooks give theirs back
+            # at their next event (this thread's own profiler, if any, is not touched).
+            if state is not None and state.restore is not _DONE:
+                current = sys.getprofile()
+                removed = current is not state.function
+                restore, state.restore = state.restore, _DONE
+                if current is state.function or current is None:
+                    _restore_profile(restore)
         finally:
             self.on = False
             threading.setprofile(self.previous[1])
-        self.close_current_thread(sys._getframe())
+        if state is not None:
+            closed = state.close(self.domain_index, self.max_depth)
+            if removed and closed:
+                # CPython removes a profile function that raises (RecursionError or
+                # KeyboardInterrupt inside it) and the program carries on: the ranges it had open
+                # are closed only now, and calls made meanwhile were not annotated.
+                self.note = (f"nvtx_cffi.Profile: the profile function of this thread was removed "
+                             f"(an exception inside it, or sys.setprofile()) while {closed} ranges "
+                             "were open; they are closed now, and calls made meanwhile were not "
+                             "annotated")
         # Other threads still run the hook: it sees ``on`` is False at their next event, closes
-        # their ranges and hands the thread back to what threading.setprofile had. Report what is
-        # open there now.
-        return self.open_elsewhere()
+        # their ranges and gives the thread back its previous profiler. Report what is open there.
+        names = {t.ident: t.name for t in threading.enumerate()}
+        left = {}
+        for ident in sys._current_frames():
+            other = self.threads.get(ident)
+            if other is None or other is state:
+                continue
+            count = other.open(self.max_depth)
+            if count:
+                left[names.get(ident, f"thread {ident}")] = count
+        return left
 
-    def make_hook(self, chained=None):
+    def make_hook(self, state: "_Thread", chained=None):
         """The profile function; ``chained`` (a Python profile function) runs first on each event."""
-        hook = self._make_hook()
+        hook = self._make_hook(state)
         if chained is None:
             return hook
-        thread_previous = _chainable(self.previous[1])
 
         def chain(frame, event, arg):
             if engine.on:
                 chained(frame, event, arg)
             hook(frame, event, arg)
-            if not engine.on and sys.getprofile() is None:
-                sys.setprofile(thread_previous)  # left by hook: give the thread back its own
         engine = self
         return chain
 
-    def _make_hook(self):
-        slots, inline, excluded, snapshot = self.slots, self.inline, self.excluded, self.snapshot
+    def _make_hook(self, state: "_Thread"):
+        slots, inline, excluded = self.slots, self.inline, self.excluded
         push, pop, dom = lib.nvtxcffi_push, lib.nvtxcffi_pop, self.domain_index
-        first, annotated, classify, push_code = self.first, self.annotated, self.classify, self.push_code
+        annotated, classify, push_code = self.annotated, self.classify, self.push_code
         cfunc_push, caller_ok = self.cfunc_push, self.caller_ok
         cfuncs, c_types, engine = self.cfuncs, _C_TYPES, self
-        limit = self.max_depth
-        depth_of = self.depth_of
+        limit = MAX_DEPTH if self.max_depth is None else self.max_depth
+        # This thread's nested annotated calls since enable() (capped at ``limit`` they are the
+        # open ranges). Counted before the push or pop that it stands for: an exception in this
+        # hook (KeyboardInterrupt is raised at the check after a call) leaves it matching NVTX.
+        # A return at depth 0 is that of a call that began before enable(): it opened nothing.
+        depth = state.depth
 
         def hook(frame, event, arg):
             if not engine.on:
                 # disable() ran on another thread: close this thread's ranges and leave.
                 sys.setprofile(None)
-                engine.close_current_thread(frame.f_back if event == "call" else frame)
-                if event in ("c_return", "c_exception") and cfuncs and type(arg) in c_types \
-                        and caller_ok(frame.f_code):
-                    pop(dom)
+                state.close(dom, engine.max_depth)
+                restore, state.restore = state.restore, _DONE
+                if restore is not _DONE:
+                    _restore_profile(restore)
                 return
             if event == "call":
-                code = frame.f_code
-                key = id(code)
-                if depth_of is None:
-                    try:
-                        push(slots[key])
-                    except KeyError:
-                        if key not in excluded:
-                            first(code)
-                elif key in slots or key in inline or (key not in excluded and classify(code)):
-                    depth = depth_of()
-                    depth[0] += 1
-                    if depth[0] <= limit:
-                        push_code(code)
+                try:
+                    slot = slots[id(frame.f_code)]
+                except KeyError:
+                    code = frame.f_code
+                    key = id(code)
+                    if key in inline or (key not in excluded and classify(code)):
+                        depth[0] += 1
+                        if depth[0] <= limit:
+                            push_code(code)
+                    return
+                depth[0] += 1
+                if depth[0] <= limit:
+                    push(slot)
             elif event == "return":
-                code = frame.f_code
-                key = id(code)
-                if key in slots or (key not in excluded and annotated(code)):
-                    if id(frame) in snapshot:
-                        return  # running before enable(): it opened nothing
-                    if depth_of is not None:
-                        depth = depth_of()
-                        if depth[0] <= 0:
-                            return
-                        depth[0] -= 1
-                        if depth[0] >= limit:
-                            return
-                    pop(dom)
+                key = id(frame.f_code)
+                if depth[0] > 0 and (key in slots or (key not in excluded and annotated(frame.f_code))):
+                    depth[0] -= 1
+                    if depth[0] < limit:
+                        pop(dom)
             elif cfuncs and type(arg) in c_types and caller_ok(frame.f_code):
                 if event == "c_call":
-                    if depth_of is not None:
-                        depth = depth_of()
-                        depth[0] += 1
-                        if depth[0] > limit:
-                            return
-                    cfunc_push(arg)
-                else:  # c_return, c_exception
-                    if depth_of is not None:
-                        depth = depth_of()
-                        if depth[0] <= 0:
-                            return
-                        depth[0] -= 1
-                        if depth[0] >= limit:
-                            return
-                    pop(dom)
+                    depth[0] += 1
+                    if depth[0] <= limit:
+                        cfunc_push(arg)
+                elif depth[0] > 0:  # c_return, c_exception
+                    depth[0] -= 1
+                    if depth[0] < limit:
+                        pop(dom)
 
         return hook
+
+
+#: A thread's previous profiler was already given back.
+_DONE = object()
+
+
+class _Thread:
+    """One thread's state under the ``sys.setprofile`` engine."""
+
+    __slots__ = ("depth", "restore", "function")
+
+    def __init__(self, restore) -> None:
+        self.depth = [0]          # nested annotated calls since enable(), see _make_hook
+        self.restore = restore    # the profiler to give back at the end, or _DONE
+        self.function = None      # the profile function installed on the thread
+
+    def open(self, max_depth: Optional[int]) -> int:
+        count = self.depth[0]
+        return count if max_depth is None else min(count, max_depth)
+
+    def close(self, domain_index: int, max_depth: Optional[int]) -> int:
+        count = self.open(max_depth)
+        self.depth[0] = 0
+        for _ in range(count):
+            lib.nvtxcffi_pop(domain_index)
+        return count
 
 
 class _CEngine(_Engine):
@@ -766,20 +866,34 @@ class _CSetprofileEngine(_CEngine):
 
     def install(self) -> None:
         self.previous = (sys.getprofile(), _threading_getprofile())
+        self.enabler = threading.get_ident()
+        self.restored = False
         if self.previous[0] is not None:  # cProfile's profiler: paused, given back by uninstall()
             self.note = (f"nvtx_cffi.Profile: {_type_name(self.previous[0])} holds sys.setprofile; "
                          "it is paused until disable()")
         (trampoline,) = self.functions
         threading.setprofile(trampoline)
-        _speedups.prof_install_thread()
+        # The enabling thread's C function calls restore_enabler when it finds itself stale (stop()
+        # ran on another thread, which must not touch this thread's profiler).
+        _speedups.prof_install_thread(self.restore_enabler)
+
+    def restore_enabler(self) -> None:
+        """Give the enabling thread (only) its previous profiler back, once."""
+        if self.restored or threading.get_ident() != self.enabler:
+            return
+        self.restored = True
+        current = sys.getprofile()
+        # Not when something else took this thread's profile function since (the user's own).
+        if current is None or isinstance(current, _speedups.ProfileFunction):
+            _restore_profile(self.previous[0])
 
     def uninstall(self) -> None:
         try:
-            _restore_profile(self.previous[0])  # replaces the C function on this thread
+            self.restore_enabler()  # replaces the C function, on the enabling thread only
         finally:
             threading.setprofile(self.previous[1])
-        # Other threads find their C function stale at their next event: they close their
-        # ranges and remove it.
+        # Other threads (the enabling one, when this is another) find their C function stale at
+        # their next event: they close their ranges and remove it.
 
 
 class _CMonitoringEngine(_CEngine):
@@ -839,6 +953,13 @@ def _release_tool_id(tool: int, registered) -> None:
         mon.free_tool_id(tool)
 
 
+def _warn_left(left: Dict[str, int], where: str, stacklevel: int) -> None:
+    if left:
+        detail = ", ".join(f"{name}: {count}" for name, count in sorted(left.items()))
+        warnings.warn(f"nvtx_cffi.Profile.{where} could not close ranges open on other threads "
+                      f"({detail})", RuntimeWarning, stacklevel=stacklevel)
+
+
 def _engine_class(cfuncs: bool):
     if C_ENGINE:
         if MONITORING:
@@ -862,7 +983,11 @@ def _type_name(value) -> str:
 
 def _chainable(previous):
     """``previous`` when it is a Python-callable profile function (it can be chained), else None."""
-    return previous if previous is not None and callable(previous) else None
+    if previous is None or not callable(previous):
+        return None
+    if _speedups is not None and isinstance(previous, _speedups.ProfileFunction):
+        return None  # the C engine's own function (stale: it would remove the chain at its next call)
+    return previous
 
 
 def _restore_profile(previous) -> None:

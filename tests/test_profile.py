@@ -285,18 +285,40 @@ def test_running_frames_do_not_pop_and_reenable(tmp_path):
     assert ranges(tmp_path)[out["tid"]] == [("push", "leaf"), ("pop",)] * 3
 
 
-def test_only_one_enabled_profile(tmp_path):
-    out = run(tmp_path, """
-        import json, nvtx_cffi
-        a, b = nvtx_cffi.Profile(), nvtx_cffi.Profile()
-        with a:
-            try:
-                b.enable()
-            except RuntimeError as exc:
-                error = str(exc)
-        print(json.dumps({"error": error, "b": b.enabled}))
-    """)
-    assert "another nvtx_cffi.Profile is enabled" in out["error"] and out["b"] is False
+@pytest.mark.parametrize("c_engine", [True, False], ids=["c-engine", "python-engine"])
+def test_enabling_another_profile_takes_over(tmp_path, c_engine):
+    """As nvtx's Profile.enable() (it replaces the hook): the enabled one is disabled first, its
+    ranges closed. It used to raise RuntimeError('another nvtx_cffi.Profile is enabled')."""
+    out = run(tmp_path, f"import nvtx_cffi._profile as P\nP.C_ENGINE = P.C_ENGINE and {c_engine}\n" + """
+import json, sys, threading, warnings, nvtx_cffi
+a = nvtx_cffi.Profile(linenos=False, annotate_cfuncs=False, include="<string>")
+b = nvtx_cffi.Profile(linenos=False, annotate_cfuncs=False, include="<string>")
+def leaf():
+    pass
+def outer():
+    b.enable()    # a's range of outer() is closed here; outer() was running before b: no range
+    leaf()
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    a.enable()
+    outer()
+    state = [a.enabled, b.enabled]
+    a.disable()   # no longer enabled: does nothing
+    leaf()
+    b.disable()
+    # Not disabled, and its hooks cleared by hand (a test harness, a notebook): enabling another works.
+    a.enable()
+    sys.setprofile(None)
+    threading.setprofile(None)
+    b.enable()
+    leaf()
+    b.disable()
+print(json.dumps({"state": state, "after": [a.enabled, b.enabled], "tid": threading.get_native_id(),
+                  "warnings": [str(w.message) for w in caught], "profile": sys.getprofile() is None}))
+""")
+    assert out["state"] == [False, True] and out["after"] == [False, False]
+    assert out["warnings"] == [] and out["profile"]
+    assert ranges(tmp_path)[out["tid"]] == [("push", "outer"), ("pop",)] + [("push", "leaf"), ("pop",)] * 3
 
 
 def test_without_a_tool_enable_does_nothing(tmp_path):
@@ -530,7 +552,7 @@ def test_c_engine_is_in_use(tmp_path):
                 hook = sys.monitoring.register_callback(tool, event, None)
                 sys.monitoring.register_callback(tool, event, hook)
             else:
-                hook = sys.getprofile()  # a C profile function shows only its argument (an int)
+                hook = sys.getprofile()  # a C profile function shows only its argument
             engine = p.engine
         with nvtx_cffi.Profile(annotate_cfuncs=False) as p:
             other = p.engine
@@ -540,7 +562,7 @@ def test_c_engine_is_in_use(tmp_path):
     assert out["engine"] == out["used"] == ("c-monitoring" if ENGINE == "monitoring" else "c-setprofile")
     # No frame-evaluation hook (it needed CPython's internals): 3.11 uses the profile function either way.
     assert out["without_cfuncs"] == out["engine"]
-    assert out["hook"] == ("builtin_function_or_method" if ENGINE == "monitoring" else "int")
+    assert out["hook"] == ("builtin_function_or_method" if ENGINE == "monitoring" else "ProfileFunction")
 
 
 SCENARIOS = PROGRAM + """
@@ -665,3 +687,211 @@ def test_threads_already_running_at_enable(tmp_path):
         assert seq == [("push", "task"), ("pop",)]
     else:
         assert out["engine"] in ("c-setprofile", "setprofile") and seq == []
+
+
+# ------------------------------------------------ enabled inside a coroutine/generator, lost hooks,
+# disable() from another thread, sys.getprofile() save/restore (sys.setprofile engines)
+
+PY_ENGINES = pytest.mark.parametrize("engine", ["c", "python", "python-chained"])
+
+
+def _engine_prelude(engine: str) -> str:
+    """Select the engine: the accelerator's, the Python one, or the Python one chaining a user's
+    profile function (what 3.11 with the accelerator picks when sys.setprofile holds one)."""
+    code = (f"import sys\nimport nvtx_cffi._profile as P\nP.C_ENGINE = P.C_ENGINE and {engine == 'c'}\n"
+            f"ENGINE_NAME = {engine!r}\n")
+    if engine == "python-chained":
+        code += "def _mine(frame, event, arg):\n    pass\nsys.setprofile(_mine)\n"
+    return code
+
+
+@PY_ENGINES
+def test_enabled_inside_a_coroutine_or_generator(tmp_path, engine):
+    """The coroutine (generator) that runs enable() was running before it, and each resumption
+    opens a range: the Python setprofile engine used to skip the close of every later suspension
+    (the frame was in its snapshot of running frames), leaving one range open per resumption."""
+    out = run(tmp_path, _engine_prelude(engine) + """
+import asyncio, json, threading
+from nvtx_cffi import Profile
+async def main():
+    with Profile(linenos=False, annotate_cfuncs=False, include="<string>"):
+        for _ in range(3):
+            await asyncio.sleep(0)
+def gen():
+    p = Profile(linenos=False, annotate_cfuncs=False, include="<string>")
+    p.enable()
+    yield 1
+    yield 2
+    yield 3
+    p.disable()
+asyncio.run(main())
+values = list(gen())
+print(json.dumps({"tid": threading.get_native_id(), "values": values}))
+""")
+    assert out["values"] == [1, 2, 3]
+    # each resumption opens a range and each suspension (or disable()) closes it
+    assert ranges(tmp_path)[out["tid"]] == [("push", "main"), ("pop",)] * 3 + [("push", "gen"), ("pop",)] * 3
+
+
+@PY_ENGINES
+def test_profile_function_removed_by_an_exception(tmp_path, engine):
+    """CPython removes a profile function that raises (RecursionError at its call, KeyboardInterrupt
+    inside it, here from a chained function): disable() used to leave open every range opened before
+    (997 pushes, 0 pops). It closes them now, and warns that calls made meanwhile were missed."""
+    out = run(tmp_path, _engine_prelude(engine) + """
+import json, threading, warnings
+from nvtx_cffi import Profile
+def r(n):
+    return r(n + 1)
+def chained(n):
+    if n:
+        return chained(n - 1)
+    raise_in_hook[0] = True
+    leaf()      # the chained profile function raises KeyboardInterrupt at this call
+def leaf():
+    pass
+def after():
+    pass
+raise_in_hook = [False]
+if sys.getprofile() is not None:
+    def _raising(frame, event, arg):
+        if raise_in_hook[0] and event == "call" and frame.f_code.co_name == "leaf":
+            raise_in_hook[0] = False
+            raise KeyboardInterrupt
+    sys.setprofile(_raising)
+p = Profile(linenos=False, annotate_cfuncs=False, include="<string>")
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    p.enable()
+    hooked = sys.getprofile() is not None or P.MONITORING
+    if ENGINE_NAME == "python-chained":
+        try:
+            chained(2)
+        except KeyboardInterrupt:
+            pass
+    else:
+        try:
+            r(0)
+        except RecursionError:
+            pass
+    after()
+    state = [p.enabled, sys.getprofile() is None]
+    p.disable()
+print(json.dumps({"tid": threading.get_native_id(), "warnings": [str(w.message) for w in caught],
+                  "state": state, "c_engine": P.C_ENGINE, "hooked": hooked}))
+""")
+    seq = ranges(tmp_path)[out["tid"]]
+    assert out["hooked"]
+    if out["c_engine"] or ENGINE == "monitoring":
+        # C callbacks do not raise, and sys.monitoring keeps a callback that raised: nothing is lost
+        assert out["warnings"] == [] and out["state"] == [True, ENGINE == "monitoring"]
+        assert seq[-2:] == [("push", "after"), ("pop",)]
+        assert_balanced(seq)
+        return
+    if engine == "python-chained":
+        # chained(2), chained(1), chained(0) were open; leaf's call never reached the engine
+        count = 3
+        assert seq == [("push", "chained")] * 3 + [("pop",)] * 3
+    else:
+        count = len(seq) // 2
+        assert count > 100 and seq == [("push", "r")] * count + [("pop",)] * count
+    assert out["state"] == [True, True]  # still enabled, but the thread lost its hook
+    assert out["warnings"] == [
+        f"nvtx_cffi.Profile: the profile function of this thread was removed (an exception inside it, "
+        f"or sys.setprofile()) while {count} ranges were open; they are closed now, and calls made "
+        "meanwhile were not annotated"]
+
+
+@pytest.mark.parametrize("worker_profile", [None, "mine"])
+@pytest.mark.parametrize("c_engine", [True, False], ids=["c-engine", "python-engine"])
+def test_disable_from_another_thread_keeps_each_threads_profiler(tmp_path, c_engine, worker_profile):
+    """disable() on the main thread of a Profile enabled on a worker used to restore the worker's
+    previous profile function on the main thread, switching off the main thread's cProfile."""
+    if sys.implementation.name == "pypy":
+        pytest.skip("PyPy: cProfile's hook is invisible to sys.getprofile()")
+    out = run(tmp_path, f"""
+import nvtx_cffi._profile as P
+P.C_ENGINE = P.C_ENGINE and {c_engine}
+WORKER_PROFILE = {worker_profile!r}
+""" + """
+import cProfile, json, pstats, sys, threading, warnings
+from nvtx_cffi import Profile
+def leaf():
+    pass
+def mine(frame, event, arg):
+    if event == "call" and frame.f_code.co_name == "leaf":
+        seen.append("leaf")
+seen = []
+cp = cProfile.Profile()
+cp.enable()
+p = Profile(linenos=False, annotate_cfuncs=False, include="<string>")
+started, release = threading.Event(), threading.Event()
+result = {}
+def worker():
+    if WORKER_PROFILE:
+        sys.setprofile(mine)
+    p.enable()
+    result["engine"] = p.engine
+    started.set()
+    release.wait()
+    leaf()      # the worker's first event after disable() gives it back its own profile function
+    result["worker_profile"] = sys.getprofile() is (mine if WORKER_PROFILE else None)
+    leaf()
+    sys.setprofile(None)
+t = threading.Thread(target=worker)
+t.start()
+started.wait()
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    left = p.disable()
+release.set()
+t.join()
+leaf()
+leaf()
+main_profile = sys.getprofile() is cp
+cp.disable()
+calls = [v[0] for k, v in pstats.Stats(cp).stats.items() if k[2] == "leaf"]
+print(json.dumps({"main_profile": main_profile, "calls": calls, "left": left, "seen": seen,
+                  "warnings": [str(w.message) for w in caught], "tid": t.native_id, **result}))
+""")
+    assert out["main_profile"] if ENGINE == "setprofile" else True
+    # the main thread's cProfile saw its calls after disable() (3.12+: the worker's too)
+    assert out["calls"] == ([2] if ENGINE == "setprofile" else [4])
+    assert out["worker_profile"] is True
+    assert out["seen"] == (["leaf", "leaf"] if worker_profile else [])
+    # the worker's range of worker() (running since it enabled: none) and wait's frames are not ranges
+    assert out["left"] == 0 and out["warnings"] == []
+    assert ranges(tmp_path).get(out["tid"], []) == []
+
+
+@PY_ENGINES
+def test_getprofile_save_and_restore(tmp_path, engine):
+    """``old = sys.getprofile(); sys.setprofile(f); ...; sys.setprofile(old)`` keeps Profile running:
+    the C engine's sys.getprofile() used to be an int (TypeError: 'int' object is not callable)."""
+    out = run(tmp_path, _engine_prelude(engine) + """
+import json, threading
+from nvtx_cffi import Profile
+def leaf():
+    pass
+def other(frame, event, arg):
+    pass
+p = Profile(linenos=False, annotate_cfuncs=False, include="<string>")
+p.enable()
+old = sys.getprofile()
+sys.setprofile(other)
+leaf()              # seen by other only
+sys.setprofile(old)
+leaf()
+p.disable()
+after = sys.getprofile()
+sys.setprofile(old) # stale now: removes itself at the next event, records nothing
+leaf()
+stale = sys.getprofile()
+sys.setprofile(None)
+print(json.dumps({"tid": threading.get_native_id(), "callable": old is None or callable(old),
+                  "after": after is (_mine if ENGINE_NAME == "python-chained" else None),
+                  "stale": stale is (_mine if P.MONITORING and ENGINE_NAME == "python-chained" else None)}))
+""")
+    assert out == {"tid": out["tid"], "callable": True, "after": True, "stale": True}
+    # sys.monitoring (3.12+) is not affected by sys.setprofile: it sees the first leaf() too
+    assert ranges(tmp_path)[out["tid"]] == [("push", "leaf"), ("pop",)] * (1 if ENGINE == "setprofile" else 2)
