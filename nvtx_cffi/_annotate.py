@@ -174,6 +174,7 @@ class annotate(_Base):  # noqa: N801 - the name nvtx users know
         self = _Base.__new__(cls)
         domain_object = get_domain(domain)
         attributes = EventAttributes(domain_object, message, color, category, payload)
+        attributes._shared = True  # (see EventAttributes._check_changeable)
         self._args = (message, color, domain, category, payload)
         self._attributes = attributes
         self._slot = attributes.fast_slot
@@ -408,6 +409,7 @@ def _payload_attributes(template: annotate, payload, fields=None) -> EventAttrib
     attributes._payload = payload
     attributes._fields = payload_fields(payload) if fields is None else fields
     attributes._slot, attributes._inline, attributes._fast = base._slot, base._inline, -1
+    attributes._shared = True
     return attributes
 
 

@@ -96,7 +96,7 @@ class EventAttributes:
     """
 
     __slots__ = ("_domain", "_message", "_color", "_category", "_payload", "_slot", "_fields", "_inline",
-                 "_fast")
+                 "_fast", "_shared")
 
     def __init__(self, domain: "Domain", message=None, color: ColorLike = None, category=None,
                  payload: Payload = None) -> None:
@@ -132,8 +132,17 @@ class EventAttributes:
 
     domain = property(lambda self: self._domain, doc="The :class:`Domain` these attributes belong to.")
 
+    def _check_changeable(self) -> None:
+        """An annotate object's attributes are shared by every annotate() of the same arguments (and
+        already prepared into its C slot): changing them would change those, so it is refused."""
+        if getattr(self, "_shared", False):
+            msg = ("the attributes of an annotate object are shared by every annotate() of the same "
+                   "arguments and cannot change: give annotate() the payload, color, ... instead")
+            raise AttributeError(msg)
+
     def _setter(name):  # noqa: N805 - builds the four properties below
         def set_(self, value):
+            self._check_changeable()
             old = getattr(self, name)
             setattr(self, name, value)
             try:
@@ -242,6 +251,7 @@ class Domain:
             raise ArgumentTypeError(msg)
         if attributes._domain is not self:
             raise _foreign_attributes(attributes, self)
+        attributes._check_changeable()
         old = (attributes._message, attributes._color, attributes._category, attributes._payload)
         new = tuple(o if n is _KEEP else n for o, n in zip(old, (message, color, category, payload)))
         (attributes._message, attributes._color, attributes._category, attributes._payload) = new
@@ -321,9 +331,18 @@ class Domain:
         return result if op == OP_START else None
 
     def _changed(self, attributes, message, color, category, payload) -> EventAttributes:
-        """d.METHOD(attributes, message=...): nvtx changes the attributes given (in place)."""
+        """d.METHOD(attributes, message=...): nvtx changes the attributes given (in place). Attributes
+        of another domain are changed in theirs, and the event goes to this domain (as in nvtx) with
+        the equivalent attributes here: the slot, registered string and category of that domain
+        are not this one's."""
         if attributes.__class__ is EventAttributes and attributes._domain is not self:
-            raise _foreign_attributes(attributes, self)
+            if not (message is _KEEP and color is _KEEP and category is _KEEP and payload is _KEEP):
+                attributes._domain.set_event_attributes(attributes, message=message, color=color,
+                                                        category=category, payload=payload)
+            text = attributes._message
+            if isinstance(text, RegisteredString):
+                text = text.string
+            return EventAttributes(self, text, attributes._color, attributes._category, attributes._payload)
         self.set_event_attributes(attributes, message=message, color=color, category=category,
                                   payload=payload)
         return attributes

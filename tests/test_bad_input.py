@@ -186,7 +186,7 @@ def test_domain_methods_reject_bad_input():
         domain.push_range("not attributes", message="x")
     other = nvtx.get_domain("other").get_event_attributes(message="x")
     with pytest.raises(ValueError, match="attributes belong to domain 'other', not 'strict'"):
-        domain.mark(other, color="red")
+        domain.set_event_attributes(other, color="red")
     registered = nvtx.get_domain("other").get_registered_string("owned")
     with pytest.raises(ValueError, match="registered in domain 'other', not 'strict'"):
         domain.get_event_attributes(message=registered)
@@ -195,20 +195,23 @@ def test_domain_methods_reject_bad_input():
 
 
 @pytest.mark.parametrize("payload", [None, 5], ids=["slot", "payload"])
-def test_domain_methods_reject_another_domains_attributes(payload):
-    """Issue 11, item 2: d1.push_range(a2) / start_range(a2) / mark(a2) recorded in domain two
-    (and d1's next pop did not match); now the ValueError that keyword changes already raised."""
+def test_another_domains_attributes_record_in_the_domain_called(payload):
+    """Issue 11, item 2: d1.push_range(a2) / start_range(a2) / mark(a2) recorded in domain two (and
+    d1's next pop did not match). As in nvtx, the event is d1's, with d1's equivalent attributes."""
     d1, d2 = nvtx.get_domain("mine"), nvtx.get_domain("theirs")
     foreign = d2.get_event_attributes(message="foreign", payload=payload)
     with recorder.capture() as got:
-        for method in (d1.push_range, d1.start_range, d1.mark):
-            with pytest.raises(ValueError, match="^attributes belong to domain 'theirs', not 'mine'$"):
-                method(foreign)
-            with pytest.raises(ValueError, match="^attributes belong to domain 'theirs', not 'mine'$"):
-                method(foreign, color="red")
+        d1.push_range(foreign)
+        d1.pop_range()
+        d1.end_range(d1.start_range(foreign))
+        d1.mark(foreign)
+        d1.mark(foreign, color="red")  # changes `foreign` in its own domain, as nvtx does
         d2.mark(foreign)
-    assert [(e.kind, e.domain, e.message) for e in got if e.kind in ("push", "start", "mark")] == [
-        ("mark", "theirs", "foreign")]
+    assert [(e.kind, e.domain, e.message, e.payload) for e in got if e.kind != "string"] == [
+        ("push", "mine", "foreign", payload), ("pop", "mine", None, None), ("start", "mine", "foreign", payload),
+        ("end", "mine", None, None), ("mark", "mine", "foreign", payload), ("mark", "mine", "foreign", payload),
+        ("mark", "theirs", "foreign", payload)]
+    assert [e.color for e in got if e.kind == "mark"][1:] == [0x00FF0000, 0x00FF0000] and foreign.color == "red"
 
 
 def test_failed_update_leaves_attributes_unchanged():

@@ -559,7 +559,7 @@ def _domain_api(domain, message, color, category, payload, new_color, op, regist
         try:
             if registered:
                 text = d.get_registered_string(message)
-                assert text.string == message and text.domain is d
+                assert text.string == expect.fields["message"] and text.domain is d  # (bytes: as text)
                 message_arg = text
             else:
                 message_arg = message
