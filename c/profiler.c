@@ -444,8 +444,11 @@ static void profile_named(PyObject *token, PyObject *frame, PyObject *event, PyO
 static PyObject *token_call(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     PyObject *frame, *event, *arg;
-    if ((kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0)
-        || !PyArg_UnpackTuple(args, "nvtx_cffi profile function", 3, 3, &frame, &event, &arg))
+    if (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0) {
+        PyErr_SetString(PyExc_TypeError, "nvtx_cffi profile function takes no keyword arguments");
+        return NULL;
+    }
+    if (!PyArg_UnpackTuple(args, "nvtx_cffi profile function", 3, 3, &frame, &event, &arg))
         return NULL;
     profile_named(self, frame, event, arg);
     Py_RETURN_NONE;

@@ -47,13 +47,18 @@ _emit_slot = lib.nvtxcffi_emit_slot
 #   ``async with`` exits (an async generator that is never finished keeps its few ids here);
 # * otherwise: a stack per context (each asyncio task runs in its own), where entries and exits
 #   of one owner are strictly nested (``async with`` blocks, ``AsyncExitStack``).
-# An entry is (annotate object, domain index, range id): an exit ends the innermost entry of its
-# own object. Every open entry is also in _async_open (by the entry's id), so that an exit in
-# another task than the entry's (an AsyncExitStack handed to another task) still ends that range,
-# and an entry ended that way is not ended again.
+# An entry is [annotate object, domain index, range id, open]: an exit ends the innermost entry of
+# its own object. Every open entry is also in _async_open (by the entry's id), so that an exit in
+# another task than the entry's (an AsyncExitStack handed to another task) still ends that range;
+# an entry ended that way is marked closed, so that it is not ended again.
+# One object entered in several tasks and exited in yet another is ambiguous: the newest open entry
+# of it ends. _async_open keeps the newest MAX_ASYNC_OPEN entries (an entry never exited, as an
+# AsyncExitStack never closed, would otherwise stay forever); an older one is still ended by an
+# exit in its own task.
 _async_ranges: contextvars.ContextVar = contextvars.ContextVar("nvtx_cffi_async_ranges", default=())
 _agen_ranges: dict = {}
 _async_open: dict = {}
+MAX_ASYNC_OPEN = 65536
 _getframe = sys._getframe
 _CO_ASYNC_GENERATOR = 0x200  # inspect.CO_ASYNC_GENERATOR
 _CO_AWAITING = 0x80 | 0x100  # inspect.CO_COROUTINE | CO_ITERABLE_COROUTINE
@@ -193,8 +198,8 @@ class annotate(_Base):  # noqa: N801 - the name nvtx users know
         # nvtx's annotate is set up in __init__, so a subclass may pass its own arguments on with
         # super().__init__(...). annotate gets that __init__ when the first such subclass is made,
         # not before: while annotate has none, the class call does not call one (a Python frame).
-        if "__init__" in cls.__dict__ and "__init__" not in annotate.__dict__:
-            annotate.__init__ = _subclass_init
+        if cls.__init__ is not object.__init__ and "__init__" not in annotate.__dict__:
+            annotate.__init__ = _subclass_init  # (an __init__ of its own, or a mixin's before annotate)
 
     message = property(lambda self: self._args[0], doc="The message as given.")
     color = property(lambda self: self._args[1], doc="The colour as given.")
@@ -217,8 +222,10 @@ class annotate(_Base):  # noqa: N801 - the name nvtx users know
 
 async def _aenter_active(self) -> "annotate":
     owner = _async_generator_frame()
-    entry = (self, self._domain_index, self._start())
+    entry = [self, self._domain_index, self._start(), True]
     _async_open[id(entry)] = entry
+    if len(_async_open) > MAX_ASYNC_OPEN:
+        del _async_open[next(iter(_async_open))]  # the oldest
     if owner is None:
         _async_ranges.set(_async_ranges.get() + (entry,))
     else:
@@ -252,7 +259,9 @@ async def _aexit_active(self, exc_type, exc_value, traceback) -> None:
         entries = list(_async_open.values())
         i = _innermost(entries, self)
         entry = entries[i] if i >= 0 else None
-    if entry is not None and _async_open.pop(id(entry), None) is not None:  # (not ended elsewhere)
+    if entry is not None and entry[3]:  # (not ended by an exit in another task)
+        entry[3] = False
+        _async_open.pop(id(entry), None)
         _end(entry[1], entry[2])
 
 

@@ -248,7 +248,7 @@ class Domain:
         """Change some of ``attributes`` (as nvtx does when its calls get keyword arguments)."""
         if not isinstance(attributes, EventAttributes):
             msg = f"attributes must be EventAttributes, not {type(attributes).__name__}"
-            raise ArgumentTypeError(msg)
+            raise TypeError(msg)  # (nvtx's too: not an AttributeError, which __getattr__ would swallow)
         if attributes._domain is not self:
             raise _foreign_attributes(attributes, self)
         attributes._check_changeable()

@@ -315,7 +315,9 @@ class _Engine:
         self.overflow = False                     # MAX_CACHED_CODES reached: some codes uncached
         # Per-thread nesting for max_depth, shared by Python and C calls (None: no limit, no cost).
         self.depth_of = _depth_counter() if profile.max_depth is not None else None
-        self.lock = threading.Lock()
+        # re-entrant: the Python hook called directly by user code (a saved sys.getprofile()) runs
+        # profiled, and its classify() sees the calls it makes on this thread
+        self.lock = threading.RLock()
 
     # -- messages and slots (slow path, once per code object) ---------------------------------
     def message(self, code) -> str:

@@ -19,6 +19,7 @@ Ranges and marks pay nothing for this: no check runs per event. Threads that Pyt
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from typing import Optional
 
@@ -59,9 +60,11 @@ def name_thread(thread: threading.Thread) -> bool:
         # The OS's own word: after os.fork() (3.9-3.11) threading keeps the parent's native_id for
         # the thread that forked, also in a process forked before this module was imported.
         native_id = lib.nvtxcffi_os_thread_id()
-    elif _forked_tid is not None and thread is threading.main_thread():
-        # the thread that forked (the child's main thread), named from another thread
-        native_id = _forked_tid
+    elif thread is threading.main_thread():
+        # Named from another thread: the main thread is the process's initial thread, whose Linux
+        # thread id is the process id (also the thread that forked, in a child; threading may
+        # still hold the parent's id then, even when the fork came before this module's import).
+        native_id = os.getpid() if sys.platform.startswith("linux") else (_forked_tid or native_id)
     lib.nvtxcffi_name_os_thread(native_id, data)
     return True
 

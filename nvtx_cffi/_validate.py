@@ -22,8 +22,10 @@ class ArgumentEncodeError(UnicodeEncodeError):
     """A text NVTX cannot carry as UTF-8 (a lone surrogate): nvtx 0.2.16's UnicodeEncodeError (a
     ValueError), with a message that names the argument."""
 
-    def __init__(self, argument: str, exc: UnicodeEncodeError) -> None:
-        super().__init__(exc.encoding, exc.object, exc.start, exc.end, exc.reason)
+    def __init__(self, encoding: str, text: str, start: int, end: int, reason: str, argument: str = "text") -> None:
+        # UnicodeEncodeError's five arguments first: pickle and copy make it again from them (and
+        # then restore ``argument`` from the instance dict)
+        super().__init__(encoding, text, start, end, reason)
         self.argument = argument
 
     def __str__(self) -> str:
@@ -119,7 +121,7 @@ def to_utf8(text: object, argument: str) -> bytes:
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise ArgumentEncodeError(argument, exc) from None
+        raise ArgumentEncodeError(exc.encoding, exc.object, exc.start, exc.end, exc.reason, argument) from None
 
 
 def to_category_id(category: object) -> int:

@@ -243,3 +243,52 @@ def test_attributes_of_another_domain_record_in_the_domain_called():
     assert categories == [b.get_category_id("io"), 9, b.get_category_id("io")]
     with pytest.raises(ValueError, match="attributes belong to domain 'attrs-a', not 'attrs-b'"):
         b.set_event_attributes(by_name, color="blue")
+
+
+MIXIN_INIT = r"""
+import json
+import nvtx_cffi
+from nvtx_cffi import recorder
+
+class Logged:  # a mixin whose __init__ passes the arguments on (the only __init__ in the subclass)
+    def __init__(self, *args, **kwargs):
+        self.logged = args
+        super().__init__(*args, **kwargs)
+
+class Traced(Logged, nvtx_cffi.annotate):
+    pass
+
+with recorder.capture() as events:
+    with Traced("mixed", color="green") as t:
+        pass
+print(json.dumps({"pushes": [[e.message, e.color] for e in events if e.kind == "push"], "logged": t.logged}))
+"""
+
+
+def test_an_init_from_a_mixin_passes_the_arguments_on():
+    """A subclass whose __init__ comes from a mixin before annotate (not from its own dict)."""
+    import json
+
+    from conftest import run_python
+
+    out = json.loads(run_python(MIXIN_INIT).stdout)
+    assert out == {"pushes": [["mixed", nvtx_cffi.to_argb("green")]], "logged": ["mixed"]}
+
+
+def test_errors_that_are_also_nvtxs_types_pickle_and_copy():
+    """A worker's exception crosses processes (multiprocessing pickles it): each of these survives."""
+    import copy
+    import pickle
+
+    caught = []
+    for call in (lambda: nvtx_cffi.mark("lone \ud800 surrogate"), lambda: nvtx_cffi.mark(5),
+                 lambda: nvtx_cffi.mark("x", color=-1)):
+        with pytest.raises(Exception) as info:
+            call()
+        caught.append(info.value)
+    for exc in caught:
+        for again in (pickle.loads(pickle.dumps(exc)), copy.copy(exc), copy.deepcopy(exc)):
+            assert (type(again), str(again)) == (type(exc), str(exc))
+    assert str(caught[0]) == "message is not valid Unicode (surrogates not allowed at index 5)"
+    assert isinstance(caught[0], UnicodeEncodeError) and isinstance(caught[1], AttributeError)
+    assert isinstance(caught[2], OverflowError)

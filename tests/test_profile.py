@@ -878,6 +878,12 @@ def other(frame, event, arg):
 p = Profile(linenos=False, annotate_cfuncs=False, include="<string>")
 p.enable()
 old = sys.getprofile()
+try:  # the C engine's profile function by keyword: a TypeError (it was a SystemError)
+    if type(old).__name__ == "ProfileFunction":
+        old(frame=sys._getframe(), event="c_call", arg=len)
+    keywords = "accepted"
+except TypeError as e:
+    keywords = str(e)
 sys.setprofile(other)
 leaf()              # seen by other only
 sys.setprofile(old)
@@ -889,9 +895,37 @@ leaf()
 stale = sys.getprofile()
 sys.setprofile(None)
 print(json.dumps({"tid": threading.get_native_id(), "callable": old is None or callable(old),
+                  "keywords": keywords if type(old).__name__ == "ProfileFunction" else "n/a",
                   "after": after is (_mine if ENGINE_NAME == "python-chained" else None),
                   "stale": stale is (_mine if P.MONITORING and ENGINE_NAME == "python-chained" else None)}))
 """)
-    assert out == {"tid": out["tid"], "callable": True, "after": True, "stale": True}
+    assert out == {"tid": out["tid"], "callable": True, "after": True, "stale": True,
+                   "keywords": out["keywords"] if out["keywords"] == "n/a"
+                   else "nvtx_cffi profile function takes no keyword arguments"}
     # sys.monitoring (3.12+) is not affected by sys.setprofile: it sees the first leaf() too
     assert ranges(tmp_path)[out["tid"]] == [("push", "leaf"), ("pop",)] * (1 if ENGINE == "setprofile" else 2)
+
+
+@PY_ENGINES
+def test_the_profile_function_called_directly_records_like_a_call(tmp_path, engine):
+    """The saved sys.getprofile() called by user code (as a profile function may be called): it runs
+    profiled itself, so its first sight of a code met the calls it makes on this thread (that hung
+    on a non-reentrant lock); a "call"/"return" pair records one range."""
+    out = run(tmp_path, _engine_prelude(engine) + """
+import json, threading
+from nvtx_cffi import Profile
+def leaf():
+    pass
+p = Profile(linenos=False, annotate_cfuncs=False, include="<string>")
+p.enable()
+hook = sys.getprofile()
+frame = sys._getframe()
+hook(frame, "call", None)
+hook(frame, "return", None)
+leaf()
+p.disable()
+print(json.dumps({"tid": threading.get_native_id()}))
+""")
+    got = ranges(tmp_path)[out["tid"]]
+    assert got[-2:] == [("push", "leaf"), ("pop",)] and ("push", "<module>") in got
+    assert_balanced(got)

@@ -87,6 +87,8 @@ def test_a_process_forked_before_the_import_names_its_own_main_thread(tmp_path):
         if pid == 0:
             import nvtx_cffi
             nvtx_cffi.mark("child")
+            renamer = threading.Thread(target=lambda: setattr(threading.main_thread(), "name", "Renamed"))
+            renamer.start(); renamer.join()  # named from another thread
             os.write(write, str(threading.get_native_id()).encode())
             os._exit(0)
         os.waitpid(pid, 0)
@@ -95,7 +97,9 @@ def test_a_process_forked_before_the_import_names_its_own_main_thread(tmp_path):
     rec = recorder.read(tmp_path / "rec")
     info = rec.processes[out["child"]]
     assert [e.tid for e in rec.events if e.pid == out["child"] and e.kind == "mark"] == [out["child_tid"]]
-    assert info.thread_names == {out["child_tid"]: "MainThread"}
+    named = [(e.target, e.name) for e in rec.events if e.pid == out["child"] and e.kind == "thread_name"]
+    assert (out["child_tid"], "MainThread") in named and named[-1] == (out["child_tid"], "Renamed")
+    assert info.thread_names[out["child_tid"]] == "Renamed"
 
 
 def test_nothing_hooked_without_a_tool(tmp_path):
