@@ -299,6 +299,28 @@ def test_async_with_exited_in_another_task_ends_the_range_it_started():
                      ("mark", "T2 still open"), ("end", "T2"), ("start", "A"), ("end", "A")]
 
 
+def test_async_entries_never_exited_are_not_kept_without_bound(monkeypatch):
+    """An AsyncExitStack never closed keeps its range open, as any range never ended; the entries
+    an exit from another task could still end are the newest MAX_ASYNC_OPEN."""
+    import contextlib
+
+    from nvtx_cffi import _annotate
+
+    monkeypatch.setattr(_annotate, "MAX_ASYNC_OPEN", 8)
+    before = len(_annotate._async_open)
+
+    async def main():
+        stacks = [contextlib.AsyncExitStack() for _ in range(20)]
+        for stack in stacks:
+            await stack.enter_async_context(nvtx.annotate("never closed", domain="X"))
+        return stacks
+
+    with recorder.capture() as got:
+        stacks = asyncio.run(main())
+    assert len([e for e in got if e.kind == "start"]) == 20 and not [e for e in got if e.kind == "end"]
+    assert len(_annotate._async_open) <= max(before, 8) and stacks
+
+
 def test_shared_annotate_object_in_interleaved_async_generators_and_tasks():
     """One cached annotate object entered by several async generators, consumed in an interleaved
     order by two tasks, one generator finished by a task other than the one that started it, and an
