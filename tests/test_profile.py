@@ -906,6 +906,7 @@ print(json.dumps({"tid": threading.get_native_id(), "callable": old is None or c
     assert ranges(tmp_path)[out["tid"]] == [("push", "leaf"), ("pop",)] * (1 if ENGINE == "setprofile" else 2)
 
 
+@pytest.mark.skipif(ENGINE != "setprofile", reason="sys.monitoring engines set no profile function")
 @PY_ENGINES
 def test_the_profile_function_called_directly_records_like_a_call(tmp_path, engine):
     """The saved sys.getprofile() called by user code (as a profile function may be called): it runs
