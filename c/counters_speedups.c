@@ -162,9 +162,10 @@ static PyObject *counter_sample(PyObject *self, PyObject *const *args, Py_ssize_
 {
     static const char *const names[] = {"value"};
     CounterBase *c = (CounterBase *)self;
-    if ((nargs != 1 || kwnames != NULL)
-        && !(nargs == 0 && kwnames != NULL && PyTuple_GET_SIZE(kwnames) == 1 && PyTuple_GET_ITEM(kwnames, 0) == value_name)
-        && check_args("sample", names, 1, args, (size_t)nargs, kwnames) < 0)
+    int one_value = nargs == 1 ? kwnames == NULL /* sample(v), or sample(value=v) spelt as Python spells it */
+                               : nargs == 0 && kwnames != NULL && PyTuple_GET_SIZE(kwnames) == 1
+                                     && PyTuple_GET_ITEM(kwnames, 0) == value_name;
+    if (!one_value && check_args("sample", names, 1, args, (size_t)nargs, kwnames) < 0)
         return NULL;
     PyObject *v = args[0]; /* sample(v) or sample(value=v) */
     if (c->kind == 2) {

@@ -282,15 +282,16 @@ def _bind_samplers(active: bool) -> None:  # at NVTX's first call (nvtx_cffi/_st
 _state.on_decide(_bind_samplers)
 
 
-def _int64_sampler(c_sample):
-    """``sample(value)`` of the pure-Python path, by CFFI's int64 conversion, which refuses a float;
-    nvtx's (Cython's, through ``__int__``) truncates one, so a float is converted here."""
+def _python_sampler(c_sample, truncates_floats: bool):
+    """``sample(value)`` of the pure-Python path, around a CFFI sample function (which takes no
+    keyword argument). For an int64 counter (``truncates_floats``): CFFI's int64 conversion refuses
+    a float, nvtx's (Cython's, through ``__int__``) truncates it, so a float is converted here."""
 
     def sample(value) -> None:
         try:
             c_sample(value)
         except TypeError:
-            if not isinstance(value, float):
+            if not (truncates_floats and isinstance(value, float)):
                 raise
             c_sample(int(value))  # NaN: ValueError, infinity: OverflowError, as nvtx
 
@@ -298,14 +299,20 @@ def _int64_sampler(c_sample):
     return sample
 
 
-def _float64_sampler(c_sample):
-    """``sample(value)`` of the pure-Python path: a CFFI function takes no keyword argument."""
-
-    def sample(value) -> None:
-        c_sample(value)
-
-    sample.__qualname__ = "sample"
-    return sample
+def _bind_scalar_sample(counter: "Counter", is_float: bool) -> None:
+    """Int64Counter/Float64Counter._bind: ``sample`` as one C call."""
+    if _CBase is not None:  # C: sample() is CounterBase's C method (nvtx_cffi._speedups)
+        if not _samplers_bound:
+            _bind_samplers(True)
+        counter._bind_sample(counter._index, is_float)
+        return
+    fast = lib.nvtxcffi_fast_counter(counter._index)
+    if fast >= 0:
+        c_sample = getattr(lib, f"nvtxcffi_sample_{'f64' if is_float else 'i64'}_{fast}")
+    else:
+        general = lib.nvtxcffi_counter_sample_float64 if is_float else lib.nvtxcffi_counter_sample_int64
+        c_sample = functools.partial(general, counter._index)
+    counter.sample = _python_sampler(c_sample, truncates_floats=not is_float)
 
 
 class Int64Counter(Counter):
@@ -316,14 +323,7 @@ class Int64Counter(Counter):
     __slots__ = ()
 
     def _bind(self) -> None:
-        if _CBase is not None:  # C: sample() is CounterBase's C method (nvtx_cffi._speedups)
-            if not _samplers_bound:
-                _bind_samplers(True)
-            self._bind_sample(self._index, False)
-            return
-        fast = lib.nvtxcffi_fast_counter(self._index)
-        self.sample = _int64_sampler(getattr(lib, f"nvtxcffi_sample_i64_{fast}") if fast >= 0
-                                     else functools.partial(lib.nvtxcffi_counter_sample_int64, self._index))
+        _bind_scalar_sample(self, is_float=False)
 
     def batch_submit(self, values: Iterable[int], timestamps: Iterable[int]) -> None:
         """Record timestamped int64 samples (one timestamp per value)."""
@@ -337,14 +337,7 @@ class Float64Counter(Counter):
     __slots__ = ()
 
     def _bind(self) -> None:
-        if _CBase is not None:  # C: sample() is CounterBase's C method (nvtx_cffi._speedups)
-            if not _samplers_bound:
-                _bind_samplers(True)
-            self._bind_sample(self._index, True)
-            return
-        fast = lib.nvtxcffi_fast_counter(self._index)
-        self.sample = _float64_sampler(getattr(lib, f"nvtxcffi_sample_f64_{fast}") if fast >= 0
-                                       else functools.partial(lib.nvtxcffi_counter_sample_float64, self._index))
+        _bind_scalar_sample(self, is_float=True)
 
     def batch_submit(self, values: Iterable[float], timestamps: Iterable[int]) -> None:
         """Record timestamped double samples (one timestamp per value)."""

@@ -6,6 +6,7 @@ import operator
 from typing import Optional, Tuple, Union
 
 from ._native import lib
+from ._payload import FAST_TYPES as _BINARY_TYPES, fields_for as _fields_for
 
 
 class ArgumentTypeError(TypeError, AttributeError):
@@ -22,7 +23,8 @@ class ArgumentEncodeError(UnicodeEncodeError):
     """A text NVTX cannot carry as UTF-8 (a lone surrogate): nvtx 0.2.16's UnicodeEncodeError (a
     ValueError), with a message that names the argument."""
 
-    def __init__(self, encoding: str, text: str, start: int, end: int, reason: str, argument: str = "text") -> None:
+    def __init__(self, encoding: str, text: str, start: int, end: int, reason: str,
+                 argument: str = "text") -> None:
         # UnicodeEncodeError's five arguments first: pickle and copy make it again from them (and
         # then restore ``argument`` from the instance dict)
         super().__init__(encoding, text, start, end, reason)
@@ -30,7 +32,7 @@ class ArgumentEncodeError(UnicodeEncodeError):
 
     def __str__(self) -> str:
         return f"{self.argument} is not valid Unicode ({self.reason} at index {self.start})"
-from ._payload import FAST_TYPES as _BINARY_TYPES, fields_for as _fields_for
+
 
 __all__ = ["Payload", "to_utf8", "to_category_id", "payload_fields", "as_index", "describe_int", "short_repr",
            "keyable"]

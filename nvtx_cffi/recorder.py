@@ -548,6 +548,13 @@ def _data_record(words: Tuple[int, ...], i: int, n: int) -> Optional[Tuple[int, 
     return (w >> 8) & 0xFF, (w >> 16) & 0xFFFF, time, arg, aux, data[_DATA_FIXED.size:], i + 1 + k
 
 
+def _np_data_words(w, k: int) -> Tuple[int, ...]:
+    """The words of the data record at ``w[k]`` (a chunk's words as a NumPy array), as many as its
+    head's length claims: fewer at the chunk's end when a corrupt length claims more, which
+    :func:`_data_record` then finds torn."""
+    return tuple(w[k:k + 1 + ((int(w[k]) >> 32) + 6) // 7].tolist())
+
+
 def _torn_words(words: Tuple[int, ...], i: int, n: int) -> int:
     """Words of the torn data record at words[i] (its head and the continuation words after it):
     what a reader skips and counts as corrupt."""
@@ -616,8 +623,7 @@ def _scan(path: str) -> Optional[_Defs]:
                 if heads.size:  # a chunk is one thread's, in time order
                     bounds.append((int(w[heads[0]]) >> 8, int(w[heads[-1]]) >> 8))
                 for k in np.flatnonzero((tags >= 0x20) & (tags <= 0x26)).tolist():
-                    # the slice ends at the chunk's last word: a corrupt length may claim more
-                    words = tuple(w[k:k + 1 + ((int(w[k]) >> 32) + 6) // 7].tolist())
+                    words = _np_data_words(w, k)
                     r = _data_record(words, 0, len(words))
                     if r is None:
                         d.skips.bytes += 8 * _torn_words(words, 0, len(words))
@@ -1213,7 +1219,7 @@ def _np_finish(np, d: _Defs, ev, parts, skips: _Skips) -> EventBlock:
     start = 0
     for tid, w, t in parts:
         for i in np.flatnonzero(t == _D_BLOB).tolist():
-            words = tuple(w[i:i + 1 + ((int(w[i]) >> 32) + 6) // 7].tolist())  # may be cut by the chunk's end
+            words = _np_data_words(w, i)
             r = _data_record(words, 0, len(words))
             if r is None:  # torn: skipped (and counted by _scan)
                 continue
