@@ -173,10 +173,16 @@ def _numpy():
         except ImportError:
             _numpy_missing = True
             return None
+        # Every C integer type NumPy has, by its size: two of them share a size (long and long long
+        # on Linux) and are distinct scalar types; int64/uint64 name only one of the two, while
+        # np.array([2**63]) or dtype("q") gives the other.
+        signed = {1: ENTRY_TYPE_INT8, 2: ENTRY_TYPE_INT16, 4: ENTRY_TYPE_INT32, 8: ENTRY_TYPE_INT64}
+        unsigned = {1: ENTRY_TYPE_UINT8, 2: ENTRY_TYPE_UINT16, 4: ENTRY_TYPE_UINT32, 8: ENTRY_TYPE_UINT64}
+        for types, by_size in (((numpy.byte, numpy.short, numpy.intc, numpy.int_, numpy.longlong), signed),
+                               ((numpy.ubyte, numpy.ushort, numpy.uintc, numpy.uint, numpy.ulonglong), unsigned)):
+            for scalar_type in types:
+                _DTYPE_TO_ENTRY_TYPE[scalar_type] = by_size[numpy.dtype(scalar_type).itemsize]
         _DTYPE_TO_ENTRY_TYPE.update({
-            numpy.int8: ENTRY_TYPE_INT8, numpy.int16: ENTRY_TYPE_INT16, numpy.int32: ENTRY_TYPE_INT32,
-            numpy.int64: ENTRY_TYPE_INT64, numpy.uint8: ENTRY_TYPE_UINT8, numpy.uint16: ENTRY_TYPE_UINT16,
-            numpy.uint32: ENTRY_TYPE_UINT32, numpy.uint64: ENTRY_TYPE_UINT64,
             numpy.float16: ENTRY_TYPE_FLOAT16, numpy.float32: ENTRY_TYPE_FLOAT32,
             numpy.float64: ENTRY_TYPE_FLOAT64, numpy.str_: ENTRY_TYPE_CSTRING_UTF32, numpy.bytes_: ENTRY_TYPE_BYTE,
         })

@@ -43,6 +43,13 @@ def decoded(events, kinds=("push", "start", "mark")):
     (np.array(1.5, dtype=np.float32), 1.5),  # 0-d: the scalar schema, no length
     (np.array([(1, 2.5)], dtype=[("a", "i4"), ("b", "f8")]), [{"a": 1, "b": 2.5}]),
     (["ab", "c"], ["ab", "c"]),
+    # NumPy's other C integer types of a size (long long beside long): a list of a uint64-only int
+    # makes one, and so does dtype "q"
+    ([2**63, 1], [2**63, 1]),
+    (np.array([-5, 6], dtype=np.longlong), [-5, 6]),
+    (np.array([7], dtype=np.ulonglong), [7]),
+    (np.array([1, 2], dtype=np.intc), [1, 2]),
+    (np.array([3], dtype="B"), [3]),
 ])
 def test_payload_types(payload, expected):
     with _no_warning():
