@@ -8,6 +8,7 @@ bound, fork children (which have no such thread and start their own), SIGKILL an
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -211,9 +212,9 @@ def test_a_threads_chunks_are_read_in_the_order_it_took_them(tmp_path, client_li
 
 
 
-def file_maps_while_threads_record(tmp_path, client_lib, n: int, setup: str = "") -> int:
-    """Run n threads that each record one mark and wait; the recording file's mappings (lines of
-    /proc/self/maps) while all n hold their chunk. Checks every mark was recorded."""
+def file_spans_while_threads_record(tmp_path, client_lib, n: int, setup: str = "") -> list:
+    """Run n threads that each record one mark and wait; the recording file's mappings while all n
+    hold their chunk, as (start, end, file offset). Checks every mark was recorded."""
     out = run_recorded(tmp_path, script(client_lib, f"""
         {setup}
         threading.stack_size(64 * 1024)
@@ -227,17 +228,24 @@ def file_maps_while_threads_record(tmp_path, client_lib, n: int, setup: str = ""
         for t in ts: t.start()
         recorded.wait()
         path = recorder_lib().nvtx_recorder_file().decode()
-        with open("/proc/self/maps") as f:
-            file_maps = sum(1 for line in f if line.rstrip().endswith(path))
+        with open("/proc/self/maps") as f:  # (start, end, file offset) of the file's mappings
+            spans = [(int(a, 16), int(b, 16), int(off, 16)) for a, b, off in
+                     ((line.split()[0].split("-") + [line.split()[2]]) for line in f if line.rstrip().endswith(path))]
         done.wait()
         for t in ts: t.join()
-        print(json.dumps({{"file_maps": file_maps, "dropped": recorder_lib().nvtx_recorder_dropped()}}))
+        print(json.dumps({{"spans": spans, "dropped": recorder_lib().nvtx_recorder_dropped()}}))
     """), timeout=300)
     assert out["dropped"] == 0
     rec = recorder.read(tmp_path)
     marks = [e for e in rec.events if e.kind == "mark"]
     assert len(marks) == n and {e.message for e in marks} == {"t"} and len({e.tid for e in marks}) == n
-    return out["file_maps"]
+    return out["spans"]
+
+
+def file_maps_while_threads_record(tmp_path, client_lib, n: int, setup: str = "") -> int:
+    """How many mappings of the recording file the process holds while n threads each hold a chunk
+    (lines of /proc/self/maps)."""
+    return len(file_spans_while_threads_record(tmp_path, client_lib, n, setup))
 
 
 def test_recording_threads_do_not_each_take_a_mapping(tmp_path, client_lib):
@@ -256,7 +264,16 @@ def test_with_an_address_space_limit_chunks_are_mapped_anywhere(tmp_path, client
     """Under RLIMIT_AS the window (4 GiB of address space by default) would count against the
     program's own limit, so the recorder maps each chunk on its own instead, and records alike."""
     setup = "import resource; resource.setrlimit(resource.RLIMIT_AS, (64 << 30, 64 << 30))"  # before NVTX's first call
-    assert file_maps_while_threads_record(tmp_path, client_lib, 50, setup) == 51  # each chunk, and the header
+    spans = file_spans_while_threads_record(tmp_path, client_lib, 50, setup)
+    # Each chunk, and the header, mapped on its own: 51 mappings, but the kernel shows two as one
+    # line when the second happens to land right after the first, at the next file offset. So:
+    # no two lines share a placement (address - offset; in the window they all would), and the
+    # lines cover the header and 50 chunks of one size.
+    assert len({start - offset for start, _end, offset in spans}) == len(spans)
+    header = 4096  # NVTXREC_HEADER_SIZE
+    sizes = [end - start - (header if offset == 0 else 0) for start, end, offset in spans]
+    chunk = math.gcd(*[size for size in sizes if size])
+    assert sum(sizes) == 50 * chunk and any(offset == 0 for _s, _e, offset in spans), spans
 
 
 def test_the_window_reserves_address_space_as_it_is_used(tmp_path, client_lib):
