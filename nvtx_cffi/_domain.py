@@ -350,11 +350,11 @@ class Domain:
     def end_range(self, range_id: int) -> None:
         """End a range started by :meth:`start_range` (an unknown id is passed on; tools ignore it)."""
         if range_id.__class__ is not int:
-            range_id = _range_id_index(range_id)
+            range_id = _range_id_index(range_id, pair=False)
         try:
             _end(self._index, range_id)
         except (TypeError, OverflowError):
-            raise _bad_range_id(range_id) from None
+            raise _bad_range_id(range_id, pair=False) from None
 
     def __repr__(self) -> str:
         return f"Domain({self.name!r})"
@@ -496,7 +496,12 @@ def _foreign_attributes(attributes: EventAttributes, domain: Domain) -> ValueErr
     return ValueError(f"attributes belong to domain {attributes._domain.name!r:.100}, not {domain.name!r:.100}")
 
 
-def _bad_range_id(range_id: object) -> Exception:
+def _bad_range_id(range_id: object, pair: bool = True) -> Exception:
+    """The error for a range id that is not one; ``pair``: module-level end_range, which also takes
+    the (id, domain index) pair module-level start_range returns (Domain.end_range takes the id)."""
+    if isinstance(range_id, tuple) and not pair:
+        return TypeError("range_id must be the int Domain.start_range returned, not a tuple "
+                         "(module-level start_range's pair goes to module-level end_range)")
     if isinstance(range_id, tuple) and len(range_id) == 2:  # start_range's (id, domain index)
         rid, index = range_id
         index = as_index(index)
@@ -509,11 +514,11 @@ def _bad_range_id(range_id: object) -> Exception:
     return TypeError(f"range_id must be the value start_range returned, not {type(range_id).__name__}")
 
 
-def _range_id_index(range_id: object) -> int:
+def _range_id_index(range_id: object, pair: bool = True) -> int:
     """An integer-like range id (a NumPy integer, ...) as an int; raises the range_id error."""
     value = as_index(range_id)
     if value is None or not 0 <= value <= _UINT64_MAX:
-        raise _bad_range_id(range_id)
+        raise _bad_range_id(range_id, pair)
     return value
 
 

@@ -17,17 +17,10 @@ from ._accel import accel as _accel
 
 __all__ = ["wrap"]
 
-_P = inspect.Parameter
-
-# Only parameter names, kinds and defaults are read: on 3.14+ (lazily evaluated annotations) ask for
-# forward references, so decorating a function whose annotations name a later class works.
-try:
-    from annotationlib import Format as _Format  # type: ignore[import-not-found]
-
-    _SIGNATURE_OPTIONS: dict = {"annotation_format": _Format.FORWARDREF}
-except ImportError:  # before 3.14: annotations were evaluated at `def`
-    _SIGNATURE_OPTIONS = {}
 _INTERNAL = ("_nvtx_func", "_nvtx_begin", "_nvtx_close", "_nvtx_arg")
+# A class body turns these into classmethods only when they are plain Python functions (type.__new__
+# checks the type), so decorated ones keep a Python wrapper, never the accelerator's C callable.
+_IMPLICIT_CLASSMETHODS = frozenset({"__init_subclass__", "__class_getitem__"})
 
 
 def wrap(func: Callable, begin: Callable, begin_arg: Any, close: Callable,
@@ -45,13 +38,17 @@ def wrap(func: Callable, begin: Callable, begin_arg: Any, close: Callable,
         wrapper = _coroutine_wrapper(func, start, end)
     elif inspect.isgeneratorfunction(func):
         wrapper = _generator_wrapper(func, start, end)
-    elif _accel is not None and c_args is not None:
+    elif _accel is not None and c_args is not None and not _implicit_classmethod(func):
         wrapper = _accel.decorated(func, *c_args)
     else:
         wrapper = _fixed_signature_wrapper(func, begin, begin_arg, close)
         if wrapper is None:
             wrapper = _generic_wrapper(func, begin, begin_arg, close)
     return functools.wraps(func)(wrapper)
+
+
+def _implicit_classmethod(func: Callable) -> bool:
+    return inspect.isfunction(func) and func.__name__ in _IMPLICIT_CLASSMETHODS
 
 
 def _generic_wrapper(func, begin, begin_arg, close):
@@ -66,44 +63,52 @@ def _generic_wrapper(func, begin, begin_arg, close):
 
 
 def _fixed_signature_wrapper(func, begin, begin_arg, close):
-    """Generate ``def wrapper(<func's parameters>)`` forwarding each one; None when not possible."""
+    """Generate ``def wrapper(<func's parameters>)`` forwarding each one; None when not possible.
+
+    The parameters are read from the code object, which is what the call binds against, not from
+    ``inspect.signature``: that would trust a ``__signature__`` set on the function (a wrapper
+    taking ``**kwargs`` that advertises fewer), and the wrapper would refuse arguments that work.
+    """
     if not inspect.isfunction(func):
         return None
-    try:
-        signature = inspect.signature(func, follow_wrapped=False, **_SIGNATURE_OPTIONS)
-    except (TypeError, ValueError):
-        return None
-    params, args, defaults = [], [], {}
-    saw_positional_only = saw_star = False
-    for index, p in enumerate(signature.parameters.values()):
-        name = p.name
-        if not name.isidentifier() or keyword.iskeyword(name) or name in _INTERNAL:
+    code = func.__code__
+    n_positional, n_keyword_only = code.co_argcount, code.co_kwonlyargcount
+    names = list(code.co_varnames[:n_positional + n_keyword_only])
+    star = star_star = None
+    position = n_positional + n_keyword_only
+    if code.co_flags & inspect.CO_VARARGS:
+        star, position = code.co_varnames[position], position + 1
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        star_star = code.co_varnames[position]
+    for name in (*names, star, star_star):
+        if name is not None and (not name.isidentifier() or keyword.iskeyword(name) or name in _INTERNAL):
             return None
-        if p.kind is _P.POSITIONAL_ONLY:
-            saw_positional_only = True
-        elif saw_positional_only:
+    positional_defaults = func.__defaults__ or ()
+    keyword_defaults = func.__kwdefaults__ or {}
+    first_default = n_positional - len(positional_defaults)
+    params, args, defaults = [], [], {}
+
+    def with_default(name: str, value: Any) -> str:
+        defaults[f"_nvtx_default{len(defaults)}"] = value
+        return f"{name}=_nvtx_default{len(defaults) - 1}"
+
+    for index, name in enumerate(names[:n_positional]):
+        params.append(with_default(name, positional_defaults[index - first_default])
+                      if index >= first_default else name)
+        args.append(name)
+        if index + 1 == code.co_posonlyargcount:
             params.append("/")
-            saw_positional_only = False
-        text = name
-        if p.default is not _P.empty:
-            defaults[f"_nvtx_default{index}"] = p.default
-            text = f"{name}=_nvtx_default{index}"
-        if p.kind is _P.VAR_POSITIONAL:
-            text, saw_star = f"*{name}", True
-            args.append(f"*{name}")
-        elif p.kind is _P.VAR_KEYWORD:
-            text = f"**{name}"
-            args.append(f"**{name}")
-        elif p.kind is _P.KEYWORD_ONLY:
-            if not saw_star:
-                params.append("*")
-                saw_star = True
-            args.append(f"{name}={name}")
-        else:
-            args.append(name)
-        params.append(text)
-    if saw_positional_only:
-        params.append("/")
+    if star is not None:
+        params.append(f"*{star}")
+        args.append(f"*{star}")
+    elif n_keyword_only:
+        params.append("*")
+    for name in names[n_positional:]:
+        params.append(with_default(name, keyword_defaults[name]) if name in keyword_defaults else name)
+        args.append(f"{name}={name}")
+    if star_star is not None:
+        params.append(f"**{star_star}")
+        args.append(f"**{star_star}")
     outer = ", ".join(["_nvtx_func", "_nvtx_begin", "_nvtx_arg", "_nvtx_close", *defaults])
     source = (
         f"def _nvtx_make({outer}):\n"

@@ -194,6 +194,19 @@ def test_domain_methods_reject_bad_input():
         domain.end_range("x")
 
 
+def test_domain_end_range_given_module_level_start_ranges_pair_raises_type_error():
+    """Domain.end_range takes the int Domain.start_range returns; the (id, domain) pair of module-
+    level start_range is a TypeError there (as in nvtx), not a false 'id out of range'."""
+    domain = nvtx.get_domain("pairs")
+    pair = nvtx.start_range("pair", domain="pairs")
+    with pytest.raises(TypeError, match=r"range_id must be the int Domain.start_range returned, not a tuple") as caught:
+        domain.end_range(pair)
+    assert not isinstance(caught.value, ValueError)
+    with recorder.capture() as got:
+        nvtx.end_range(pair)  # the range is still open: the right call ends it
+    assert [(e.kind, e.domain, e.range_id) for e in got] == [("end", "pairs", pair[0])]
+
+
 @pytest.mark.parametrize("payload", [None, 5], ids=["slot", "payload"])
 def test_another_domains_attributes_record_in_the_domain_called(payload):
     """Issue 11, item 2: d1.push_range(a2) / start_range(a2) / mark(a2) recorded in domain two (and

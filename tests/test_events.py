@@ -158,6 +158,44 @@ def test_positional_only_and_keyword_only_parameters_are_forwarded():
     assert [e.message for e in ranges(got, "push")] == ["posonly"]
 
 
+def test_decorated_init_subclass_and_class_getitem_stay_implicit_classmethods():
+    """A class body makes __init_subclass__ and __class_getitem__ classmethods only when they are
+    Python functions; decorated ones are, in every mode, so they get the class."""
+    class Base:
+        @nvtx.annotate("init_subclass", color="green")
+        def __init_subclass__(cls, **options):
+            super().__init_subclass__()
+            cls.options = options
+
+        @nvtx.annotate("class_getitem")
+        def __class_getitem__(cls, item):
+            return cls.__name__, item
+
+    with recorder.capture() as got:
+        class Sub(Base, flag=1):
+            pass
+
+        assert Sub.options == {"flag": 1}
+        assert Base[int] == ("Base", int)
+    assert [(e.message, e.color) for e in ranges(got, "push")] == [("init_subclass", 0x008000),
+                                                                   ("class_getitem", 0x0000FF)]
+    assert len(ranges(got, "pop")) == 2
+
+
+def test_decorated_function_takes_what_its_code_takes_not_what_its_signature_says():
+    """A wrapper taking ``**options`` that advertises a narrower ``__signature__`` (as signature-
+    rewriting decorators do) still takes every keyword once decorated."""
+    def flexible(a, *args, **options):
+        return a, args, options
+
+    flexible.__signature__ = inspect.Signature([inspect.Parameter("a", inspect.Parameter.POSITIONAL_ONLY)])
+    decorated = nvtx.annotate("flexible")(flexible)
+    with recorder.capture() as got:
+        assert decorated(1, 2, z=3) == (1, (2,), {"z": 3})
+    assert [e.message for e in ranges(got, "push")] == ["flexible"]
+    assert str(inspect.signature(decorated)) == "(a, /)"  # what it advertises is kept
+
+
 def test_range_closed_when_function_raises():
     @nvtx.annotate("fails")
     def fails():
