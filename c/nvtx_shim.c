@@ -48,13 +48,45 @@ static atomic_int slot_count;
 static atomic_int initialized;
 static int tool_attached;
 
-/* A fork while another thread holds the registry lock would leave it locked forever in the child. */
-static void lock_before_fork(void) { pthread_mutex_lock(&registry_lock); }
-static void unlock_after_fork(void) { pthread_mutex_unlock(&registry_lock); }
+/* A fork while another thread holds the registry lock would leave it locked forever in the child,
+ * so the atfork handlers hold it across fork(). Except when the forking thread holds it itself: a
+ * tool may fork in a callback NVTX runs under the lock (its initialisation, a domain's creation),
+ * and locking again would hang; that thread keeps the lock in parent and child and releases it as
+ * usual. */
+static _Thread_local int registry_held;
+static _Thread_local int registry_kept_across_fork;
+
+static void registry_acquire(void)
+{
+    pthread_mutex_lock(&registry_lock);
+    registry_held = 1;
+}
+
+static void registry_release(void)
+{
+    registry_held = 0;
+    pthread_mutex_unlock(&registry_lock);
+}
+
+static void lock_before_fork(void)
+{
+    if (registry_held)
+        registry_kept_across_fork = 1;
+    else
+        pthread_mutex_lock(&registry_lock);
+}
+
+static void unlock_after_fork(void)
+{
+    if (registry_kept_across_fork)
+        registry_kept_across_fork = 0;
+    else
+        pthread_mutex_unlock(&registry_lock);
+}
 
 int nvtxcffi_initialize(void)
 {
-    pthread_mutex_lock(&registry_lock);
+    registry_acquire();
     if (!atomic_load(&initialized)) {
         pthread_atfork(lock_before_fork, unlock_after_fork, unlock_after_fork);
         nvtxInitialize(NULL);
@@ -67,7 +99,7 @@ int nvtxcffi_initialize(void)
                      || NVTX_VERSIONED_IDENTIFIER(nvtxGlobals).nvtxDomainRangeStartEx_impl_fnptr != NULL;
         atomic_store(&initialized, 1);
     }
-    pthread_mutex_unlock(&registry_lock);
+    registry_release();
     return tool_attached;
 }
 
@@ -81,14 +113,14 @@ int nvtxcffi_domain_create(const char *name)
     int index = -1;
     if (name == NULL)
         return 0;
-    pthread_mutex_lock(&registry_lock);
+    registry_acquire();
     int n = atomic_load_explicit(&domain_count, memory_order_relaxed);
     if (n < NVTXCFFI_MAX_DOMAINS) {
         domains[n] = nvtxDomainCreateA(name);
         atomic_store_explicit(&domain_count, n + 1, memory_order_release);
         index = n;
     }
-    pthread_mutex_unlock(&registry_lock);
+    registry_release();
     return index;
 }
 
@@ -97,7 +129,7 @@ int nvtxcffi_string_register(int domain, const char *text)
     int index = -1;
     if (text == NULL || !domain_valid(domain))
         return -1;
-    pthread_mutex_lock(&registry_lock);
+    registry_acquire();
     int n = atomic_load_explicit(&string_count, memory_order_relaxed);
     if (n < NVTXCFFI_MAX_STRINGS) {
         string_t **chunk = &string_chunks[n >> CHUNK_SHIFT];
@@ -111,7 +143,7 @@ int nvtxcffi_string_register(int domain, const char *text)
             index = n;
         }
     }
-    pthread_mutex_unlock(&registry_lock);
+    registry_release();
     return index;
 }
 
@@ -119,9 +151,9 @@ int nvtxcffi_category_name(int domain, uint32_t category, const char *name)
 {
     if (name == NULL || !domain_valid(domain))
         return -1;
-    pthread_mutex_lock(&registry_lock);
+    registry_acquire();
     nvtxDomainNameCategoryA(domains[domain], category, name);
-    pthread_mutex_unlock(&registry_lock);
+    registry_release();
     return 0;
 }
 
@@ -142,7 +174,7 @@ int nvtxcffi_slot_create(int domain, int string_id, uint32_t color, uint32_t cat
         return -1;
     if (string_id >= atomic_load_explicit(&string_count, memory_order_acquire) || string_id < -1)
         return -1;
-    pthread_mutex_lock(&registry_lock);
+    registry_acquire();
     int n = atomic_load_explicit(&slot_count, memory_order_relaxed);
     if (n < NVTXCFFI_MAX_SLOTS) {
         slot_t **chunk = &slot_chunks[n >> CHUNK_SHIFT];
@@ -155,7 +187,7 @@ int nvtxcffi_slot_create(int domain, int string_id, uint32_t color, uint32_t cat
                 const string_t *s = &string_chunks[string_id >> CHUNK_SHIFT][string_id & CHUNK_MASK];
                 if (s->domain_index != domain) {
                     /* A registered string belongs to one domain only. */
-                    pthread_mutex_unlock(&registry_lock);
+                    registry_release();
                     return -1;
                 }
                 slot->attr.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
@@ -167,7 +199,7 @@ int nvtxcffi_slot_create(int domain, int string_id, uint32_t color, uint32_t cat
             index = n;
         }
     }
-    pthread_mutex_unlock(&registry_lock);
+    registry_release();
     return index;
 }
 

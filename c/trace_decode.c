@@ -3,6 +3,23 @@
 
 #include <string.h>
 
+/* keep_gil.h (compiled into the same CFFI module) strips the GIL release from every cffi wrapper,
+ * which suits the shim's nanosecond calls but not these, which run for up to seconds: each releases
+ * the GIL itself when its input is big enough for that to be worth a switch, so the tracer's
+ * prefetch thread reads while the writer writes, and other threads run. The buffers stay valid:
+ * the Python caller holds them (and an mmap with an exported buffer cannot be closed). */
+void *nvtxcffi_gil_release(void);
+void nvtxcffi_gil_restore(void *state);
+#define RELEASE_GIL_FROM 65536
+
+#define WITHOUT_GIL(n, call)                                                  \
+    do {                                                                       \
+        void *gil_state_ = (n) >= RELEASE_GIL_FROM ? nvtxcffi_gil_release() : NULL; \
+        call;                                                                  \
+        if (gil_state_ != NULL)                                                \
+            nvtxcffi_gil_restore(gil_state_);                                  \
+    } while (0)
+
 enum {
     EV_SIZE = 48,
     OFF_KIND = 8, OFF_API = 9, OFF_FLAGS = 10, OFF_PTYPE = 11, OFF_DOMAIN = 16, OFF_MESSAGE = 20,
@@ -19,8 +36,8 @@ static void or64(unsigned char *rec, int off, uint64_t v)
     memcpy(rec + off, &x, 8);
 }
 
-int64_t nvtxcffi_decode_events(const uint64_t *words, int64_t n, void *events, uint64_t *ticks,
-                               int64_t capacity)
+static int64_t decode_events(const uint64_t *words, int64_t n, void *events, uint64_t *ticks,
+                             int64_t capacity)
 {
     unsigned char *base = (unsigned char *)events;
     unsigned char *rec = NULL;
@@ -72,9 +89,9 @@ int64_t nvtxcffi_decode_events(const uint64_t *words, int64_t n, void *events, u
     return e;
 }
 
-int64_t nvtxcffi_pair_stacks(const uint8_t *kind, const int64_t *group, int64_t n, int64_t ngroups,
-                             int64_t *top, int64_t *below, int64_t *level, uint8_t *state, int64_t *push_of,
-                             int64_t *pop_of)
+static int64_t pair_stacks(const uint8_t *kind, const int64_t *group, int64_t n, int64_t ngroups,
+                           int64_t *top, int64_t *below, int64_t *level, uint8_t *state, int64_t *push_of,
+                           int64_t *pop_of)
 {
     int64_t pairs = 0;
     for (int64_t g = 0; g < ngroups; g++)
@@ -122,10 +139,10 @@ static uint8_t *put_varint(uint8_t *p, uint64_t v)
     return p;
 }
 
-int64_t nvtxcffi_pftrace_events(int64_t n, const uint64_t *dt, const uint64_t *ev_type, const uint8_t *named,
-                                const uint64_t *name_iid, const uint64_t *cat_iid, const uint8_t *has_color,
-                                const uint64_t *color_iid, const uint8_t *seq, int64_t seq_len, uint8_t *out,
-                                int64_t capacity)
+static int64_t pftrace_events(int64_t n, const uint64_t *dt, const uint64_t *ev_type, const uint8_t *named,
+                              const uint64_t *name_iid, const uint64_t *cat_iid, const uint8_t *has_color,
+                              const uint64_t *color_iid, const uint8_t *seq, int64_t seq_len, uint8_t *out,
+                              int64_t capacity)
 {
     uint8_t *p = out;
     uint8_t te[64];
@@ -170,9 +187,9 @@ int64_t nvtxcffi_pftrace_events(int64_t n, const uint64_t *dt, const uint64_t *e
     return (int64_t)(p - out);
 }
 
-void nvtxcffi_fixed_rows(const int64_t *values, int64_t n, int64_t ncols, const int64_t *offsets,
-                         const int64_t *widths, const uint8_t *zero_pad, const uint8_t *tmpl, int64_t row_len,
-                         uint8_t *out)
+static void fixed_rows(const int64_t *values, int64_t n, int64_t ncols, const int64_t *offsets,
+                       const int64_t *widths, const uint8_t *zero_pad, const uint8_t *tmpl, int64_t row_len,
+                       uint8_t *out)
 {
     for (int64_t i = 0; i < n; i++) {
         uint8_t *row = out + i * row_len;
@@ -190,4 +207,39 @@ void nvtxcffi_fixed_rows(const int64_t *values, int64_t n, int64_t ncols, const 
                 *p-- = fill;
         }
     }
+}
+
+int64_t nvtxcffi_decode_events(const uint64_t *words, int64_t n, void *events, uint64_t *ticks,
+                               int64_t capacity)
+{
+    int64_t result;
+    WITHOUT_GIL(n, result = decode_events(words, n, events, ticks, capacity));
+    return result;
+}
+
+int64_t nvtxcffi_pair_stacks(const uint8_t *kind, const int64_t *group, int64_t n, int64_t ngroups,
+                             int64_t *top, int64_t *below, int64_t *level, uint8_t *state, int64_t *push_of,
+                             int64_t *pop_of)
+{
+    int64_t result;
+    WITHOUT_GIL(n, result = pair_stacks(kind, group, n, ngroups, top, below, level, state, push_of, pop_of));
+    return result;
+}
+
+int64_t nvtxcffi_pftrace_events(int64_t n, const uint64_t *dt, const uint64_t *ev_type, const uint8_t *named,
+                                const uint64_t *name_iid, const uint64_t *cat_iid, const uint8_t *has_color,
+                                const uint64_t *color_iid, const uint8_t *seq, int64_t seq_len, uint8_t *out,
+                                int64_t capacity)
+{
+    int64_t result;
+    WITHOUT_GIL(n, result = pftrace_events(n, dt, ev_type, named, name_iid, cat_iid, has_color, color_iid, seq,
+                                           seq_len, out, capacity));
+    return result;
+}
+
+void nvtxcffi_fixed_rows(const int64_t *values, int64_t n, int64_t ncols, const int64_t *offsets,
+                         const int64_t *widths, const uint8_t *zero_pad, const uint8_t *tmpl, int64_t row_len,
+                         uint8_t *out)
+{
+    WITHOUT_GIL(n, fixed_rows(values, n, ncols, offsets, widths, zero_pad, tmpl, row_len, out));
 }

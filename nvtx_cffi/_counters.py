@@ -18,6 +18,7 @@ import threading
 from typing import Dict, Iterable, Optional, Union
 
 from . import _state
+from ._locks import hold_across_fork
 from ._native import ffi, lib
 from ._validate import ArgumentTypeError
 from ._payload import (
@@ -479,6 +480,7 @@ _NO_OP_COUNTER = _NoOpCounter()
 # --------------------------------------------------------------------------- Domain.get_counter
 
 _lock = threading.RLock()
+hold_across_fork(_lock)  # a fork while another thread registers: see _locks
 _counters: Dict[tuple, Counter] = {}
 _scopes: Dict[tuple, int] = {}
 

@@ -18,6 +18,7 @@ import warnings
 from typing import Dict, Optional
 
 from ._accel import accel as _accel
+from ._locks import hold_across_fork
 from ._native import ffi, lib
 
 # NumPy is optional, and imported at the first payload, dtype or counter that needs it (_numpy()),
@@ -301,6 +302,7 @@ def _semantics_of(meta):
 # --------------------------------------------------------------------------- schemas
 
 _lock = threading.RLock()
+hold_across_fork(_lock)  # a fork while another thread registers: see _locks
 _registered = 0
 
 
@@ -318,6 +320,10 @@ class SchemaRegistry:
         global _registered
         if _registered >= MAX_SCHEMAS:
             msg = f"too many payload schemas (limit {MAX_SCHEMAS} per process)"
+            raise ValueError(msg)
+        if len(entries) > lib.NVTXCFFI_MAX_SCHEMA_ENTRIES:  # the shim would refuse it (schema id 0)
+            msg = (f"a NumPy dtype of {len(entries)} fields is not supported in an NVTX payload "
+                   f"(at most {lib.NVTXCFFI_MAX_SCHEMA_ENTRIES} fields)")
             raise ValueError(msg)
         from ._counters import semantics_struct
 

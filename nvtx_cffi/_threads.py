@@ -24,6 +24,7 @@ import threading
 from typing import Optional
 
 from . import _state
+from ._locks import hold_across_fork
 from ._native import lib
 from ._validate import to_utf8
 
@@ -31,6 +32,7 @@ __all__ = ["install", "name_current_thread", "name_thread"]
 
 _installed = False
 _install_lock = threading.Lock()
+hold_across_fork(_install_lock)
 
 
 def _encode(name: object) -> Optional[bytes]:

@@ -159,3 +159,91 @@ def test_spawn_and_forkserver_children(tmp_path, method):
     for pid in children:  # balanced in each child
         kinds = [e.kind for e in events[pid]]
         assert kinds.count("push") == kinds.count("pop")
+
+
+HELD_AT_FORK = '''
+import faulthandler, json, os, threading, time
+import nvtx_cffi as nvtx
+from nvtx_cffi import _counters, _payload, _threads
+
+domain = nvtx.get_domain("held at fork")
+nvtx.mark("parent", domain="held at fork")
+status = {}
+for name, lock in [("counters", _counters._lock), ("payload schemas", _payload._lock),
+                   ("thread hooks", _threads._install_lock)]:
+    held = threading.Event()
+
+    def holder():
+        with lock:  # another thread in the middle of a registration when the process forks
+            held.set()
+            time.sleep(0.3)
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    held.wait()
+    pid = os.fork()
+    if pid == 0:
+        faulthandler.dump_traceback_later(5, exit=True)  # a lock left held: the child hangs
+        domain.get_counter(f"child counter {name}", int).sample(len(name))
+        nvtx.mark(f"child {name}", domain="held at fork", payload=[1, len(name)])
+        threading.Thread(target=nvtx.mark, args=(f"child thread {name}",)).start()
+        os._exit(0)
+    thread.join()
+    status[name] = os.waitpid(pid, 0)[1]
+print(json.dumps(status))
+'''
+
+
+def test_a_fork_while_another_thread_registers_a_counter_or_schema_leaves_the_child_working(tmp_path):
+    """The counter, schema and thread-hook locks are held across fork() like the domain's: a child
+    forked while another thread held one used to hang at its first counter or array payload."""
+    import json
+
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(HELD_AT_FORK)], env=child_env(tmp_path / "rec"),
+                          capture_output=True, text=True, timeout=120, cwd=HERE)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    status = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert status == {"counters": 0, "payload schemas": 0, "thread hooks": 0}, proc.stderr[-4000:]
+    rec = recorder.read(tmp_path / "rec")
+    marks = sorted(e.message for e in rec.events if e.kind == "mark" and e.message.startswith("child"))
+    assert marks == sorted(f"child {kind}{name}" for name in ("counters", "payload schemas", "thread hooks")
+                           for kind in ("", "thread "))
+
+
+FORKING_TOOL = r'''
+#include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+/* An NVTX tool that starts a helper process with fork() while NVTX initialises it (nvtx-cffi runs
+ * that under its registry lock), then declines to record. */
+int InitializeInjectionNvtx2(void *get_export_table)
+{
+    (void)get_export_table;
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(7);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    fprintf(stderr, "helper exited %d\n", WEXITSTATUS(status));
+    return 0;
+}
+'''
+
+
+def test_a_tool_that_forks_while_it_initialises_does_not_hang_the_first_call(tmp_path):
+    """nvtx-cffi's registry lock is held while NVTX runs the tool's initialisation; its atfork
+    handler must not lock it again in the thread that forks (it hung there, in pthread_mutex_lock)."""
+    import os
+    import shutil
+
+    cc = os.environ.get("CC", "cc")
+    if shutil.which(cc) is None:
+        pytest.skip("no C compiler")
+    source, tool = tmp_path / "forking_tool.c", tmp_path / "libforking_tool.so"
+    source.write_text(FORKING_TOOL)
+    subprocess.run([cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared", str(source), "-o", str(tool)],
+                   check=True)
+    env = {**child_env(tmp_path / "rec"), "NVTX_INJECTION64_PATH": str(tool)}
+    code = "import nvtx_cffi as nvtx; nvtx.mark('first'); d = nvtx.get_domain('after'); print(nvtx.enabled(), d.name)"
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=30)
+    assert (proc.returncode, proc.stdout.split(), proc.stderr.strip()) == (0, ["False", "after"], "helper exited 7")

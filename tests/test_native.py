@@ -18,6 +18,38 @@ def test_hot_calls_keep_the_gil():
     assert lib.nvtxcffi_gil_held() == 1
 
 
+def test_the_tracers_bulk_calls_let_other_threads_run():
+    """keep_gil.h keeps the GIL in every cffi wrapper; the tracer's bulk helpers (which run for up
+    to seconds) release it themselves, so another thread ticks all through one of them (it held
+    the GIL for the whole call: no tick inside)."""
+    import threading
+    import time
+
+    n = 3_000_000
+    values = ffi.new("int64_t[]", n)
+    offsets, widths, zero_pad = ffi.new("int64_t[]", [0]), ffi.new("int64_t[]", [12]), ffi.new("uint8_t[]", [1])
+    template = ffi.new("uint8_t[]", b"............\n")
+    out = ffi.new("uint8_t[]", 13 * n)
+    ticks, stop = [], threading.Event()
+
+    def ticker():
+        while not stop.is_set():
+            ticks.append(time.perf_counter())
+            time.sleep(0.001)
+
+    thread = threading.Thread(target=ticker)
+    thread.start()
+    time.sleep(0.05)
+    start = time.perf_counter()
+    lib.nvtxcffi_fixed_rows(values, n, 1, offsets, widths, zero_pad, template, 13, out)
+    end = time.perf_counter()
+    stop.set()
+    thread.join()
+    assert bytes(ffi.buffer(out, 26)) == b"000000000000\n000000000000\n"
+    inside = [t for t in ticks if start + 0.1 * (end - start) < t < end - 0.1 * (end - start)]
+    assert len(inside) >= 3, (end - start, len(inside))
+
+
 def test_out_of_range_indices_are_ignored():
     bad = [-1, lib.nvtxcffi_slot_count(), 2**31 - 1]
     with recorder.capture() as got:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -112,6 +113,24 @@ def test_empty_array_sends_no_payload():
     with recorder.capture() as got:
         nvtx.mark("e", payload=np.array([], dtype=np.int64))
     assert [(k, m, t) for k, m, t, *_ in decoded(got)] == [("mark", "e", None)]
+
+
+def test_a_dtype_of_more_fields_than_a_schema_holds_raises_instead_of_sending_an_undecodable_payload():
+    """The shim's schemas hold at most NVTXCFFI_MAX_SCHEMA_ENTRIES entries; one field more used to
+    be registered as schema 0 and the payload sent under it, which no reader can decode."""
+    limit = nvtx._native.lib.NVTXCFFI_MAX_SCHEMA_ENTRIES
+    too_many = np.dtype([(f"f{i}", np.int8) for i in range(limit + 1)])
+    text = f"a NumPy dtype of {limit + 1} fields is not supported in an NVTX payload (at most {limit} fields)"
+    with recorder.capture() as got:
+        with pytest.raises(ValueError, match=re.escape(text)):
+            nvtx.mark("too many", payload=np.ones(1, too_many))
+        with pytest.raises(ValueError, match=re.escape(text)):
+            nvtx.get_domain("wide").get_counter("too many", too_many)
+        nvtx.mark("at the limit", payload=np.ones(1, [(f"f{i}", np.int8) for i in range(limit)]))
+    ((kind, message, ptype, value, truncated),) = decoded(got)
+    assert (kind, message, ptype, truncated, len(value)) == ("mark", "at the limit", "ext", False, 1)
+    # The recorder keeps a schema record within its 64 KiB bound: the fields it holds decode.
+    assert list(value[0].items()) == [(f"f{i}", 1) for i in range(len(value[0]))] and len(value[0]) > 1000
 
 
 def test_schemas_are_registered_once_per_domain_and_dtype():
