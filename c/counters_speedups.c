@@ -19,12 +19,17 @@ typedef void (*sample_f64_fn)(int, double);
 static sample_i64_fn g_i64;
 static sample_f64_fn g_f64;
 
-/* sample() of a value of the wrong type: TypeError naming the value's type and the counter's. */
+/* sample() of a value of the wrong type: TypeError naming the value's type (type(v).__name__, as the
+ * pure path names it) and the counter's. */
 static PyObject *sample_type_error(PyObject *v, int is_float)
 {
-    PyErr_Format(PyExc_TypeError, "sample() of %s takes %s, not %.200s",
+    PyObject *name = PyType_GetName(Py_TYPE(v));
+    if (name == NULL)
+        return NULL;
+    PyErr_Format(PyExc_TypeError, "sample() of %s takes %s, not %U",
                  is_float ? "a float64 counter" : "an int64 counter",
-                 is_float ? "a real number" : "an int (or a number that int() truncates)", Py_TYPE(v)->tp_name);
+                 is_float ? "a real number" : "an int (or a number that int() truncates)", name);
+    Py_DECREF(name);
     return NULL;
 }
 
@@ -41,6 +46,44 @@ static PyObject *sample_error(PyObject *v, int is_float)
         PyErr_Clear();
         sample_type_error(v, is_float);
     }
+    return NULL;
+}
+
+/* int(v) (its __int__) failed in an int64 counter's sample(): a TypeError as sample_error's; an
+ * exact ValueError or OverflowError (a NaN's, an infinity's) the same type, its message after
+ * "sample() of an int64 counter: "; anything else (a subclass, a user's own exception) unchanged. */
+static PyObject *sample_int_error(PyObject *v)
+{
+    if (PyErr_ExceptionMatches(PyExc_TypeError))
+        return sample_error(v, 0);
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *exc = PyErr_GetRaisedException();
+    PyObject *type = (PyObject *)Py_TYPE(exc);
+    if (type != PyExc_ValueError && type != PyExc_OverflowError) {
+        PyErr_SetRaisedException(exc);
+        return NULL;
+    }
+    PyObject *text = PyObject_Str(exc);
+    Py_DECREF(exc); /* (type: ValueError or OverflowError, builtins that outlive it) */
+#else
+    PyObject *type, *exc, *tb;
+    PyErr_Fetch(&type, &exc, &tb);
+    if (type != PyExc_ValueError && type != PyExc_OverflowError) {
+        PyErr_Restore(type, exc, tb);
+        return NULL;
+    }
+    PyErr_NormalizeException(&type, &exc, &tb);
+    PyObject *text = PyObject_Str(exc);
+    Py_XDECREF(exc);
+    Py_XDECREF(tb);
+#endif
+    if (text != NULL) {
+        PyErr_Format(type, "sample() of an int64 counter: %U", text);
+        Py_DECREF(text);
+    }
+#if PY_VERSION_HEX < 0x030C0000
+    Py_DECREF(type);
+#endif
     return NULL;
 }
 
@@ -80,20 +123,18 @@ static PyObject *bind_samplers(PyObject *module, PyObject *const *args, Py_ssize
     Py_RETURN_NONE;
 }
 
-/* The arguments of a call as the Python signature fn(names...) binds them (positional or by keyword,
- * all required): 0, or -1 with the TypeError Python would give. */
+/* The arguments of a call as the Python function fn(names...) binds them (positional or by keyword,
+ * all required): 0, or -1 with the TypeError Python gives, checked in Python's order (keywords, then
+ * the positional count). The count is of the arguments given: the pure path's sample is a function
+ * (no self), and a method's "takes 2 positional arguments but 3 were given" reads as nonsense. */
 static int check_args(const char *fn, const char *const *names, Py_ssize_t want, PyObject *const *args,
-                     size_t nargsf, PyObject *kwnames)
+                      size_t nargsf, PyObject *kwnames)
 {
     Py_ssize_t n = PyVectorcall_NARGS(nargsf);
     Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
     (void)args;
-    if (n > want) {
-        PyErr_Format(PyExc_TypeError, "%s() takes %zd positional arguments but %zd were given", fn, want + 1, n + 1);
-        return -1;
-    }
-    int seen = 0; /* bit i: argument i given */
-    for (Py_ssize_t i = 0; i < n; ++i)
+    int seen = 0; /* bit i: argument i given (want is 1 or 2) */
+    for (Py_ssize_t i = 0; i < n && i < want; ++i)
         seen |= 1 << i;
     for (Py_ssize_t k = 0; k < nkw; ++k) {
         PyObject *key = PyTuple_GET_ITEM(kwnames, k);
@@ -111,12 +152,22 @@ static int check_args(const char *fn, const char *const *names, Py_ssize_t want,
         }
         seen |= 1 << i;
     }
-    for (Py_ssize_t i = 0; i < want; ++i)
-        if (!(seen & (1 << i))) {
-            PyErr_Format(PyExc_TypeError, "%s() missing 1 required positional argument: '%s'", fn, names[i]);
-            return -1;
-        }
-    return 0;
+    if (n > want) {
+        PyErr_Format(PyExc_TypeError, "%s() takes %zd positional argument%s but %zd were given", fn, want,
+                     want == 1 ? "" : "s", n);
+        return -1;
+    }
+    const char *missing[2];
+    Py_ssize_t m = 0;
+    for (Py_ssize_t i = 0; i < want && m < 2; ++i)
+        if (!(seen & (1 << i)))
+            missing[m++] = names[i];
+    if (m == 1)
+        PyErr_Format(PyExc_TypeError, "%s() missing 1 required positional argument: '%s'", fn, missing[0]);
+    else if (m == 2) /* (want is at most 2) */
+        PyErr_Format(PyExc_TypeError, "%s() missing 2 required positional arguments: '%s' and '%s'", fn, missing[0],
+                     missing[1]);
+    return m == 0 ? 0 : -1;
 }
 
 /* CounterBase: the C base of nvtx_cffi's counter classes. `sample` is a METH_FASTCALL method of the
@@ -131,7 +182,7 @@ typedef struct {
 
 /* The int64 of a sample as nvtx converts it (Cython's int64_t argument): an int, or what int() takes
  * through __int__ (a float truncated, a NumPy scalar, a Decimal), not a str nor an object with
- * __index__ alone. 0, or -1 with the error set (__int__'s own unchanged: a NaN's ValueError). */
+ * __index__ alone. 0, or -1 with the error set (__int__'s: see sample_int_error). */
 static int sample_int64_of(PyObject *v, long long *x)
 {
     PyObject *i;
@@ -144,8 +195,10 @@ static int sample_int64_of(PyObject *v, long long *x)
             return -1;
         }
         i = PyNumber_Long(v); /* nb_int first */
-        if (i == NULL)
+        if (i == NULL) {
+            sample_int_error(v);
             return -1;
+        }
     }
     *x = PyLong_AsLongLong(i);
     Py_DECREF(i);

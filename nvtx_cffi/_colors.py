@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Tuple, Union
 
-from ._validate import ArgumentRangeError, as_index, describe_int, short_repr
+from ._validate import ArgumentColorError, ArgumentRangeError, as_index, describe_int, short_repr
 
 ColorLike = Union[str, int, Tuple[float, float, float], Tuple[float, float, float, float], None]
 
@@ -189,7 +189,10 @@ CSS_COLORS = {
 
 
 def to_argb(color: ColorLike) -> int:
-    """Return ``color`` as an ARGB integer, or raise ``TypeError``/``ValueError`` naming it.
+    """Return ``color`` as an ARGB integer, or raise an error naming it: an int out of range
+    :class:`ArgumentRangeError` (ValueError and OverflowError), anything else it cannot read -- a
+    wrong type, an unknown name, a bad tuple -- :class:`ArgumentColorError` (TypeError and
+    ValueError: nvtx 0.2.16 raises one or the other, by whether matplotlib is installed).
 
     >>> hex(to_argb("red")), hex(to_argb("salmon")), hex(to_argb("#102030")), to_argb(None)
     ('0xff0000', '0xfffa8072', '0xff102030', 255)
@@ -200,7 +203,7 @@ def to_argb(color: ColorLike) -> int:
         return _from_name(color)
     if isinstance(color, bool):
         msg = f"color must be a name, '#rrggbb', an ARGB int or an RGB(A) tuple, not {color!r}"
-        raise TypeError(msg)
+        raise ArgumentColorError(msg)
     if isinstance(color, tuple):
         return _from_rgba_tuple(color)
     value = as_index(color)  # int, NumPy integer, anything with __index__
@@ -211,7 +214,7 @@ def to_argb(color: ColorLike) -> int:
             raise ArgumentRangeError(msg)
         return value
     msg = f"color must be a name, '#rrggbb', an ARGB int or an RGB(A) tuple, not {type(color).__name__}"
-    raise TypeError(msg)
+    raise ArgumentColorError(msg)
 
 
 def _from_name(name: str) -> int:
@@ -232,7 +235,7 @@ def _from_name(name: str) -> int:
     argb = _from_matplotlib(name)
     if argb is None:
         msg = f"unknown color {short_repr(name)}: use an nvtx or CSS colour name, '#rrggbb', or an ARGB int"
-        raise ValueError(msg)
+        raise ArgumentColorError(msg)
     return argb
 
 
@@ -241,7 +244,7 @@ def _from_rgba_tuple(color: tuple) -> int:
         isinstance(c, (int, float)) and not isinstance(c, bool) and 0.0 <= c <= 1.0 for c in color
     ):
         msg = f"color tuple must hold 3 or 4 numbers between 0 and 1, not {short_repr(color)}"
-        raise ValueError(msg)
+        raise ArgumentColorError(msg)
     r, g, b, a = (*color, 1.0) if len(color) == 3 else color
     return (round(a * 255) << 24) | (round(r * 255) << 16) | (round(g * 255) << 8) | round(b * 255)
 

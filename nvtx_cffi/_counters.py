@@ -283,18 +283,55 @@ def _bind_samplers(active: bool) -> None:  # at NVTX's first call (nvtx_cffi/_st
 _state.on_decide(_bind_samplers)
 
 
+def _sample_type_error(value, is_float: bool) -> TypeError:
+    """c/counters_speedups.c's sample_type_error: the value's type and the counter's, named."""
+    if is_float:
+        return TypeError(f"sample() of a float64 counter takes a real number, not {type(value).__name__}")
+    return TypeError(f"sample() of an int64 counter takes an int (or a number that int() truncates), "
+                     f"not {type(value).__name__}")
+
+
+def _int64_sample(value) -> int:
+    """``value`` as the C ``sample`` of an int64 counter converts it (c/counters_speedups.c
+    sample_int64_of: an int, or what ``__int__`` makes of it -- a float truncated), with its errors."""
+    if isinstance(value, int):
+        number = value
+    elif not hasattr(type(value), "__int__"):  # (a str, None, an object with __index__ alone)
+        raise _sample_type_error(value, False)
+    else:
+        try:
+            number = int(value)  # what PyNumber_Long does here: __int__
+        except TypeError:
+            raise _sample_type_error(value, False) from None
+        except (ValueError, OverflowError) as exc:  # a NaN's, an infinity's
+            if type(exc) not in (ValueError, OverflowError):
+                raise  # a subclass (a user's own): unchanged, as in C
+            raise type(exc)(f"sample() of an int64 counter: {exc}") from None
+    if not _INT64_MIN <= number <= _INT64_MAX:
+        raise OverflowError("sample() of an int64 counter: value is out of range (it must fit in int64)")
+    return number
+
+
 def _python_sampler(c_sample, truncates_floats: bool):
     """``sample(value)`` of the pure-Python path, around a CFFI sample function (which takes no
-    keyword argument). For an int64 counter (``truncates_floats``): CFFI's int64 conversion refuses
-    a float, nvtx's (Cython's, through ``__int__``) truncates it, so a float is converted here."""
-
-    def sample(value) -> None:
-        try:
-            c_sample(value)
-        except TypeError:
-            if not (truncates_floats and isinstance(value, float)):
-                raise
-            c_sample(int(value))  # NaN: ValueError, infinity: OverflowError, as nvtx
+    keyword argument). A value CFFI refuses takes the C method's conversion (same values, same
+    errors and messages): for an int64 counter (``truncates_floats``) CFFI's conversion refuses a
+    float, nvtx's (Cython's, through ``__int__``) truncates it, so the value is converted here."""
+    if truncates_floats:
+        def sample(value) -> None:
+            try:
+                c_sample(value)
+            except (TypeError, ValueError, OverflowError):
+                c_sample(_int64_sample(value))  # (a float: its int; else the C method's error)
+    else:
+        def sample(value) -> None:
+            try:
+                c_sample(value)  # PyFloat_AsDouble, as the C method's
+            except OverflowError:
+                msg = "sample() of a float64 counter: value is out of range (too large for a double)"
+                raise OverflowError(msg) from None
+            except TypeError:
+                raise _sample_type_error(value, True) from None
 
     sample.__qualname__ = "sample"  # argument errors read "sample() ...", as the C method's and nvtx's
     return sample
@@ -461,14 +498,23 @@ class _NoOpCounter(_NoOpBase or object):  # type: ignore[misc]
     name = dtype = domain = description = scope = semantics = time_domain = None
 
     if _NoOpBase is None:
-        def sample(self, value) -> None:  # a plain method: the cheapest Python call
+        # Static methods (a call costs what a method's costs): their argument errors read as the C
+        # methods' ("sample() takes 1 positional argument but 2 were given", not "2 ... but 3").
+        @staticmethod
+        def sample(value) -> None:
             """Does nothing (no tool is attached)."""
 
-        def batch_submit(self, values, timestamps) -> None:
+        @staticmethod
+        def batch_submit(values, timestamps) -> None:
             """Does nothing (no tool is attached)."""
 
-        def sample_no_value(self, reason) -> None:
+        @staticmethod
+        def sample_no_value(reason) -> None:
             """Does nothing (no tool is attached)."""
+
+        sample.__func__.__qualname__ = "sample"
+        batch_submit.__func__.__qualname__ = "batch_submit"
+        sample_no_value.__func__.__qualname__ = "sample_no_value"
 
 
 if _NoOpBase is not None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from . import _state
 from ._native import lib
-from ._validate import as_index, describe_int, to_utf8
+from ._validate import ArgumentRangeError, as_index, describe_int, to_utf8
 
 __all__ = ["name_cuda_device", "name_cuda_context", "name_cuda_stream", "name_cuda_event"]
 
@@ -25,24 +25,28 @@ _DEVICE_MAX = (1 << 31) - 1
 
 def _as_int(value: Any, argument: str, maximum: int, attributes: tuple) -> int:
     """An int handle from ``value`` (integer-like: int, NumPy integer, ``__index__``) or from the
-    first of ``attributes`` it has."""
+    first of ``attributes`` it has. An attribute that is None (``torch.device("cuda").index``) or a
+    method (``str.index``, ``list.index``: not a handle object's) counts as absent."""
     raw = as_index(value)
     if raw is None:
         for attribute in attributes:
             found = getattr(value, attribute, None)
-            if found is not None:
+            if found is None:
+                continue
+            raw = as_index(found)
+            if raw is not None:
                 break
+            if callable(found):  # a method of the value's type (str.index): not a handle attribute
+                continue
+            msg = f"{argument} handle must be an int, not {type(found).__name__}"
+            raise TypeError(msg)
         else:
             accepted = ", ".join(f".{a}" for a in attributes)
             msg = f"{argument} must be an int handle or an object with {accepted}, not {type(value).__name__}"
             raise TypeError(msg)
-        raw = as_index(found)
-        if raw is None:
-            msg = f"{argument} handle must be an int, not {type(found).__name__}"
-            raise TypeError(msg)
     if not 0 <= raw <= maximum:
         msg = f"{argument} {describe_int(raw)} is out of range (0 to {maximum})"
-        raise ValueError(msg)
+        raise ArgumentRangeError(msg)
     return raw
 
 

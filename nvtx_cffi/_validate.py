@@ -19,6 +19,13 @@ class ArgumentRangeError(ValueError, OverflowError):
     conversion raises there (a negative colour, category or range id)."""
 
 
+class ArgumentColorError(TypeError, ValueError):
+    """A colour nvtx-cffi cannot read (a value of the wrong type, an unknown name, a bad RGB(A)
+    tuple): a TypeError, and also a ValueError. nvtx 0.2.16 raises either for the same input:
+    matplotlib's ValueError when it is installed (``color=1.5``, ``b"red"``, a bad tuple), its own
+    TypeError ("Invalid color ... install matplotlib") when it is not (``"tab:blue"``)."""
+
+
 class ArgumentEncodeError(UnicodeEncodeError):
     """A text NVTX cannot carry as UTF-8 (a lone surrogate): nvtx 0.2.16's UnicodeEncodeError (a
     ValueError), with a message that names the argument."""

@@ -17,7 +17,8 @@ _NVTX_COLORS = {None: 0x0000FF, **NVTX_COLORS}
 def color_to_hex(color: ColorLike = None) -> int:
     """``color`` as the ARGB integer NVTX receives (nvtx's ``color_to_hex``): a name of nvtx's table,
     any CSS / matplotlib colour, ``"#rrggbb"``, or an ``int`` (returned as it is).
-    Unknown names raise ``ValueError``, other types ``TypeError``."""
+    What it cannot read (an unknown name, another type) raises an error that is both a ``TypeError``
+    and a ``ValueError`` (nvtx raises one or the other, by whether matplotlib is installed)."""
     if isinstance(color, int) and not isinstance(color, bool):
         return color  # as nvtx: an int is taken as it is
     return to_argb(color)

@@ -354,7 +354,8 @@ def test_both_paths_raise_the_same_errors(tool):
     assert c_path["end missing"][0] == "TypeError" and "range_id" in c_path["end missing"][1]
     assert c_path["domain pop extra"] == "TypeError"
     if tool == "recorder":
-        assert c_path["push bad colour"][0] == "ValueError" and "unknown color 'nope'" in c_path["push bad colour"][1]
+        assert c_path["push bad colour"] == [
+            "ArgumentColorError", "unknown color 'nope': use an nvtx or CSS colour name, '#rrggbb', or an ARGB int"]
         assert c_path["end negative"] == ["ArgumentRangeError", "range_id -1 is out of range (0 to 2**64-1)"]
 
 
