@@ -1591,17 +1591,28 @@ EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t getExportTable) {
 
 /* ---------------------------------------------------------------- internal API (recorder_internal.h) */
 
-void nvtxrec_emit_blob(uint8_t kind, uint32_t domain, uint64_t arg, const void *data, uint32_t len) {
-    struct tstate *t = begin();
-    if (!t) return;
+struct tstate *nvtxrec_blob_begin(void) { return begin(); }
+
+void nvtxrec_blob_write(struct tstate *t, uint8_t kind, uint32_t domain, uint64_t arg, const void *data,
+                        uint32_t len, int truncated) {
     uint64_t ts = rel_time();
-    uint8_t flags = 0;
+    uint8_t flags = truncated ? NVTXREC_DFLAG_TRUNCATED : 0;
     if (len > NVTXREC_BLOB_MAX_BYTES) {
         len = NVTXREC_BLOB_MAX_BYTES;
         flags = NVTXREC_DFLAG_TRUNCATED;
     }
     if (!data_record(t, NVTXREC_D_BLOB, flags, domain, ts, arg, kind, data ? data : "", data ? len : 0))
         count_drop();
+}
+
+void nvtxrec_blob_end(struct tstate *t) { end(t); }
+
+void nvtxrec_blob_drop(void) { count_drop(); }
+
+void nvtxrec_emit_blob(uint8_t kind, uint32_t domain, uint64_t arg, const void *data, uint32_t len) {
+    struct tstate *t = begin();
+    if (!t) return;
+    nvtxrec_blob_write(t, kind, domain, arg, data, len, 0);
     end(t);
 }
 

@@ -33,6 +33,24 @@ extern "C" {
 
 __attribute__((visibility("hidden"))) void nvtxrec_emit_blob(uint8_t kind, uint32_t domain, uint64_t arg,
                                                               const void *data, uint32_t len);
+
+/* nvtxrec_emit_blob in steps, for a caller that allocates or serializes before it records (and for
+ * several records under one claim). nvtxrec_blob_begin claims the calling thread's recording state
+ * (its re-entry guard) first, before the caller allocates anything: an NVTX call made meanwhile
+ * from a signal handler is then counted as dropped, as in every other handler, instead of
+ * re-entering malloc. It returns NULL when nothing is to be recorded (recorder off: a no-op; not
+ * recordable or re-entered: counted as dropped); else the caller makes any number of
+ * nvtxrec_blob_write calls and then nvtxrec_blob_end, on the same thread. nvtxrec_blob_write is
+ * nvtxrec_emit_blob's record with truncated != 0 also flagging it truncated (data the caller cut
+ * before: a string past its field's bound) whatever its length. nvtxrec_blob_drop counts one
+ * record the caller could not produce (out of memory) in the dropped counter. */
+struct tstate;
+__attribute__((visibility("hidden"))) struct tstate *nvtxrec_blob_begin(void);
+__attribute__((visibility("hidden"))) void nvtxrec_blob_write(struct tstate *t, uint8_t kind, uint32_t domain,
+                                                               uint64_t arg, const void *data, uint32_t len,
+                                                               int truncated);
+__attribute__((visibility("hidden"))) void nvtxrec_blob_end(struct tstate *t);
+__attribute__((visibility("hidden"))) void nvtxrec_blob_drop(void);
 /* 1 when this process records (NVTX_CFFI_RECORD_DIR set and the file usable), else 0. */
 __attribute__((visibility("hidden"))) int nvtxrec_recording(void);
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 __all__ = ["Schema", "SchemaEntry", "CounterInfo", "CounterSample", "ExtDecoder", "parse_schema",
            "parse_counter", "decode"]
@@ -79,6 +79,9 @@ class CounterInfo:
     description: Optional[str]
     semantics: List[Dict[str, Any]]
     scope: Optional[str] = None
+    truncated: bool = False
+    """The recorder cut the registration (a name past 2048 bytes, a description past 1024, a unit
+    past the semantics' 4 KiB) or the scope path (past 64 KiB): what is here is what was kept."""
 
     @property
     def unit(self) -> Optional[str]:
@@ -100,6 +103,9 @@ class CounterSample:
     no_value: Optional[int] = None
     """``CounterNoValueReason`` value for ``sample_no_value`` (values are then empty)."""
     units: Dict[str, Optional[str]] = field(default_factory=dict)
+    truncated: bool = False
+    """The recorder cut the sample at its 64 KiB record bound: fields past the cut are missing
+    (None) or short."""
 
 
 def _text(data: bytes) -> str:
@@ -153,14 +159,15 @@ def parse_schema(schema_id: int, data: bytes, truncated: bool = False) -> Schema
     return Schema(schema_id, mask, stype, flags, size, name, entries, truncated)
 
 
-def parse_counter(counter_id: int, domain: Optional[str], data: bytes) -> CounterInfo:
+def parse_counter(counter_id: int, domain: Optional[str], data: bytes, truncated: bool = False) -> CounterInfo:
     schema_id, scope_id, nl, dl, sl, _ = _COUNTER_HEAD.unpack_from(data)
     off = _COUNTER_HEAD.size
     name = _text(data[off:off + nl])
     off += nl
     desc = _text(data[off:off + dl]) if dl else None
     off += dl
-    return CounterInfo(counter_id, domain, schema_id, scope_id, name, desc, parse_semantics(data[off:off + sl]))
+    return CounterInfo(counter_id, domain, schema_id, scope_id, name, desc, parse_semantics(data[off:off + sl]),
+                       truncated=truncated)
 
 
 def _size_of(type_id: int, schemas: Dict[int, Schema]) -> int:
@@ -238,6 +245,7 @@ class ExtDecoder:
         self.schemas: Dict[Tuple[int, Optional[str]], Dict[int, Schema]] = {}
         self.counters: Dict[Tuple[int, Optional[str], int], CounterInfo] = {}
         self.scopes: Dict[Tuple[int, Optional[str], int], str] = {}
+        self.truncated_scopes: Set[Tuple[int, Optional[str], int]] = set()  # scopes whose path the recorder cut
         self._pending: Dict[Tuple[int, int], List[Tuple[int, bytes, bool]]] = {}
         self._payloads: Dict[int, Any] = {}
 
@@ -260,11 +268,16 @@ class ExtDecoder:
         if name == "schema":
             self._schemas(pid, domain)[arg] = parse_schema(arg, data, event.truncated)
         elif name == "counter_group":
-            info = parse_counter(arg, domain, data)
+            info = parse_counter(arg, domain, data, event.truncated)
             info.scope = self.scopes.get((pid, domain, info.scope_id))
+            info.truncated = info.truncated or (pid, domain, info.scope_id) in self.truncated_scopes
             self.counters[(pid, domain, arg)] = info
         elif name == "unknown(5)" or name == "scope":
             self.scopes[(pid, domain, arg)] = _text(data)
+            if event.truncated:
+                self.truncated_scopes.add((pid, domain, arg))
+            else:
+                self.truncated_scopes.discard((pid, domain, arg))
         elif name == "payload":
             self._pending.setdefault((pid, event.tid), []).append((arg, data, event.truncated))
         elif name == "counter_sample":
@@ -311,18 +324,25 @@ class ExtDecoder:
         body = data[_SAMPLE_HEAD.size:]
         units = self._units(info, event.pid)
         base = dict(pid=event.pid, tid=event.tid, counter=info, units=units)
+        truncated = bool(event.truncated)
         if mode in (0, 1, 2):
-            return [CounterSample(time_ns=event.time_ns, values=self._value(info, event.pid, body), **base)]
+            return [CounterSample(time_ns=event.time_ns, values=self._value(info, event.pid, body), truncated=truncated,
+                                  **base)]
         if mode == 3:
             return [CounterSample(time_ns=event.time_ns, values={}, no_value=body[0] if body else None, **base)]
         if mode == 4 and item:
             out = []
             for i in range(n):
                 off = i * (8 + item)
-                if off + 8 + item > len(body):
+                end = off + 8 + item
+                cut = end > len(body)
+                # a cut record (an item past the record bound goes alone, cut to fit) keeps what fits
+                if off + 8 > len(body) or cut and not truncated:
                     break
                 ts = struct.unpack_from("<q", body, off)[0]
-                out.append(CounterSample(time_ns=ts, values=self._value(info, event.pid, body[off + 8:off + 8 + item]),
-                                         **base))
+                out.append(CounterSample(time_ns=ts, values=self._value(info, event.pid, body[off + 8:end]),
+                                         truncated=cut, **base))
+                if cut:
+                    break
             return out
         return []

@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import struct
 import sys
 
 import pytest
@@ -110,6 +111,116 @@ def test_batches_with_timestamps():
     # the timestamps are the recorder's clock: CLOCK_MONOTONIC, like every event
     import time
     assert abs(d.get_timestamp() - time.monotonic_ns()) < 50_000_000
+
+
+
+def _blobs(events, name, target=None):
+    return [e for e in events if e.kind == "blob" and e.name == name and (target is None or e.target == target)]
+
+
+@needs_numpy
+@pytest.mark.parametrize("size", [65512, 65513, 70000])
+def test_batch_items_past_the_record_bound_are_cut_and_flagged_as_samples_are(size):
+    # A batch record holds a 16-byte head and (8-byte timestamp, item) pairs: an item over 65512
+    # bytes cannot go whole. Such items go one per record, cut to fit and flagged truncated, as
+    # sample() cuts and flags its value; before, the whole batch was dropped without a trace (no
+    # record, dropped count 0).
+    d = nvtx.get_domain(f"ctr-bigbatch-{size}")
+    c = d.get_counter("big", np.dtype(f"S{size}"))
+    values = np.array([b"a" * size, b"b" * size], dtype=f"S{size}")
+    with recorder.capture() as got:
+        c.batch_submit(values, [1, 2])
+        c.sample(b"z" * size)
+    assert got.dropped == 0
+    blobs = _blobs(got, "counter_sample")
+    cut = size > 65512
+    assert [e.truncated for e in blobs] == [cut, cut, size > 65520]
+    heads = [struct.unpack_from("<BBHIQ", e.data) for e in blobs]
+    assert heads == [(4, 0, 0, size, 1), (4, 0, 0, size, 1), (2, 0, 0, size, 1)]  # item_size: the full size
+    assert [len(e.data) for e in blobs] == [65536 if cut else 16 + 8 + size] * 2 + [min(65536, 16 + size)]
+    _, out = samples(recorder.read_file(recorder.current_file()).events)
+    mine = [s for s in out if s.counter.domain == f"ctr-bigbatch-{size}"]
+    kept = min(size, 65512)
+    assert [(s.time_ns, s.values["value"], s.truncated) for s in mine[:2]] == [
+        (1, b"a" * kept, cut), (2, b"b" * kept, cut)]
+    assert (mine[2].values["value"], mine[2].truncated) == (b"z" * min(size, 65520), size > 65520)
+    assert len(mine) == 3
+
+
+def _semantics_words(data):
+    """(id, length word, bytes that follow) of each semantics entry of a serialized chain."""
+    out, off = [], 0
+    while off + 8 <= len(data):
+        sid, length = struct.unpack_from("<II", data, off)
+        out.append((sid, length, len(data) - off - 8))
+        off += 8 + length
+    return out
+
+
+def test_counter_registration_cuts_are_flagged_and_lengths_match():
+    # Counter name past 2048 bytes, description past 1024, unit past the semantics' 4 KiB, scope
+    # path past 64 KiB: each cut flags its record truncated, and each length word is what follows
+    # it. Before: no flag on any of them, and the counter semantic's body length claimed 48 + 5000
+    # bytes where 4096 in all were written.
+    d = nvtx.get_domain("ctr-cut")
+    with recorder.capture() as got:
+        c = d.get_counter("n" * 3000, int, description="d" * 2000, scope="/" + "s" * 69999,
+                          semantics=nvtx.CounterSemantics(unit="u" * 5000))
+        ok = d.get_counter("short", int, description="fine", scope="/short",
+                           semantics=nvtx.CounterSemantics(unit="B"))
+        scoped = d.get_counter("scoped", int, scope="/" + "t" * 69999)  # only its scope is cut
+        c.sample(5)
+        ok.sample(6)
+        scoped.sample(7)
+    assert got.dropped == 0
+    scope_blobs = _blobs(got, "scope")
+    assert [(len(e.data), e.truncated) for e in scope_blobs] == [(65536, True), (6, False), (65536, True)]
+    groups = _blobs(got, "counter_group")
+    assert [e.truncated for e in groups] == [True, False, False]
+    for e in groups:
+        _, _, nl, dl, sl, _ = struct.unpack_from("<QQIIII", e.data)
+        assert 32 + nl + dl + sl == len(e.data)
+        sems = _semantics_words(e.data[32 + nl + dl:])
+        assert sum(8 + length for _, length, _ in sems) == sl, sems
+    (big, small, third) = [s for s in samples(got)[1]]
+    info = big.counter
+    assert (info.name, info.description, info.scope) == ("n" * 2048, "d" * 1024, "/" + "s" * 65535)
+    assert info.unit == "u" * (4096 - 16 - 56)  # after the time semantic (16 bytes) and the counter head
+    assert info.truncated is True and big.values == {"value": 5}
+    assert (small.counter.name, small.counter.unit, small.counter.scope, small.counter.truncated) == (
+        "short", "B", "/short", False)
+    # a cut scope path makes its counters' info truncated too (CounterInfo.scope is what was kept)
+    assert (third.counter.name, third.counter.scope, third.counter.truncated) == ("scoped", "/" + "t" * 65535, True)
+
+
+@needs_numpy
+def test_schema_entry_past_the_record_bound_is_cut_consistently():
+    # A counter group whose first field's name is longer than a record: the entry is cut to the room
+    # left and flagged, the fields after it left out, and num_entries / length words say what the
+    # record holds (before: num_entries 2 with one entry present, its name length past the end).
+    d = nvtx.get_domain("ctr-schema-cut")
+    long_name = "f" * 70000
+    g = d.get_counter("grp", [(long_name, "i8"), ("b", "f8")])
+    short = d.get_counter("grp2", [("a", "i8"), ("b", "f8")])
+    g.sample((1, 2.0))
+    short.sample((3, 4.0))
+    events = recorder.read_file(recorder.current_file()).events
+    group_ids = {e.data[:8] for e in _blobs(events, "counter_group")
+                 if e.domain == "ctr-schema-cut"}
+    schemas = [e for e in _blobs(events, "schema") if struct.pack("<Q", e.target) in group_ids]
+    assert [e.truncated for e in schemas] == [True, False]
+    from nvtx_cffi.ext_records import parse_schema
+    for e in schemas:
+        mask, stype, flags, size, n, name_len, _ = struct.unpack_from("<QQQQQII", e.data)
+        off = 48 + name_len
+        for _ in range(n):
+            _, _, _, _, nl, dl, sl, _ = struct.unpack_from("<QQQQIIII", e.data, off)
+            off += 48 + nl + dl + sl
+        assert off == len(e.data)  # every length word and the entry count describe what is there
+    cut = parse_schema(schemas[0].target, schemas[0].data, schemas[0].truncated)
+    assert cut.truncated and len(cut.entries) == 1
+    assert long_name.startswith(cut.entries[0].name) and 60000 < len(cut.entries[0].name) < 65536
+    assert [e.name for e in parse_schema(schemas[1].target, schemas[1].data).entries] == ["a", "b"]
 
 
 def test_many_counters_past_the_one_argument_functions():

@@ -11,6 +11,7 @@ import importlib.util
 import json
 import re
 import os
+import platform
 import shutil
 import struct
 import subprocess
@@ -613,6 +614,53 @@ def test_blob_records_reach_the_reader(tmp_path, client_lib, blob_recorder):
     assert (b2.name, b2.target, len(b2.data), b2.truncated) == ("schema", 7, 65536, True)
     assert b2.data == b"x" * 65536
     assert (b3.name, b3.data) == ("unknown(200)", b"")
+
+
+@pytest.fixture(scope="session")
+def reenter_hook(tmp_path_factory) -> str:
+    """tests/reenter_hook.c built as a library to preload: its malloc raises a signal whose handler
+    samples a counter, at the first allocation of an armed NVTX call."""
+    cc = os.environ.get("CC", "cc")
+    if shutil.which(cc) is None:
+        pytest.skip("no C compiler")
+    if "asan" in os.environ.get("LD_PRELOAD", ""):
+        pytest.skip("ASan's malloc comes first in LD_PRELOAD: the hook cannot interpose it")
+    if platform.libc_ver()[0] != "glibc":
+        pytest.skip("the hook's malloc calls glibc's __libc_malloc")
+    out = tmp_path_factory.mktemp("reenter") / "libreenter_hook.so"
+    cmd = [cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-fPIC", "-shared", "-fvisibility=hidden",
+           "-I", _nvtx_include_dir(), str(HERE / "reenter_hook.c"), "-o", str(out), "-ldl"]
+    subprocess.run(cmd, check=True)
+    return str(out)
+
+
+@pytest.mark.parametrize(("which", "outer"), [(0, [0]), (1, [7, 8]), (2, [])],
+                         ids=["sample", "batch", "schema"])
+def test_signal_handler_sample_inside_an_allocating_handler_is_dropped(tmp_path, reenter_hook, which, outer):
+    # A signal handler's NVTX call while the recorder handles a large sample / a batch / a schema
+    # registration, at its malloc (the hook raises the signal there): the recorder claimed its
+    # per-thread state before allocating, so the inner sample is counted as dropped and the outer
+    # call recorded whole. Before, these handlers allocated before the claim: the inner sample was
+    # recorded (value 42) and nothing counted, i.e. a handler's NVTX call could re-enter malloc.
+    out = run_recorded(tmp_path, f"""
+        import ctypes, json, os
+        hook = ctypes.CDLL({reenter_hook!r})  # the preloaded copy
+        hook.reenter_setup.restype = ctypes.c_uint64
+        counter = hook.reenter_setup()
+        fired = hook.reenter_run({which})
+        rec = ctypes.CDLL(os.environ["NVTX_INJECTION64_PATH"], mode=os.RTLD_NOLOAD | os.RTLD_NOW)
+        rec.nvtx_recorder_dropped.restype = ctypes.c_uint64
+        print(json.dumps({{"counter": counter, "fired": fired, "dropped": rec.nvtx_recorder_dropped()}}))
+    """, extra_env={"LD_PRELOAD": reenter_hook})
+    assert out["fired"] == 1
+    rec = recorder.read(tmp_path)
+    assert out["dropped"] == rec.dropped == 1
+    from nvtx_cffi.ext_records import ExtDecoder
+    decoder = ExtDecoder()
+    values = [s.values["value"] for e in rec.events for s in decoder.feed(e) if s.counter.id == out["counter"]]
+    assert values == [1] + outer  # the warm-up sample, then the outer call's; no 42
+    schemas = [e for e in rec.events if e.kind == "blob" and e.name == "schema"]
+    assert len(schemas) == (2 if which == 2 else 1)
 
 
 # --------------------------------------------------------------------------- full disk, exec, sizes, threads, liveness

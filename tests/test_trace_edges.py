@@ -313,6 +313,37 @@ def test_the_counter_tables_last_value_is_the_latest_in_time(tmp_path):
     assert row.split() == ["3", "1", "9", "5.66667", "9", "-", "D:q"]
 
 
+
+BIG_COUNTER_SAMPLES = """
+    import numpy as np
+    import nvtx_cffi as nvtx
+    d = nvtx.get_domain("D")
+    g = d.get_counter("grp", [("n", "i8"), ("pad", "S70000")])  # a sample past the 64 KiB record bound
+    ts = [d.get_timestamp() for _ in range(2)]
+    g.batch_submit(np.array([(1, b"x"), (2, b"y")], dtype=g.dtype), ts)
+    g.sample((3, b"z"))
+"""
+
+
+def test_counter_samples_cut_at_the_record_bound_are_traced_and_noted(tmp_path):
+    """A batch of items past the record bound was dropped without a count (the trace had 1 of 3
+    samples, --stats no word of it); now each is recorded cut, its leading fields traced, and
+    --stats notes the cut samples."""
+    pytest.importorskip("numpy")
+    script = write(tmp_path, "big.py", BIG_COUNTER_SAMPLES)
+    proc = subprocess.run([sys.executable, "-m", "nvtx_cffi", "trace", "--stats", "-o", "t.json", script],
+                          cwd=tmp_path, env=tracer_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    assert [(e["name"], e["args"]["value"]) for e in events if e["ph"] == "C"] == [
+        ("grp.n", 1), ("grp.n", 2), ("grp.n", 3)]
+    row = proc.stdout.split("NVTX counter summary: 1 counter track(s)\n\n")[1].splitlines()[2]
+    assert row.split() == ["3", "1", "3", "2", "3", "-", "D:grp.n"]
+    assert ("note: 3 counter sample(s) were cut at the recorder's 64 KiB record bound: their fields past "
+            "the cut are missing above.") in proc.stdout
+    assert "dropped" not in proc.stdout + proc.stderr
+
+
 def test_counter_stats_last_goes_by_time_not_by_arrival():
     from nvtx_cffi._trace.counters import CounterStats
     from nvtx_cffi.ext_records import CounterInfo, CounterSample

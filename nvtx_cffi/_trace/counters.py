@@ -54,9 +54,12 @@ class CounterStats:
 
     def __init__(self) -> None:
         self._rows: Dict[Tuple[Optional[str], str], List[Any]] = {}
+        self.truncated = 0  # samples the recorder cut at its record bound (noted below the table)
 
     def add(self, sample: CounterSample) -> None:
         time_ns = sample.time_ns
+        if sample.truncated:
+            self.truncated += 1
         for name, unit, value in counter_series(sample):
             key = (sample.counter.domain, name)
             row = self._rows.get(key)
@@ -75,14 +78,19 @@ class CounterStats:
     def __len__(self) -> int:
         return len(self._rows)
 
+    def __bool__(self) -> bool:  # something to print: rows, or the note on cut samples
+        return bool(self._rows) or bool(self.truncated)
+
     def rows(self) -> List[Dict[str, Any]]:
         return [{"domain": d, "counter": n, "samples": r[0], "min": r[1], "max": r[2], "mean": r[3] / r[0],
                  "last": r[4], "unit": r[5]} for (d, n), r in sorted(self._rows.items(), key=lambda kv: (kv[0][0] or "", kv[0][1]))]
 
     def format(self) -> str:
         rows = self.rows()
+        note = (f"note: {self.truncated} counter sample(s) were cut at the recorder's 64 KiB record bound: "
+                "their fields past the cut are missing above.\n") if self.truncated else ""
         if not rows:
-            return ""
+            return note
         def num(v: Any) -> str:
             return f"{v:.6g}" if isinstance(v, float) else str(v)
         table = [("Samples", "Min", "Max", "Mean", "Last", "Unit", "Counter")]
@@ -97,7 +105,7 @@ class CounterStats:
             lines.append("  ".join(cells).rstrip())
             if k == 0:
                 lines.append("  ".join("-" * w for w in widths))
-        return "\n".join(lines) + "\n"
+        return "\n".join(lines) + "\n" + ("\n" + note if note else "")
 
 
 def decode_stream(events: Iterable[Any], on_sample: Callable[[CounterSample], None]) -> Iterator[Any]:
