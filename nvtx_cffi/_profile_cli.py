@@ -198,6 +198,7 @@ def run_script_under_profile(argv: Sequence[str], profile: Profile, *, module: b
     return 0
 
 
+_PYPY = sys.implementation.name == "pypy"
 _replaced_main = []  # the modules replaced as __main__: kept alive (our caller runs in one)
 
 
@@ -257,7 +258,7 @@ def _prepare_path(path: str) -> Callable[[], object]:
             exiting = True
             raise
         finally:
-            if not exiting:  # as python does when the script ends, but not at sys.exit()
+            if not exiting and not _PYPY:  # as CPython does when the script ends (not at sys.exit())
                 namespace.pop("__file__", None)
                 namespace.pop("__cached__", None)
 
@@ -266,7 +267,9 @@ def _prepare_path(path: str) -> Callable[[], object]:
 
 def _absolute(path: str) -> str:
     """``path`` made absolute as python makes its script's (joined to the current directory, not
-    normalised: ``__file__`` of ``python a/../b.py`` is ``/cwd/a/../b.py``)."""
+    normalised: ``__file__`` of ``python a/../b.py`` is ``/cwd/a/../b.py``; PyPy normalises it)."""
+    if _PYPY:
+        return os.path.abspath(path)
     return path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
 
 

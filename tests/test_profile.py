@@ -581,8 +581,9 @@ def test_cli_profiles_threads_and_atexit_handlers_after_the_script(tmp_path):
     got = ranges(tmp_path)
     thread, main = got[int(thread_line[1])], got[int(atexit_line[1])]
     assert [x for x in thread if x in (("push", "late"), ("push", "leaf"))] == [("push", "late"), ("push", "leaf")]
-    assert [x for x in main if x[0] == "push" and x[1] in ("at_exit", "leaf")] == \
-        [("push", "at_exit"), ("push", "leaf")]
+    if sys.implementation.name != "pypy":  # PyPy turns profiling off before the atexit handlers
+        assert [x for x in main if x[0] == "push" and x[1] in ("at_exit", "leaf")] == \
+            [("push", "at_exit"), ("push", "leaf")]
     assert_balanced(thread)
     assert_balanced(main)
 
@@ -590,7 +591,7 @@ def test_cli_profiles_threads_and_atexit_handlers_after_the_script(tmp_path):
 STATE = """\
 import atexit, json, sys
 def state(when):
-    # python deletes __file__ of __main__ when the script ends (not at sys.exit())
+    # CPython deletes __file__ of __main__ when the script ends (not at sys.exit()), PyPy does not
     print(json.dumps([when, sys.argv, sys.path[:2], globals().get("__file__"), __package__, __spec__ is None,
                       type(__loader__).__name__, __name__, sys.modules["__main__"].__dict__ is globals()]))
 atexit.register(state, "atexit")
