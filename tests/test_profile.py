@@ -485,7 +485,7 @@ def test_engine_not_left_running_after_a_failed_disable(tmp_path):
 # --------------------------------------------------------------------------- the CLI
 
 SCRIPT = """\
-import sys
+import sys, threading
 def main(argv):
     return helper(len(argv))
 def helper(n):
@@ -493,44 +493,216 @@ def helper(n):
 print("args", sys.argv[1:])
 if main(sys.argv) != 3:
     raise SystemExit("wrong argv")
+print("tid", threading.get_native_id())
 sys.exit(7)
 """
 
 
+def cli_run(tmp_path, *args, python_flags=(), record=True, cwd=None):
+    """``python [python_flags] -m nvtx_cffi args...`` in a subprocess (recorded into tmp_path/rec)."""
+    env = dict(os.environ)
+    if record:
+        env.update(recorder.environment(tmp_path / "rec"))
+    else:
+        env.pop("NVTX_INJECTION64_PATH", None)
+    return subprocess.run([sys.executable, *python_flags, "-m", "nvtx_cffi", *args], env=env,
+                          capture_output=True, text=True, timeout=120, cwd=cwd or tmp_path)
+
+
 def cli(tmp_path, *flags):
     (tmp_path / "script.py").write_text(SCRIPT)
-    code = (f"import sys, threading, json; from nvtx_cffi._profile_cli import main\n"
-            f"rc = main({list(flags) + ['script.py', 'a', '--b']!r})\n"
-            f"print(json.dumps({{'rc': rc, 'tid': threading.get_native_id(), 'argv': sys.argv}}))")
-    return run(tmp_path, code)
+    proc = cli_run(tmp_path, *flags, "script.py", "a", "--b")
+    assert proc.returncode == 7, proc.stderr
+    assert "args ['a', '--b']" in proc.stdout
+    return int(proc.stdout.split("tid ")[1].split()[0])
 
 
 def test_cli_runs_script_under_profile(tmp_path):
-    out = cli(tmp_path)
-    assert out["rc"] == 7 and out["argv"] == ["-c"]  # exit status returned, sys.argv restored
-    seq = ranges(tmp_path)[out["tid"]]
+    tid = cli(tmp_path)
+    seq = ranges(tmp_path)[tid]
     pushes = [m[1] for m in seq if m[0] == "push"]
     # nvtx's defaults: linenos on, C functions off; runpy's own frames are left out
-    assert "script.py:1(<module>)" in pushes
-    assert pushes[-2:] == ["script.py:2(main)", "script.py:4(helper)"]
-    assert "len" not in pushes and not any("runpy" in p for p in pushes)
+    assert pushes[0] == "script.py:1(<module>)"
+    assert "script.py:2(main)" in pushes and "script.py:4(helper)" in pushes
+    assert "len" not in pushes and not any("runpy" in p or "_profile_cli" in p for p in pushes)
     assert_balanced(seq)
 
 
 def test_cli_flags(tmp_path):
-    out = cli(tmp_path, "--no-linenos", "--annotate-cfuncs", "--include", "__main__", "--max-depth", "1")
-    assert out["rc"] == 7
-    seq = ranges(tmp_path)[out["tid"]]
-    assert seq == [("push", "<module>"), ("pop",)]  # depth 1: only the outermost call
+    tid = cli(tmp_path, "--no-linenos", "--annotate-cfuncs", "--include", "__main__", "--max-depth", "1")
+    assert ranges(tmp_path)[tid] == [("push", "<module>"), ("pop",)]  # depth 1: only the outermost call
 
 
 def test_cli_errors(tmp_path):
-    from nvtx_cffi._profile_cli import main
-    with pytest.raises(SystemExit) as exc:
-        main(["--max-depth", "0", "x.py"])
-    assert exc.value.code == 2
-    with pytest.raises(SystemExit):
-        main([str(tmp_path / "missing.py")])
+    proc = cli_run(tmp_path, "--max-depth", "0", "x.py", record=False)
+    assert proc.returncode == 2 and "--max-depth: must be at least 1" in proc.stderr
+    proc = cli_run(tmp_path, str(tmp_path / "missing.py"), record=False)
+    assert proc.returncode == 2 and "can't open file" in proc.stderr and "missing.py" in proc.stderr
+    # no script (only options): say what is missing, not argparse's "target, args"
+    for args in ([], ["--no-linenos"], ["--"]):
+        proc = cli_run(tmp_path, *args, record=False)
+        assert proc.returncode == 2, args
+        assert "give a script to run (script.py [args...]) or a module (-m module [args...])" in proc.stderr
+        assert "target" not in proc.stderr
+    proc = cli_run(tmp_path, "-m", record=False)
+    assert proc.returncode == 2 and "argument -m: expected one argument" in proc.stderr
+
+
+THREADS_AND_ATEXIT = """\
+import atexit, sys, threading, time
+def leaf():
+    pass
+def late():
+    time.sleep(0.3)
+    leaf()
+    print("thread", threading.get_native_id(), sys.argv, flush=True)
+def at_exit():
+    leaf()
+    print("atexit", threading.get_native_id(), sys.argv, flush=True)
+atexit.register(at_exit)
+threading.Thread(target=late).start()
+sys.argv.append("changed")
+sys.exit(3)
+"""
+
+
+def test_cli_profiles_threads_and_atexit_handlers_after_the_script(tmp_path):
+    """Like python script.py: a thread still running and the atexit handlers see the script's
+    sys.argv and are annotated; no warning about ranges of other threads (-W error made that
+    exit 1 instead of the script's 3)."""
+    (tmp_path / "late.py").write_text(THREADS_AND_ATEXIT)
+    proc = cli_run(tmp_path, "--no-linenos", "late.py", "x", python_flags=("-W", "error"))
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stderr == ""
+    argv = ["late.py", "x", "changed"]
+    (thread_line,) = [line.split(" ", 2) for line in proc.stdout.splitlines() if line.startswith("thread")]
+    (atexit_line,) = [line.split(" ", 2) for line in proc.stdout.splitlines() if line.startswith("atexit")]
+    assert thread_line[2] == atexit_line[2] == repr(argv)
+    got = ranges(tmp_path)
+    thread, main = got[int(thread_line[1])], got[int(atexit_line[1])]
+    assert [x for x in thread if x in (("push", "late"), ("push", "leaf"))] == [("push", "late"), ("push", "leaf")]
+    if sys.implementation.name != "pypy":  # PyPy turns profiling off before the atexit handlers
+        assert [x for x in main if x[0] == "push" and x[1] in ("at_exit", "leaf")] == \
+            [("push", "at_exit"), ("push", "leaf")]
+    assert_balanced(thread)
+    assert_balanced(main)
+
+
+STATE = """\
+import atexit, json, sys
+def state(when):
+    # CPython deletes __file__ of __main__ when the script ends (not at sys.exit()), PyPy does not
+    print(json.dumps([when, sys.argv, sys.path[:2], globals().get("__file__"), __package__, __spec__ is None,
+                      type(__loader__).__name__, __name__, sys.modules["__main__"].__dict__ is globals()]))
+atexit.register(state, "atexit")
+state("run")
+"""
+
+
+def _python_vs_cli(tmp_path, target_args, python_flags=(), cli_flags=()):
+    """stdout of ``python [flags] target...`` and of ``python [flags] -m nvtx_cffi target...``."""
+    env = dict(os.environ)
+    env.pop("NVTX_INJECTION64_PATH", None)
+    run = lambda *args: subprocess.run([sys.executable, *python_flags, *args], env=env,  # noqa: E731
+                                       capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    plain = run(*target_args)
+    profiled = run("-m", "nvtx_cffi", *cli_flags, *target_args)
+    return ((plain.returncode, plain.stdout, plain.stderr),
+            (profiled.returncode, profiled.stdout, profiled.stderr))
+
+
+def _state_tree(tmp_path):
+    (tmp_path / "real" / "sub").mkdir(parents=True)
+    (tmp_path / "real" / "sub" / "s.py").write_text(STATE)
+    (tmp_path / "link.py").symlink_to(tmp_path / "real" / "sub" / "s.py")
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "__main__.py").write_text(STATE)
+    import zipfile
+    with zipfile.ZipFile(tmp_path / "app.zip", "w") as z:
+        z.writestr("__main__.py", STATE)
+    (tmp_path / "mod.py").write_text(STATE)
+
+
+@pytest.mark.parametrize("target", ["real/sub/s.py", "link.py", "real/../real/sub/s.py", "app", "./app/",
+                                    "app.zip", "-m mod"])
+@pytest.mark.parametrize("safe_path", [False, True], ids=["", "-P"])
+def test_cli_runs_the_target_as_python_does(tmp_path, target, safe_path):
+    """sys.argv, sys.path[0] (a script's real directory; a directory or zip file itself; none for a
+    script with -P), __file__ and the __main__ module are python's, while the script runs and at
+    exit (nothing is restored afterwards)."""
+    if safe_path and sys.version_info < (3, 11):
+        pytest.skip("-P is new in 3.11")
+    _state_tree(tmp_path)
+    plain, profiled = _python_vs_cli(tmp_path, [*target.split(), "x"], python_flags=("-P",) if safe_path else ())
+    if safe_path and target == "-m mod":  # no current directory on sys.path: neither finds it
+        assert plain[0] == 1 and "No module named mod" in plain[2]
+    else:
+        assert plain[0] == 0 and len(plain[1].splitlines()) == 2 and plain[2] == ""
+    assert profiled == plain
+
+
+def test_cli_joined_module_option(tmp_path):
+    _state_tree(tmp_path)
+    plain, profiled = _python_vs_cli(tmp_path, ["-mmod", "x"])
+    assert profiled == plain and plain[0] == 0 and "mod.py" in plain[1]
+    (tmp_path / "e.json").write_text('{"a": 1}')
+    proc = cli_run(tmp_path, "-mjson.tool", "e.json", record=False)
+    assert proc.returncode == 0 and json.loads(proc.stdout) == {"a": 1}, proc.stderr
+
+
+PATH_EDITS = """\
+import atexit, sys
+def at_exit():
+    print("atexit", sys.path[:1])
+atexit.register(at_exit)
+if sys.argv[1] == "clear":
+    sys.path = []
+else:
+    sys.path.insert(0, "/inserted")
+print("done")
+"""
+
+
+@pytest.mark.parametrize("how", ["clear", "insert"])
+def test_cli_leaves_sys_path_as_the_script_left_it(tmp_path, how):
+    """The old restore of sys.path[0] raised IndexError after sys.path = [] and overwrote an entry
+    the script had inserted."""
+    (tmp_path / "edit.py").write_text(PATH_EDITS)
+    proc = cli_run(tmp_path, "edit.py", how, record=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["done", f"atexit {[] if how == 'clear' else ['/inserted']}"]
+    assert proc.stderr == ""
+
+
+ARGV = "import sys\nprint(sys.argv[1:])\n"
+
+
+@pytest.mark.parametrize("args,argv,linenos", [
+    # nvtx (optparse): unique abbreviations of the long options
+    (["--no", "s.py"], [], False),
+    (["--lin", "s.py"], [], True),
+    (["--ann", "--no-l", "s.py"], [], False),
+    # its options after the script are still options; the first "--" after it is dropped
+    (["s.py", "--no-linenos", "x"], ["x"], False),
+    (["s.py", "a", "--", "b", "--no-linenos", "--"], ["a", "b", "--no-linenos", "--"], True),
+    (["s.py", "--include=__main__", "a", "--max", "5"], ["a"], True),
+    # what nvtx refuses goes to the script (nvtx-cffi's extension), as python script.py gives it
+    (["s.py", "--epochs", "3", "-b", "-m", "x"], ["--epochs", "3", "-b", "-m", "x"], True),
+    (["--", "s.py", "-"], ["-"], True),
+])
+def test_cli_command_line_as_nvtx_parses_it(tmp_path, args, argv, linenos):
+    (tmp_path / "s.py").write_text(ARGV)
+    proc = cli_run(tmp_path, *args)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [repr(argv)]
+    pushes = [m for seq in ranges(tmp_path).values() for m in seq if m[0] == "push"]
+    assert pushes[0] == ("push", "s.py:1(<module>)" if linenos else "<module>")
+
+
+def test_cli_help_after_the_script_is_ours_as_with_nvtx(tmp_path):
+    (tmp_path / "s.py").write_text(ARGV)
+    proc = cli_run(tmp_path, "s.py", "--he", record=False)
+    assert proc.returncode == 0 and "usage: python -m nvtx_cffi" in proc.stdout and "[]" not in proc.stdout
 
 
 # --------------------------------------------------------------------------- the C engine (CPython)

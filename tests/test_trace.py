@@ -576,15 +576,18 @@ def test_profile_options_reach_the_profile(tmp_path):
 
 def test_profile_flags_round_trip():
     """The tracer's Profile options become the same options of the child's Profile CLI."""
-    from nvtx_cffi._profile_cli import build_parser
-    from nvtx_cffi._trace import cli
+    from nvtx_cffi._profile_cli import parse_command_line
+    from nvtx_cffi._trace import cli, runner
 
     opts = cli._parser().parse_args(["--profile", "--no-linenos", "--include", "a", "--include", "b.*",
                                      "--exclude", "c", "--max-depth", "3"])
-    child = build_parser().parse_args([*cli._profile_flags(opts), "s.py", "x"])
+    command = runner.command_for("python", "s.py", None, ["x", "--include", "--"], profile=cli._profile_flags(opts))
+    assert command[:3] == ["python", "-m", "nvtx_cffi"]
+    child = parse_command_line(command[3:])
     assert (child.linenos, child.annotate_cfuncs, child.include, child.exclude, child.max_depth) == \
         (False, False, ["a", "b.*"], ["c"], 3)
-    assert (child.target, child.args) == ("s.py", ["x"])
+    # the program's arguments are never the child's options
+    assert (child.target, child.args, child.module) == ("s.py", ["x", "--include", "--"], False)
 
 
 def test_profile_options_need_profile(tmp_path):
@@ -592,3 +595,85 @@ def test_profile_options_need_profile(tmp_path):
     traced = run_tracer(str(tmp_path), [script], "--include", "__main__")
     assert traced.returncode == 2 and traced.doc is None
     assert "need --profile" in traced.stderr
+
+
+# --------------------------------------------------------------------------- the program's command line
+
+ARGV_AND_FLAGS = """
+    import json, sys
+    import nvtx_cffi as nvtx
+    nvtx.mark("ran")
+    print(json.dumps({"argv": sys.argv, "optimize": sys.flags.optimize, "dev": sys.flags.dev_mode,
+                      "warnoptions": sys.warnoptions}))
+"""
+
+
+def _program_output(stdout: str) -> dict:
+    return json.loads([line for line in stdout.splitlines() if line.startswith("{")][-1])
+
+
+@pytest.mark.parametrize("profile", [[], ["--profile"]], ids=["plain", "profile"])
+def test_interpreter_flags_reach_the_program(tmp_path, profile):
+    """python -W ... -O -X dev -m nvtx_cffi trace prog.py: the program runs with the same flags."""
+    write(tmp_path, "prog.py", ARGV_AND_FLAGS)
+    flags = ["-W", "error::UserWarning", "-O", "-X", "dev"]
+    plain = subprocess.run([sys.executable, *flags, "prog.py"], cwd=tmp_path, capture_output=True, text=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NVTX")}
+    traced = subprocess.run([sys.executable, *flags, "-m", "nvtx_cffi", "trace", "--wait", "0", *profile,
+                             "prog.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert traced.returncode == 0, traced.stderr
+    want = _program_output(plain.stdout)
+    assert want["optimize"] == 1 and want["dev"] and "error::UserWarning" in want["warnoptions"]
+    assert _program_output(traced.stdout) == want
+
+
+@pytest.mark.parametrize("profile", [[], ["--profile"]], ids=["plain", "profile"])
+def test_program_arguments_are_the_same_with_and_without_profile(tmp_path, profile):
+    """Everything after the script goes to the program: a script named like an option (-c.py),
+    a '--' and arguments spelled like the Profile CLI's options included."""
+    write(tmp_path, "-c.py", ARGV_AND_FLAGS)
+    traced = run_tracer(str(tmp_path), ["--", "-c.py", "a", "--", "--no-linenos", "--include", "x", "--"],
+                        "--wait", "0", *profile)
+    assert traced.returncode == 0, traced.stderr
+    assert _program_output(traced.stdout)["argv"] == ["-c.py", "a", "--", "--no-linenos", "--include", "x", "--"]
+    assert [e["name"] for e in traced.events("i")] == ["ran"]
+
+
+@pytest.mark.parametrize("profile", [[], ["--profile"]], ids=["plain", "profile"])
+def test_directory_with_main_is_a_program(tmp_path, profile):
+    (tmp_path / "app").mkdir()
+    write(tmp_path, "app/__main__.py", ARGV_AND_FLAGS)
+    traced = run_tracer(str(tmp_path), ["app", "x"], "--wait", "0", *profile)
+    assert traced.returncode == 0, traced.stderr
+    assert _program_output(traced.stdout)["argv"] == ["app", "x"]
+    assert [e["name"] for e in traced.events("i")] == ["ran"]
+    (tmp_path / "empty").mkdir()
+    traced = run_tracer(str(tmp_path), ["empty"], "--wait", "0", *profile, trace_name="t2.json")
+    assert traced.returncode == 2 and traced.doc is None
+    assert "script 'empty' is a directory without __main__.py" in traced.stderr
+
+
+@pytest.mark.parametrize("status", [0, 3])
+def test_stats_to_a_closed_pipe_is_no_trace_write_error(tmp_path, status):
+    """trace --stats ... | true: the summary cannot be printed, but the trace was written: the
+    program's status, no 'could not write the trace', no BrokenPipeError at exit."""
+    script = write(tmp_path, "quiet.py", f"""
+        import sys
+        import nvtx_cffi as nvtx
+        with nvtx.annotate("a"):
+            pass
+        sys.exit({status})
+    """)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NVTX")}
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # nobody reads: writing to it is EPIPE
+    try:
+        proc = subprocess.run([sys.executable, "-m", "nvtx_cffi", "trace", "--wait", "0", "--stats", "-o",
+                               str(tmp_path / "t.json"), script], cwd=tmp_path, env=env, stdout=write_end,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write_end)
+    assert proc.returncode == status, proc.stderr
+    assert "wrote t.json (1 ranges" in proc.stderr
+    assert "could not write" not in proc.stderr and "BrokenPipeError" not in proc.stderr
+    assert json.loads((tmp_path / "t.json").read_text())["traceEvents"]

@@ -8,10 +8,12 @@ Usage::
                               [--exclude PAT] [--max-depth N] script.py [args...]
 
 ``--profile`` runs the program under :class:`nvtx_cffi.Profile` (the child is
-``python -m nvtx_cffi <profile options> script.py args...``), so every Python call becomes a range
-without editing the program.
+``python -m nvtx_cffi <profile options> -- script.py -- args...``), so every Python call becomes a
+range without editing the program.
 
-Everything after the script (or ``-m module``) belongs to the program. Exit status: the program's
+Everything after the script (or ``-m module``) belongs to the program, which runs with this
+interpreter's flags (``-O``, ``-W``, ``-X`` ...); the script may be a directory or zip file with
+``__main__.py``. Exit status: the program's
 (128 + N when a signal N killed it); 2 for the tracer's own usage errors (script not found, output
 not writable, recorder library or matplotlib missing), before the program runs. When the trace or
 the ``--png`` picture cannot be written (a full disk, the recording removed by the program), the
@@ -34,7 +36,7 @@ from .._profile_cli import add_profile_options
 from .convert import FORMATS, convert, format_for
 from .counters import CounterStats
 from .progress import Progress
-from .runner import command_for, exit_status, run, wait_for_recording
+from .runner import command_for, exit_status, interpreter_flags, run, wait_for_recording
 from .stats import StatsCollector, format_summary
 
 try:
@@ -327,10 +329,10 @@ def _convert(opts: argparse.Namespace, record_dir: str, root_pid: int, root_name
                            root_pid=root_pid, root_name=root_name, counter_stats=counter_stats)
     progress.done()
     if stats is not None:
-        sys.stdout.write("\n" + format_summary(timeline, stats.rows()))
+        summary = "\n" + format_summary(timeline, stats.rows())
         if counter_stats:
-            sys.stdout.write("\n" + counter_stats.format())
-        sys.stdout.flush()
+            summary += "\n" + counter_stats.format()
+        _write_stdout(summary)
     # processes that recorded NVTX events or counter samples (a program may only sample counters)
     processes = len({pid for pid, _ in timeline.threads} | timeline.counter_pids)
     shown = os.path.relpath(output) if output.startswith(os.getcwd() + os.sep) else output
@@ -352,6 +354,37 @@ def _convert(opts: argparse.Namespace, record_dir: str, root_pid: int, root_name
         print(f"{PROG}: wrote {png}", file=sys.stderr)
 
 
+def _write_stdout(text: str) -> None:
+    """Print ``text``; a closed stdout (``... --stats | head``) is no error of the trace: the rest
+    of stdout goes to os.devnull (no "Exception ignored ... BrokenPipeError" at exit)."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):  # not a file descriptor's stream: drop it
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - stays open until exit
+        finally:
+            os.close(devnull)
+
+
+def _runnable(path: str) -> Optional[str]:
+    """Why ``python path`` cannot run ``path`` (None: it can): not there, or a directory without
+    a ``__main__`` module (a zip file is a file: python says if it has none)."""
+    if os.path.isfile(path):
+        return None
+    if not os.path.isdir(path):
+        return "not found"
+    import pkgutil
+
+    importer = pkgutil.get_importer(path)
+    if importer is None or importer.find_spec("__main__") is None:
+        return "is a directory without __main__.py"
+    return None
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     """Run the tracer with ``argv`` (without the ``trace`` word); returns the exit status."""
     if argv is None:
@@ -366,11 +399,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not opts.profile and _profile_options_given(opts):
         parser.error("--no-linenos, --annotate-cfuncs, --include, --exclude and --max-depth need --profile")
     try:
-        if script is not None and not os.path.isfile(script):
-            what = "is a directory, not a script" if os.path.isdir(script) else "not found"
-            msg = f"script {script!r} {what}"
+        problem = None if script is None else _runnable(script)
+        if problem is not None:
+            msg = f"script {script!r} {problem}"
             raise TraceError(msg)
-        name = module if module is not None else os.path.splitext(os.path.basename(script or ""))[0]
+        name = module if module is not None else os.path.splitext(os.path.basename(os.path.abspath(script)))[0]
         output = _check_writable(opts.output or f"{name}.trace.json", "trace")
         try:
             format_for(output)
@@ -395,7 +428,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             print(f"{PROG}: error: {exc}", file=sys.stderr)
             return 2
         command = command_for(sys.executable, script, module, program_args,
-                              profile=_profile_flags(opts) if opts.profile else None)
+                              profile=_profile_flags(opts) if opts.profile else None, flags=interpreter_flags())
         root_pid, returncode = run(command, env)
         status = exit_status(returncode)
         if returncode < 0:

@@ -29,10 +29,11 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
-__all__ = ["command_for", "run", "exit_status", "wait_for_recording", "recording_pids"]
+__all__ = ["command_for", "interpreter_flags", "run", "exit_status", "wait_for_recording", "recording_pids"]
 
 _SI_USER = 0  # si_code of a signal sent by kill(): the terminal's SIGINT comes from the kernel
 
@@ -40,22 +41,44 @@ _FORWARDED = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP", "SIGQ
 
 
 def command_for(python: str, script: Optional[str], module: Optional[str], args: List[str],
-                profile: Optional[List[str]] = None) -> List[str]:
-    """The child's command line: ``python script args...`` or ``python -m module args...``;
-    with ``profile`` (``python -m nvtx_cffi`` flags), the Profile CLI runs the program.
+                profile: Optional[List[str]] = None, flags: Sequence[str] = ()) -> List[str]:
+    """The child's command line: ``python [flags] -- script args...`` or ``python [flags] -m module
+    args...``; with ``profile`` (``python -m nvtx_cffi`` flags), the Profile CLI runs the program,
+    its arguments after a ``--`` (so none is taken as a Profile option). ``flags`` are the
+    interpreter's (:func:`interpreter_flags`); ``--`` keeps a script named like ``-c.py`` a script.
 
     >>> command_for("python", None, "pkg.mod", ["-x"])
     ['python', '-m', 'pkg.mod', '-x']
+    >>> command_for("python", "s.py", None, ["-x"], flags=["-O"])
+    ['python', '-O', '--', 's.py', '-x']
     >>> command_for("python", "s.py", None, ["-x"], profile=["--no-linenos"])
-    ['python', '-m', 'nvtx_cffi', '--no-linenos', 's.py', '-x']
+    ['python', '-m', 'nvtx_cffi', '--no-linenos', '--', 's.py', '--', '-x']
     """
     if script is None and module is None:
         msg = "command_for() needs a script or a module"
         raise ValueError(msg)
-    target = ["-m", module] if module is not None else [script]
+    target = ["-m", module] if module is not None else ["--", script]
     if profile is not None:
-        return [python, "-m", "nvtx_cffi", *profile, *target, *args]
-    return [python, *target, *args]
+        return [python, *flags, "-m", "nvtx_cffi", *profile, *target, "--", *args]
+    return [python, *flags, *target, *args]
+
+
+def interpreter_flags() -> List[str]:
+    """This interpreter's command-line flags (``-O``, ``-W error``, ``-X dev``, ``-P`` ...), to give
+    the program the same: what ``subprocess`` gives its Python children (multiprocessing too)."""
+    try:
+        return list(subprocess._args_from_interpreter_flags())
+    except Exception:  # noqa: BLE001 - a private helper: missing or changed, use what sys says
+        args = ["-" + "O" * sys.flags.optimize] if sys.flags.optimize else []
+        for flag, option in (("dont_write_bytecode", "-B"), ("ignore_environment", "-E"),
+                             ("no_user_site", "-s"), ("safe_path", "-P")):
+            if getattr(sys.flags, flag, 0):
+                args.append(option)
+        args += ["-b" * sys.flags.bytes_warning] if sys.flags.bytes_warning else []
+        args += [f"-W{option}" for option in sys.warnoptions]
+        for name, value in getattr(sys, "_xoptions", {}).items():
+            args += ["-X", name if value is True else f"{name}={value}"]
+        return args
 
 
 def run(command: List[str], extra_env: Dict[str, str]) -> Tuple[int, int]:
