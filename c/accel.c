@@ -1283,6 +1283,8 @@ typedef struct {
     PyObject *attributes;  /* decorated, slot < 0: EventAttributes whose _emit opens the range */
     int slot;              /* decorated: the C slot pushed before each call, or -1 */
     int domain_index;      /* decorated: the domain popped after each call */
+    int guard_recursion;   /* decorated: func is not a Python function, so nothing else bounds the C
+                            * stack if it calls back (a Python function's own frame entry does) */
     PyObject *dict;        /* functools.wraps metadata: __name__, __doc__, __wrapped__, ... */
     PyObject *weakreflist;
 } function_object;
@@ -1298,17 +1300,20 @@ static inline PyObject *twin(PyObject *op, PyObject *const *args, size_t nargsf,
 static PyObject *decorated_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     function_object *self = (function_object *)op;
-    if (Py_EnterRecursiveCall(" while calling an annotated function"))
+    int guard = self->guard_recursion;
+    if (guard && Py_EnterRecursiveCall(" while calling an annotated function"))
         return NULL;
     if (self->slot >= 0) {
         nvtxcffi_shim.push(self->slot);
     } else if (emit_push(self->attributes) < 0) {
-        Py_LeaveRecursiveCall();
+        if (guard)
+            Py_LeaveRecursiveCall();
         return NULL;
     }
     PyObject *result = PyObject_Vectorcall(self->func, args, nargsf, kwnames);
     nvtxcffi_shim.pop(self->domain_index);
-    Py_LeaveRecursiveCall();
+    if (guard)
+        Py_LeaveRecursiveCall();
     return result;
 }
 
@@ -2152,6 +2157,7 @@ static PyObject *function_new(vectorcallfunc call, PyObject *func)
     self->attributes = NULL;
     self->slot = -1;
     self->domain_index = 0;
+    self->guard_recursion = 1;
     self->dict = NULL;
     self->weakreflist = NULL;
     PyObject_GC_Track((PyObject *)self);
@@ -2340,6 +2346,7 @@ static PyObject *decorated(PyObject *module, PyObject *const *args, Py_ssize_t n
         return NULL;
     self->slot = (int)slot;
     self->domain_index = (int)index;
+    self->guard_recursion = !PyFunction_Check(args[0]);
     Py_INCREF(args[3]);
     self->attributes = args[3];
     return (PyObject *)self;
