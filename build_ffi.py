@@ -58,7 +58,7 @@ def _cdef_from_header(text: str) -> str:
 
 #: C files compiled into the module, and what a rebuild depends on (asv's stock-CFFI twin reuses these).
 SOURCES = [os.path.join("c", name) for name in ("nvtx_shim.c", "payload.c", "trace_decode.c")]
-DEPENDS = SOURCES + [os.path.join("c", name) for name in ("nvtx_shim.h", "nvtx_api.h", "keep_gil.h", "cuda.h", "payload.h",
+DEPENDS = SOURCES + [os.path.join("c", name) for name in ("nvtx_shim.h", "nvtx_api.h", "keep_gil.h", "gil_release.h", "cuda.h", "payload.h",
                                                           "shim_internal.h", "trace_decode.h")]
 
 #: The optional accelerator (a plain CPython extension, not CFFI; setup.py builds it when it can).

@@ -36,22 +36,4 @@ int nvtxcffi_gil_held(void)
 #endif
 }
 
-/* For c/trace_decode.c's bulk calls, which do release the GIL (NULL: nothing to restore). PyPy's
- * cffi calls C without the GIL already. */
-void *nvtxcffi_gil_release(void)
-{
-#ifdef PYPY_VERSION
-    return NULL;
-#else
-    return PyEval_SaveThread();
-#endif
-}
-
-void nvtxcffi_gil_restore(void *state)
-{
-#ifndef PYPY_VERSION
-    PyEval_RestoreThread((PyThreadState *)state);
-#else
-    (void)state;
-#endif
-}
+#include "gil_release.h" /* the GIL release c/trace_decode.c's bulk calls do make */

@@ -39,6 +39,7 @@ int nvtxcffi_gil_held(void)
     return PyGILState_Check();
 #endif
 }
+#include "gil_release.h" /* c/trace_decode.c, compiled here too, releases the GIL in bulk calls */
 """
 
 _loaded: Optional[ModuleType] = None
