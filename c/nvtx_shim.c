@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "nvtx_shim.h"
 #include "nvtx_api.h"
+#include "shim_internal.h"
 
 #include <nvtx3/nvToolsExt.h>
 #include <pthread.h>
@@ -34,7 +35,6 @@ typedef struct {
 #endif
 const char *nvtxcffi_build_version(void) { return NVTXCFFI_VERSION; }
 
-static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static nvtxDomainHandle_t domains[NVTXCFFI_MAX_DOMAINS]; /* [0] = NULL, the default domain */
 static atomic_int domain_count = 1;
@@ -48,47 +48,56 @@ static atomic_int slot_count;
 static atomic_int initialized;
 static int tool_attached;
 
-/* A fork while another thread holds the registry lock would leave it locked forever in the child,
- * so the atfork handlers hold it across fork(). Except when the forking thread holds it itself: a
- * tool may fork in a callback NVTX runs under the lock (its initialisation, a domain's creation),
- * and locking again would hang; that thread keeps the lock in parent and child and releases it as
- * usual. */
-static _Thread_local int registry_held;
-static _Thread_local int registry_kept_across_fork;
-
-static void registry_acquire(void)
-{
-    pthread_mutex_lock(&registry_lock);
-    registry_held = 1;
-}
-
-static void registry_release(void)
-{
-    registry_held = 0;
-    pthread_mutex_unlock(&registry_lock);
-}
+/* The registration locks (the tables here, payload.c's counters), held across fork() by atfork
+ * handlers: a fork while another thread holds one would leave it locked forever in the child.
+ * Except a lock the forking thread holds itself: a tool may fork in a callback NVTX runs under it
+ * (its initialisation, a domain's or counter's creation), and locking again would hang; that
+ * thread keeps it in parent and child and releases it as usual. */
+static pthread_mutex_t locks[NVTXCFFI_LOCK_COUNT] = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER};
+static _Thread_local unsigned locks_held;             /* bit i: this thread holds locks[i] */
+static _Thread_local unsigned locks_kept_across_fork; /* bit i: ... and forked holding it */
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
 static void lock_before_fork(void)
 {
-    if (registry_held)
-        registry_kept_across_fork = 1;
-    else
-        pthread_mutex_lock(&registry_lock);
+    for (int i = 0; i < NVTXCFFI_LOCK_COUNT; i++) {
+        if (locks_held & (1u << i))
+            locks_kept_across_fork |= 1u << i;
+        else
+            pthread_mutex_lock(&locks[i]);
+    }
 }
 
 static void unlock_after_fork(void)
 {
-    if (registry_kept_across_fork)
-        registry_kept_across_fork = 0;
-    else
-        pthread_mutex_unlock(&registry_lock);
+    for (int i = NVTXCFFI_LOCK_COUNT - 1; i >= 0; i--)
+        if (!(locks_kept_across_fork & (1u << i)))
+            pthread_mutex_unlock(&locks[i]);
+    locks_kept_across_fork = 0;
 }
+
+static void register_atfork(void) { pthread_atfork(lock_before_fork, unlock_after_fork, unlock_after_fork); }
+
+void nvtxcffi_internal_lock(int which)
+{
+    pthread_once(&atfork_once, register_atfork);
+    pthread_mutex_lock(&locks[which]);
+    locks_held |= 1u << which;
+}
+
+void nvtxcffi_internal_unlock(int which)
+{
+    locks_held &= ~(1u << which);
+    pthread_mutex_unlock(&locks[which]);
+}
+
+static void registry_acquire(void) { nvtxcffi_internal_lock(NVTXCFFI_LOCK_REGISTRY); }
+static void registry_release(void) { nvtxcffi_internal_unlock(NVTXCFFI_LOCK_REGISTRY); }
 
 int nvtxcffi_initialize(void)
 {
     registry_acquire();
     if (!atomic_load(&initialized)) {
-        pthread_atfork(lock_before_fork, unlock_after_fork, unlock_after_fork);
         nvtxInitialize(NULL);
         /* Ask the dispatch table itself, not the environment (an empty or wrong
          * NVTX_INJECTION64_PATH loads nothing) and not nvtxDomainIsEnabled (Nsight Systems 2022.x
@@ -318,7 +327,6 @@ uint64_t nvtxcffi_emit(int op, int domain, const char *message, uint32_t color, 
 }
 
 /* ---- for c/payload.c (shim_internal.h): read access to the tables ---------------------------- */
-#include "shim_internal.h"
 
 int nvtxcffi_internal_domain(int domain, nvtxDomainHandle_t *handle)
 {

@@ -7,7 +7,6 @@
 #include <nvtx3/nvToolsExtPayload.h>
 #include <nvtx3/nvToolsExtSemanticsCounters.h>
 #include <nvtx3/nvToolsExtSemanticsTime.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,41 +23,13 @@ typedef struct {
     uint64_t id;
 } counter_t;
 
-static pthread_mutex_t counter_lock = PTHREAD_MUTEX_INITIALIZER;
-/* Held across fork() as nvtx_shim.c's registry lock is, and for the same reasons: another thread's
- * registration would leave it locked in the child, and a tool that forks inside nvtxCounterRegister
- * (run under it) must not lock it twice. */
-static _Thread_local int counter_lock_held;
-static _Thread_local int counter_lock_kept_across_fork;
-static pthread_once_t counter_atfork_once = PTHREAD_ONCE_INIT;
-
-static void counter_lock_before_fork(void)
-{
-    if (counter_lock_held)
-        counter_lock_kept_across_fork = 1;
-    else
-        pthread_mutex_lock(&counter_lock);
-}
-
-static void counter_lock_after_fork(void)
-{
-    if (counter_lock_kept_across_fork)
-        counter_lock_kept_across_fork = 0;
-    else
-        pthread_mutex_unlock(&counter_lock);
-}
-
-static void counter_atfork_register(void)
-{
-    pthread_atfork(counter_lock_before_fork, counter_lock_after_fork, counter_lock_after_fork);
-}
 static counter_t *counter_chunks[NVTXCFFI_MAX_COUNTERS / CHUNK_SIZE];
 static atomic_int counter_count;
 static int fast_of[2]; /* fast sample functions handed out: [0] int64, [1] float64 */
 static counter_t fast_i64[NVTXCFFI_FAST_COUNTERS];
 static counter_t fast_f64[NVTXCFFI_FAST_COUNTERS];
 
-/* Which fast function each counter got (-1: none). Written under counter_lock, before the count
+/* Which fast function each counter got (-1: none). Written under the counters lock, before the count
  * that makes the counter visible is published. */
 static int16_t *fast_chunks[NVTXCFFI_MAX_COUNTERS / CHUNK_SIZE];
 
@@ -166,9 +137,7 @@ int nvtxcffi_counter_register(int domain, uint64_t schema_id, const char *name,
     attr.counterId = NVTX_COUNTER_ID_NONE;
 
     int index = -1;
-    pthread_once(&counter_atfork_once, counter_atfork_register);
-    pthread_mutex_lock(&counter_lock);
-    counter_lock_held = 1;
+    nvtxcffi_internal_lock(NVTXCFFI_LOCK_COUNTERS); /* held across fork: see nvtx_shim.c */
     int n = atomic_load_explicit(&counter_count, memory_order_relaxed);
     if (n < NVTXCFFI_MAX_COUNTERS) {
         counter_t **chunk = &counter_chunks[n >> CHUNK_SHIFT];
@@ -193,8 +162,7 @@ int nvtxcffi_counter_register(int domain, uint64_t schema_id, const char *name,
             index = n;
         }
     }
-    counter_lock_held = 0;
-    pthread_mutex_unlock(&counter_lock);
+    nvtxcffi_internal_unlock(NVTXCFFI_LOCK_COUNTERS);
     return index;
 }
 
@@ -334,7 +302,7 @@ void nvtxcffi_counter_sample_bytes(int counter, const char *data, size_t size)
 }
 
 /* ---- one-argument samples ----------------------------------------------------------------------
- * fast_i64[K] / fast_f64[K] are written once, under counter_lock, before the registering call
+ * fast_i64[K] / fast_f64[K] are written once, under the counters lock, before the registering call
  * returns K to Python (which then binds the function); a function whose K was never handed out
  * finds a zero counter (NULL domain handle, id 0), which tools ignore. */
 #define FAST(K)                                                                                     \

@@ -9,4 +9,9 @@ int nvtxcffi_internal_domain(int domain, nvtxDomainHandle_t *handle);
 /* A copy of slot `slot`'s attributes and its domain handle; 0 if valid, -1 if not. */
 int nvtxcffi_internal_slot(int slot, nvtxEventAttributes_t *attr, nvtxDomainHandle_t *handle);
 
+/* The registration locks, owned by nvtx_shim.c (held across fork()). */
+enum { NVTXCFFI_LOCK_REGISTRY, NVTXCFFI_LOCK_COUNTERS, NVTXCFFI_LOCK_COUNT };
+void nvtxcffi_internal_lock(int which);
+void nvtxcffi_internal_unlock(int which);
+
 #endif
