@@ -127,6 +127,29 @@ def test_interrupted_conversion_keeps_the_previous_trace(tmp_path, monkeypatch, 
     assert sorted(os.listdir(tmp_path)) == ["one.py", "t.json"]  # no partial file left
 
 
+def test_an_interrupt_just_after_the_partial_file_is_made_removes_it(tmp_path, monkeypatch):
+    """A SIGTERM turned into an exception right after the partial trace file was created (before
+    the code that removes it on failure was entered) left the file behind (seen on PyPy in
+    test_sigterm_during_conversion_removes_the_temporary_files)."""
+    from nvtx_cffi._trace import cli
+
+    real_open = os.open
+
+    def open_then_interrupt(path, flags, *args, **kwargs):
+        fd = real_open(path, flags, *args, **kwargs)
+        if str(path).endswith(".partial"):
+            os.close(fd)
+            raise KeyboardInterrupt  # as the SIGTERM handler's exception would, at the next bytecode
+        return fd
+
+    monkeypatch.setattr(os, "open", open_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        with cli._atomic_output(str(tmp_path / "t.json")):
+            pass
+    monkeypatch.undo()
+    assert os.listdir(tmp_path) == []
+
+
 def test_sigterm_during_conversion_removes_the_temporary_files(tmp_path):
     """SIGTERM while converting left the temporary recording (115 MB for 1e6 ranges) behind."""
     script = write(tmp_path, "many.py", """

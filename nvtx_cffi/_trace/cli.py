@@ -26,6 +26,7 @@ import contextlib
 import glob
 import os
 import re
+import secrets
 import shutil
 import signal
 import sys
@@ -238,9 +239,20 @@ def _atomic_output(output: str) -> Iterator[str]:
     one wins), never a mix.
     """
     directory, name = os.path.split(output)
-    fd, partial = tempfile.mkstemp(prefix=f".{name}.", suffix=".partial", dir=directory or ".")
-    os.close(fd)
+    partial = ""
     try:
+        # The name is set before the file exists, and created inside the try: a SIGTERM (raised
+        # as _Terminated at any bytecode) right after the creation still finds the file to remove.
+        for _ in range(100):
+            partial = os.path.join(directory or ".", f".{name}.{secrets.token_hex(6)}.partial")
+            try:
+                os.close(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600))
+                break
+            except FileExistsError:  # another's file: never ours to remove
+                partial = ""
+        else:
+            msg = f"could not create a temporary file beside {output!r}"
+            raise FileExistsError(msg)
         yield partial
         try:
             os.chmod(partial, 0o666 & ~_umask())  # as open(output, "w") would have made it
@@ -248,8 +260,9 @@ def _atomic_output(output: str) -> Iterator[str]:
             pass
         os.replace(partial, output)
     except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(partial)
+        if partial:
+            with contextlib.suppress(OSError):
+                os.unlink(partial)
         raise
 
 
