@@ -186,7 +186,9 @@ for name, lock in [("counters", _counters._lock), ("payload schemas", _payload._
         faulthandler.dump_traceback_later(5, exit=True)  # a lock left held: the child hangs
         domain.get_counter(f"child counter {name}", int).sample(len(name))
         nvtx.mark(f"child {name}", domain="held at fork", payload=[1, len(name)])
-        threading.Thread(target=nvtx.mark, args=(f"child thread {name}",)).start()
+        child_thread = threading.Thread(target=nvtx.mark, args=(f"child thread {name}",))
+        child_thread.start()
+        child_thread.join()
         os._exit(0)
     thread.join()
     status[name] = os.waitpid(pid, 0)[1]
