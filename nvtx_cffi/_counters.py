@@ -476,6 +476,12 @@ if _CBase is not None:
     _own_c_methods(Int64Counter, "sample")
     _own_c_methods(Float64Counter, "sample")
 
+# A bad call names sample(), the method users call, not the function behind it.
+for _cls in (Counter, ExtCounter):
+    _cls._sample_ext.__name__ = "sample"
+    _cls._sample_ext.__qualname__ = "sample"
+del _cls
+
 if _CBase is not None:  # ExtCounter.sample is Python: a class attribute over CounterBase's
     ExtCounter.sample = ExtCounter._sample_ext
 

@@ -548,6 +548,10 @@ with recorder.capture() if tool else contextlib.nullcontext([]) as events:
         "sample_no_value()": lambda: c.sample_no_value(),
         "sample_no_value(1, 2)": lambda: c.sample_no_value(1, 2),
     }
+    if np is not None:  # a NumPy-dtype counter: its sample() is Python in both modes
+        ext = d.get_counter("e", np.dtype("i4"))
+        calls.update({"ext sample(1, 2)": lambda: ext.sample(1, 2), "ext sample()": lambda: ext.sample(),
+                      "ext sample(val=1)": lambda: ext.sample(val=1)})
     if type(c).__name__ != "_NoOpCounter":  # (without a tool the values are not looked at, as in nvtx)
         values = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf"), "'5'": "5", "b'5'": b"5",
                   "None": None, "2**63": 2**63, "-2**63-1": -2**63 - 1, "1e19": 1e19, "1j": 1j, "Index()": Index(),
@@ -609,6 +613,9 @@ SAMPLE_ERROR_MESSAGES = {
     "float nan": None,
 }
 SAMPLE_ERROR_MESSAGES_NUMPY = {
+    "ext sample(1, 2)": ["TypeError", "sample() takes 2 positional arguments but 3 were given"],
+    "ext sample()": ["TypeError", "sample() missing 1 required positional argument: 'value'"],
+    "ext sample(val=1)": ["TypeError", "sample() got an unexpected keyword argument 'val'"],
     "int np.float64(nan)": ["ValueError", f"{_I64}: cannot convert float NaN to integer"],
     "int np.array([5])": ["TypeError", _NOT_INT + "ndarray"],
     "int np.float64(1e19)": ["OverflowError", f"{_I64}: value is out of range (it must fit in int64)"],
