@@ -29,6 +29,7 @@ _SCHEMA_HEAD = struct.Struct("<QQQQQII")
 _ENTRY_HEAD = struct.Struct("<QQQQIIII")
 _COUNTER_HEAD = struct.Struct("<QQIIII")
 _SAMPLE_HEAD = struct.Struct("<BBHIQ")
+_BATCH_CUT = 1  # a sample record's flags: samples of its batch beyond the recorder's bound were left out
 
 # Predefined entry types (nvToolsExtPayload.h): struct format, size.
 _SCALARS = {
@@ -106,6 +107,9 @@ class CounterSample:
     truncated: bool = False
     """The recorder cut the sample at its 64 KiB record bound: fields past the cut are missing
     (None) or short."""
+    batch_cut: bool = False
+    """The last sample recorded of a ``batch_submit`` whose values passed the recorder's bound
+    (1 MiB of values per batch): the batch's samples after this one were not recorded."""
 
 
 def _text(data: bytes) -> str:
@@ -320,7 +324,7 @@ class ExtDecoder:
     def _samples(self, event: Any, info: CounterInfo, data: bytes) -> List[CounterSample]:
         if len(data) < _SAMPLE_HEAD.size:
             return []
-        mode, _flags, _, item, n = _SAMPLE_HEAD.unpack_from(data)
+        mode, flags, _, item, n = _SAMPLE_HEAD.unpack_from(data)
         body = data[_SAMPLE_HEAD.size:]
         units = self._units(info, event.pid)
         base = dict(pid=event.pid, tid=event.tid, counter=info, units=units)
@@ -344,5 +348,7 @@ class ExtDecoder:
                                          truncated=cut, **base))
                 if cut:
                     break
+            if out and flags & _BATCH_CUT:  # the batch's last record: the recorder left the rest out
+                out[-1].batch_cut = True
             return out
         return []

@@ -55,11 +55,14 @@ class CounterStats:
     def __init__(self) -> None:
         self._rows: Dict[Tuple[Optional[str], str], List[Any]] = {}
         self.truncated = 0  # samples the recorder cut at its record bound (noted below the table)
+        self.batches_cut = 0  # batches whose samples past the recorder's bound were left out (noted too)
 
     def add(self, sample: CounterSample) -> None:
         time_ns = sample.time_ns
         if sample.truncated:
             self.truncated += 1
+        if sample.batch_cut:
+            self.batches_cut += 1
         for name, unit, value in counter_series(sample):
             key = (sample.counter.domain, name)
             row = self._rows.get(key)
@@ -78,8 +81,8 @@ class CounterStats:
     def __len__(self) -> int:
         return len(self._rows)
 
-    def __bool__(self) -> bool:  # something to print: rows, or the note on cut samples
-        return bool(self._rows) or bool(self.truncated)
+    def __bool__(self) -> bool:  # something to print: rows, or the notes on cut samples and batches
+        return bool(self._rows) or bool(self.truncated) or bool(self.batches_cut)
 
     def rows(self) -> List[Dict[str, Any]]:
         return [{"domain": d, "counter": n, "samples": r[0], "min": r[1], "max": r[2], "mean": r[3] / r[0],
@@ -89,6 +92,9 @@ class CounterStats:
         rows = self.rows()
         note = (f"note: {self.truncated} counter sample(s) were cut at the recorder's 64 KiB record bound: "
                 "their fields past the cut are missing above.\n") if self.truncated else ""
+        if self.batches_cut:
+            note += (f"note: {self.batches_cut} batch_submit() call(s) passed more than the recorder's 1 MiB of "
+                     "values per batch: their samples past it were not recorded and are missing above.\n")
         if not rows:
             return note
         def num(v: Any) -> str:
