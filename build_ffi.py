@@ -3,33 +3,101 @@
 Switches (environment):
   NVTX_CFFI_INCLUDE_DIR  directory holding ``nvtx3/`` (default: the ``nvidia-nvtx`` package's)
   NVTX_CFFI_CFLAGS       extra compiler flags, e.g. ``-fsanitize=address`` for a sanitizer build
+  NVTX_CFFI_SPEEDUPS     0/false/no/off: no accelerator (setup.py; 1/true/yes/on, unset or empty: build it)
 """
 import glob
 import os
 import re
 import shlex
+import sys
+import sysconfig
+from typing import Optional
 
 from cffi import FFI
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXTRA_CFLAGS = shlex.split(os.environ.get("NVTX_CFFI_CFLAGS", ""))
 C_FLAGS = ["-std=c11", "-Wall", "-Wextra", "-O2", *EXTRA_CFLAGS]
+#: The accelerator is optional: a CPython API it uses that this CPython lacks must fail its compile
+#: (and leave the pure-Python path), not build a module that cannot load.
+SPEEDUPS_C_FLAGS = [*C_FLAGS, "-Werror=implicit-function-declaration"]
+#: Oldest CPython of an abi3 wheel (the limited API version the shim is tagged with).
+ABI3_FLOOR = (3, 11)
+
+
+def build_switch(name: str, default: bool) -> bool:
+    """A boolean build switch: 1/true/yes/on or 0/false/no/off (any case); unset or empty: ``default``.
+    Anything else stops the build: a misspelt switch must not build what it meant to leave out."""
+    raw = os.environ.get(name, "")
+    value = raw.strip().lower()
+    if not value:
+        return default
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off"}:
+        return False
+    msg = f"{name}={raw!r} is not a boolean: use 1/true/yes/on or 0/false/no/off"
+    raise ValueError(msg)
+
+
+def build_speedups() -> bool:
+    """Build the accelerator? CPython 3.11+ with a GIL (it uses 3.11's C API and relies on the GIL),
+    unless NVTX_CFFI_SPEEDUPS is off."""
+    if (sys.implementation.name != "cpython" or sys.version_info < ABI3_FLOOR
+            or sysconfig.get_config_var("Py_GIL_DISABLED")):
+        return False
+    return build_switch("NVTX_CFFI_SPEEDUPS", True)
+
+
+def wheel_limited_api(speedups: bool) -> Optional[str]:
+    """bdist_wheel's ``py_limited_api`` (``"cp311"``: the wheel is tagged cp311-abi3), or None for a
+    version-specific wheel: with the accelerator inside, on PyPy, on a CPython older than the floor
+    (a cp311 tag would not install on it), and on free-threaded CPython before 3.15 (which has no
+    limited API)."""
+    if speedups or sys.implementation.name != "cpython" or sys.version_info < ABI3_FLOOR:
+        return None
+    if sysconfig.get_config_var("Py_GIL_DISABLED") and sys.version_info < (3, 15):
+        return None
+    return "cp%d%d" % ABI3_FLOOR
+
+
+#: Headers the C code includes (core, and the payload and counters extensions): a folder without
+#: them (nvidia-nvtx-cu12's, which PyTorch's CUDA 12 wheels install beside ours) will not do.
+NEEDED_HEADERS = ("nvToolsExt.h", "nvToolsExtPayload.h", "nvToolsExtCounters.h")
+
+
+def _has_needed_headers(include: str) -> bool:
+    return all(os.path.isfile(os.path.join(include, "nvtx3", name)) for name in NEEDED_HEADERS)
 
 
 def nvtx_include_dir() -> str:
-    """Directory that contains ``nvtx3/nvToolsExt.h``, found in the installed nvidia-nvtx package."""
+    """Directory that contains ``nvtx3/`` with NEEDED_HEADERS: the ``nvidia-nvtx`` distribution's own
+    (the build requirement, whose header layout the shim is written against), else any installed
+    ``nvidia/*/include`` that has them all."""
     override = os.environ.get("NVTX_CFFI_INCLUDE_DIR")
     if override:
         return override
+    import importlib.metadata
     import importlib.util
 
+    try:
+        files = importlib.metadata.distribution("nvidia-nvtx").files or []
+    except importlib.metadata.PackageNotFoundError:
+        files = []
+    for f in files:
+        if f.name == "nvToolsExt.h" and f.parent.name == "nvtx3":
+            include = os.path.dirname(os.path.dirname(str(f.locate())))
+            if _has_needed_headers(include):
+                return include
     spec = importlib.util.find_spec("nvidia")
     roots = list(spec.submodule_search_locations) if spec else []
     for root in roots:
-        hits = sorted(glob.glob(os.path.join(root, "*", "include", "nvtx3", "nvToolsExt.h")))
-        if hits:
-            return os.path.dirname(os.path.dirname(hits[-1]))
-    msg = "NVTX headers not found: install nvidia-nvtx or set NVTX_CFFI_INCLUDE_DIR"
+        for hit in sorted(glob.glob(os.path.join(root, "*", "include", "nvtx3", "nvToolsExt.h")), reverse=True):
+            include = os.path.dirname(os.path.dirname(hit))
+            if _has_needed_headers(include):
+                return include
+    msg = ("NVTX headers not found (nvtx3/ with " + ", ".join(NEEDED_HEADERS) +
+           "): install nvidia-nvtx>=13,<14 or set NVTX_CFFI_INCLUDE_DIR")
     raise RuntimeError(msg)
 
 

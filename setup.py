@@ -3,17 +3,17 @@
 * ``nvtx_cffi._native._ffi`` (build_ffi.py): the CFFI shim, limited API (``_ffi.abi3.so``).
 * ``nvtx_cffi._speedups`` (c/speedups.c, accel.c, profiler.c): the optional accelerator, built per
   CPython version with ``optional=True`` (a failed compile leaves the pure-Python path, never a
-  failed install); not built on PyPy, on free-threaded CPython (``Py_GIL_DISABLED``: it relies on
-  the GIL) or with ``NVTX_CFFI_SPEEDUPS=0``. Without it the wheel holds only abi3 code and is tagged
-  ``cp311-abi3``.
+  failed install); not built on PyPy, before CPython 3.11, on free-threaded CPython
+  (``Py_GIL_DISABLED``: it relies on the GIL) or with ``NVTX_CFFI_SPEEDUPS=0`` (build_ffi.py
+  decides). Without it the wheel holds only abi3 code and is tagged ``cp311-abi3``.
 
 The NVTX tools (the recorder and a null tool for benchmarks) are plain shared libraries that NVTX
 ``dlopen``s through ``NVTX_INJECTION64_PATH``; Python never imports them, so they are built as
 extensions but named ``lib*.so`` and export only ``InitializeInjectionNvtx2`` and their own API.
 """
+import glob
 import os
 import sys
-import sysconfig
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
@@ -21,21 +21,14 @@ from setuptools.command.build_ext import build_ext
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from build_ffi import (  # noqa: E402
     C_FLAGS,
+    SPEEDUPS_C_FLAGS,
     SPEEDUPS_DEPENDS,
     SPEEDUPS_SOURCES,
+    build_speedups,
     nvtx_include_dir,
     package_version,
+    wheel_limited_api,
 )
-
-#: Oldest CPython of an abi3 wheel (the limited API version the shim is tagged with).
-ABI3_FLOOR = "cp311"
-
-
-def build_speedups() -> bool:
-    """Build the accelerator? CPython with a GIL, unless NVTX_CFFI_SPEEDUPS is 0/false/no/off."""
-    if sys.implementation.name != "cpython" or sysconfig.get_config_var("Py_GIL_DISABLED"):
-        return False
-    return os.environ.get("NVTX_CFFI_SPEEDUPS", "1").strip().lower() not in {"0", "false", "no", "off"}
 
 NVTX_TOOLS = {
     "nvtx_cffi.libnvtx_recorder": ["c/recorder.c", "c/recorder_ext.c"],
@@ -56,6 +49,12 @@ class BuildExtWithNvtxTools(build_ext):
             return []  # no PyInit_*: these are not Python modules
         return super().get_export_symbols(ext)
 
+    def run(self):
+        if not speedups:  # an accelerator an earlier build left in build/ must not ride along
+            for stale in glob.glob(os.path.join(self.build_lib, "nvtx_cffi", "_speedups*")):
+                os.remove(stale)
+        super().run()
+
 
 tools = [
     Extension(
@@ -74,7 +73,7 @@ speedups = [
         sources=SPEEDUPS_SOURCES,
         depends=SPEEDUPS_DEPENDS,
         include_dirs=[nvtx_include_dir(), "c"],
-        extra_compile_args=C_FLAGS,
+        extra_compile_args=SPEEDUPS_C_FLAGS,
         libraries=["pthread"],
         define_macros=[("NVTXCFFI_VERSION", '"%s"' % package_version())],
         optional=True,  # a compile failure leaves the pure-Python path, not a failed install
@@ -82,8 +81,9 @@ speedups = [
 ] if build_speedups() else []
 
 options = {}
-if sys.implementation.name == "cpython" and not speedups:
-    options["bdist_wheel"] = {"py_limited_api": ABI3_FLOOR}  # nothing version-specific inside
+limited_api = wheel_limited_api(bool(speedups))
+if limited_api:
+    options["bdist_wheel"] = {"py_limited_api": limited_api}  # nothing version-specific inside
 
 setup(
     cffi_modules=["build_ffi.py:ffi"],

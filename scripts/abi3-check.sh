@@ -2,7 +2,10 @@
 # The abi3 core (issue 10): `pip wheel .` and what its wheels hold, then one wheel on a newer CPython.
 #   1. `pip wheel --no-deps .` (PYTHON, default python3 = 3.11): the CFFI shim is _ffi.abi3.so; the
 #      optional accelerator nvtx_cffi/_speedups is the only per-version module.
-#   2. NVTX_CFFI_SPEEDUPS=0 pip wheel --no-deps .: tagged cpXY-abi3, no per-version module at all.
+#   2. NVTX_CFFI_SPEEDUPS=0 pip wheel --no-deps . in the same tree, as the README's two commands run:
+#      tagged cpXY-abi3, no per-version module at all (not even the accelerator step 1 left in build/).
+#   2b. The sdist (python -m build --sdist) holds what rebuilding and testing need: c/, build_ffi.py,
+#      tests/ with conftest.py and the C clients, examples/.
 #   3. That abi3 wheel, built here, installed (no compiler involved) into CPython 3.15 in the Debian sid
 #      chroot (scripts/sid-chroot.sh): imports, runs without the accelerator, and the tracer records
 #      a small program's ranges. Skipped with NO_SID=1.
@@ -39,12 +42,23 @@ per_version=$(grep -E '\.cpython-[0-9]+.*\.so$' <<<"$names" || true)
 [ -z "$per_version" ] || [ "$per_version" = "$(grep -E '^nvtx_cffi/_speedups\.cpython-.*\.so$' <<<"$names")" ] ||
     fail "per-version modules besides the accelerator: $per_version"
 
-NVTX_CFFI_SPEEDUPS=0 "$work/venv/bin/python" -m pip wheel -q --no-deps -w "$work/abi3" "$(src src-abi3)"
+NVTX_CFFI_SPEEDUPS=0 "$work/venv/bin/python" -m pip wheel -q --no-deps -w "$work/abi3" "$work/src-default"
 whl=$(ls "$work"/abi3/*.whl)
 echo "abi3-check: NVTX_CFFI_SPEEDUPS=0 pip wheel . -> $(basename "$whl")"
 case "$(basename "$whl")" in *-cp3*-abi3-*.whl) ;; *) fail "not tagged abi3: $(basename "$whl")" ;; esac
 names=$(contents "$whl")
 ! grep -E '\.cpython-[0-9]+.*\.so$' <<<"$names" || fail "per-version module in the abi3 wheel"
+
+"$work/venv/bin/python" -m pip install -q build
+"$work/venv/bin/python" -m build -q --sdist -o "$work/sdist" "$(src src-sdist)" >/dev/null
+sdist=$(ls "$work"/sdist/*.tar.gz)
+echo "abi3-check: python -m build --sdist -> $(basename "$sdist")"
+names=$(tar -tzf "$sdist" | sed 's|^[^/]*/||')
+for f in build_ffi.py setup.py c/nvtx_shim.c c/nvtx_shim.h c/recorder.c tests/conftest.py tests/_hardening.py \
+         tests/nvtx_client.c tests/test_events.py examples/quickstart.py examples/counters.py; do
+    grep -qx "$f" <<<"$names" || fail "$f is not in the sdist"
+done
+! grep -E '(__pycache__|\.so$|\.pyc$)' <<<"$names" || fail "build droppings in the sdist"
 
 if [ "${NO_SID:-0}" = 1 ]; then
     echo "abi3-check: NO_SID=1: not installing it on CPython 3.15"

@@ -1,0 +1,121 @@
+"""Build decisions of build_ffi.py (setup.py asks it): which NVTX headers, which switches, which wheel tag.
+
+What the wheels and the sdist hold is checked by scripts/abi3-check.sh (CI's abi3 stage): building
+them takes minutes, these decisions take microseconds.
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import sys
+import sysconfig
+import types
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def build_ffi():
+    spec = importlib.util.spec_from_file_location("_build_ffi_decisions", ROOT / "build_ffi.py")
+    module = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(module)
+    return module
+
+
+def _headers(root: Path, folder: str, names) -> Path:
+    include = root / "nvidia" / folder / "include"
+    (include / "nvtx3").mkdir(parents=True)
+    for name in names:
+        (include / "nvtx3" / name).write_text("/* */\n")
+    return include
+
+
+def _only_these_nvidia_folders(monkeypatch, root: Path) -> None:
+    """nvidia-nvtx's metadata not found, and the ``nvidia`` namespace package is ``root/nvidia``."""
+    def no_distribution(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "distribution", no_distribution)
+    spec = types.SimpleNamespace(submodule_search_locations=[str(root / "nvidia")])
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: spec if name == "nvidia" else None)
+    monkeypatch.delenv("NVTX_CFFI_INCLUDE_DIR", raising=False)
+
+
+def test_the_headers_are_a_folder_that_has_the_extensions_not_the_last_by_name(build_ffi, tmp_path, monkeypatch):
+    # nvidia-nvtx-cu12 (PyTorch's CUDA 12 wheels) installs nvidia/nvtx/include without the counters
+    # extension; it sorts after nvidia/cu13, and the build took it and failed
+    # ("nvtx3/nvToolsExtCounters.h: No such file").
+    cu13 = _headers(tmp_path, "cu13", build_ffi.NEEDED_HEADERS)
+    _headers(tmp_path, "nvtx", ["nvToolsExt.h", "nvToolsExtCuda.h"])
+    _only_these_nvidia_folders(monkeypatch, tmp_path)
+    assert build_ffi.nvtx_include_dir() == str(cu13)
+
+
+def test_no_folder_with_every_header_names_what_is_missing(build_ffi, tmp_path, monkeypatch):
+    _headers(tmp_path, "nvtx", ["nvToolsExt.h"])
+    _only_these_nvidia_folders(monkeypatch, tmp_path)
+    with pytest.raises(RuntimeError, match=r"nvToolsExtCounters\.h.*install nvidia-nvtx>=13,<14 or set NVTX_CFFI_INCLUDE_DIR"):
+        build_ffi.nvtx_include_dir()
+
+
+def test_the_nvidia_nvtx_distributions_own_headers_come_first(build_ffi, tmp_path, monkeypatch):
+    # With nvidia-nvtx installed (as the build requirement is), its files decide: another folder
+    # with every header too (sorting after it) is not taken.
+    monkeypatch.delenv("NVTX_CFFI_INCLUDE_DIR", raising=False)
+    own = next(f for f in importlib.metadata.distribution("nvidia-nvtx").files
+               if f.name == "nvToolsExt.h" and f.parent.name == "nvtx3")
+    expected = str(Path(own.locate()).parent.parent)
+    _headers(tmp_path, "zz", build_ffi.NEEDED_HEADERS)
+    real_find_spec = importlib.util.find_spec
+    spec = types.SimpleNamespace(submodule_search_locations=[str(tmp_path / "nvidia")])
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: spec if name == "nvidia" else real_find_spec(name))
+    assert build_ffi.nvtx_include_dir() == expected
+
+
+@pytest.mark.parametrize("value, expected", [
+    (None, True), ("", True), ("  ", True), ("1", True), ("ON", True), (" yes ", True), ("true", True),
+    ("0", False), ("off", False), ("No", False), ("FALSE", False),
+])
+def test_the_speedups_switch_reads_booleans(build_ffi, monkeypatch, value, expected):
+    if value is None:
+        monkeypatch.delenv("NVTX_CFFI_SPEEDUPS", raising=False)
+    else:
+        monkeypatch.setenv("NVTX_CFFI_SPEEDUPS", value)
+    assert build_ffi.build_switch("NVTX_CFFI_SPEEDUPS", True) is expected
+
+
+@pytest.mark.parametrize("value", ["disable", "2", "n", "of"])
+def test_a_misspelt_speedups_switch_stops_the_build(build_ffi, monkeypatch, value):
+    # Before: anything but 0/false/no/off ("disable", "2") built the accelerator.
+    monkeypatch.setattr(sys, "implementation", types.SimpleNamespace(name="cpython"))
+    monkeypatch.setattr(sys, "version_info", (3, 12, 0))
+    monkeypatch.setattr(sysconfig, "get_config_var", lambda name: 0)
+    monkeypatch.setenv("NVTX_CFFI_SPEEDUPS", value)
+    with pytest.raises(ValueError, match=rf"NVTX_CFFI_SPEEDUPS='{value}' is not a boolean: use 1/true/yes/on or 0/false/no/off"):
+        build_ffi.build_speedups()
+
+
+@pytest.mark.parametrize("implementation, version, gil_disabled, speedups, built, tag", [
+    ("cpython", (3, 11, 7), 0, "1", True, None),       # the accelerator inside: per-version wheel
+    ("cpython", (3, 11, 7), 0, "0", False, "cp311"),   # abi3 code only
+    ("cpython", (3, 15, 2), 0, "0", False, "cp311"),
+    ("cpython", (3, 10, 14), 0, "1", False, None),     # no accelerator (3.11 API), no cp311 tag (would not install)
+    ("cpython", (3, 9, 18), 0, "0", False, None),
+    ("cpython", (3, 14, 0), 1, "1", False, None),      # free-threaded before 3.15: no limited API at all
+    ("cpython", (3, 13, 1), 1, "0", False, None),
+    ("cpython", (3, 15, 0), 1, "1", False, "cp311"),   # free-threaded 3.15: the limited API is there
+    ("pypy", (3, 9, 16), 0, "1", False, None),
+])
+def test_which_modules_and_which_wheel_tag(build_ffi, monkeypatch, implementation, version, gil_disabled, speedups,
+                                           built, tag):
+    monkeypatch.setattr(sys, "implementation", types.SimpleNamespace(name=implementation))
+    monkeypatch.setattr(sys, "version_info", version)
+    real = sysconfig.get_config_var
+    monkeypatch.setattr(sysconfig, "get_config_var", lambda name: gil_disabled if name == "Py_GIL_DISABLED" else real(name))
+    monkeypatch.setenv("NVTX_CFFI_SPEEDUPS", speedups)
+    assert build_ffi.build_speedups() is built
+    assert build_ffi.wheel_limited_api(built) == tag
