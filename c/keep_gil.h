@@ -23,16 +23,20 @@
 #endif
 
 #ifndef PYPY_VERSION
-/* Not in the limited API that cffi compiles against, but exported by every CPython >= 3.4. */
-PyAPI_FUNC(int) PyGILState_Check(void);
+#include <dlfcn.h>
 #endif
 
+/* 1: this thread holds the GIL; 0: it does not; -1: cannot tell (PyPy, or no PyGILState_Check).
+ * PyGILState_Check is not in the stable ABI before 3.14 (every CPython >= 3.4 exports it, but an
+ * abi3 module must not link to it), so the guard looks it up at run time: the module's imports stay
+ * stable-ABI only. */
 int nvtxcffi_gil_held(void)
 {
 #ifdef PYPY_VERSION
     return -1;
 #else
-    return PyGILState_Check();
+    int (*check)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "PyGILState_Check");
+    return check ? check() : -1;
 #endif
 }
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import sys
 import sysconfig
+from importlib.machinery import PathFinder
 from types import ModuleType
 from typing import Optional
 
@@ -58,7 +59,10 @@ def _load() -> Optional[ModuleType]:
     try:
         from . import _speedups  # type: ignore[attr-defined]
     except ImportError as exc:
-        why_not = f"not importable ({exc})"
+        # (not built, `from . import` says "cannot import name ... circular import": say what it is)
+        built = PathFinder.find_spec(f"{__package__}._speedups", sys.modules[__package__].__path__)
+        why_not = (f"not importable ({exc})" if built is not None else
+                   "not built (an abi3 wheel, NVTX_CFFI_SPEEDUPS=0, or its compile failed when installing)")
         return None
     if getattr(_speedups, "build_version", None) != __version__:
         why_not = f"built for version {getattr(_speedups, 'build_version', '?')}, not {__version__}"

@@ -469,12 +469,17 @@ def test_bind_refuses_a_table_that_is_not_the_shims():
 
 
 @pytest.mark.skipif(sys.implementation.name != "cpython", reason="PyPy never has the accelerator")
-@pytest.mark.parametrize("how", ["missing", "stale"])
+@pytest.mark.parametrize("how", ["missing", "not built", "stale"])
 def test_package_works_without_a_usable_accelerator(tmp_path, how):
-    # "missing": the module cannot be imported (failed optional compile); "stale": it was built for
-    # another version of the Python files. Both fall back to the complete Python path.
+    # "missing": the module is there but cannot be imported; "not built": no such module (an abi3
+    # wheel, a failed optional compile; why_not said "cannot import name ... circular import");
+    # "stale": it was built for another version of the Python files. All fall back to the complete
+    # Python path.
     block = {
         "missing": "import sys; sys.modules['nvtx_cffi._speedups'] = None",
+        "not built": "import importlib.machinery as m; real = m.PathFinder.find_spec.__func__; "
+                     "m.PathFinder.find_spec = classmethod(lambda cls, name, path=None, target=None: "
+                     "None if name == 'nvtx_cffi._speedups' else real(cls, name, path, target))",
         "stale": "import sys, types; stale = sys.modules['nvtx_cffi._speedups'] = types.ModuleType('s'); "
                  "stale.build_version = '0.0.0-stale'",
     }[how]
@@ -494,7 +499,9 @@ def test_package_works_without_a_usable_accelerator(tmp_path, how):
     """, remove=("NVTX_CFFI_PURE_PYTHON",))
     out = json.loads(proc.stdout)
     assert out["accel"] is False and out["isfunction"] is True
-    assert ("not importable" if how == "missing" else "built for version 0.0.0-stale") in out["why"]
+    assert out["why"] == {"missing": "not importable (import of nvtx_cffi._speedups halted; None in sys.modules)",
+                          "not built": "not built (an abi3 wheel, NVTX_CFFI_SPEEDUPS=0, or its compile failed when installing)",
+                          "stale": f"built for version 0.0.0-stale, not {nvtx.__version__}"}[how]
     assert not out["engine"].startswith("c-")
     assert out["events"] == [["push", "f"], ["mark", "m"]]
 

@@ -18,6 +18,24 @@ def test_hot_calls_keep_the_gil():
     assert lib.nvtxcffi_gil_held() == 1
 
 
+@pytest.mark.skipif(platform.python_implementation() != "CPython", reason="PyPy's CFFI module is not a CPython extension")
+def test_the_abi3_core_imports_only_stable_abi_symbols():
+    # _ffi.abi3.so serves every CPython 3.x: each CPython symbol it needs must be in the stable ABI
+    # of the oldest (CPython's own list, test.test_stable_abi_ctypes). It linked to PyGILState_Check
+    # (exported by every CPython, but not stable ABI before 3.14) for the guard above.
+    import shutil
+    import subprocess
+    stable = pytest.importorskip("test.test_stable_abi_ctypes", reason="CPython's test package is not installed")
+    if shutil.which("nm") is None:
+        pytest.skip("no nm (binutils)")
+    from nvtx_cffi._native import _ffi
+    assert _ffi.__file__.endswith(".abi3.so")
+    out = subprocess.run(["nm", "-D", "--undefined-only", _ffi.__file__], capture_output=True, text=True,
+                         check=True).stdout
+    needed = {line.split()[-1].split("@")[0] for line in out.splitlines() if line.split()[-1].startswith(("Py", "_Py"))}
+    assert needed and needed <= set(stable.SYMBOL_NAMES), needed - set(stable.SYMBOL_NAMES)
+
+
 def test_the_tracers_bulk_calls_let_other_threads_run():
     """keep_gil.h keeps the GIL in every cffi wrapper; the tracer's bulk helpers (which run for up
     to seconds) release it themselves, so another thread ticks all through one of them (it held
