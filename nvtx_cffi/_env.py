@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import os
-import warnings
+
+from ._warnings import warn_at_caller
 
 __all__ = ["env_flag"]
 
@@ -23,5 +24,5 @@ def env_flag(name: str) -> bool:
         return True
     if value not in _FALSE:
         msg = f"{name}={raw!r} is not a boolean (use 1/true/yes/on or 0/false/no/off); treating it as off"
-        warnings.warn(msg, RuntimeWarning, stacklevel=3)
+        warn_at_caller(msg, RuntimeWarning)  # the user's `import nvtx_cffi` line
     return False

@@ -14,12 +14,12 @@ import enum
 import math
 import sys
 import threading
-import warnings
 from typing import Dict, Optional
 
 from ._accel import accel as _accel
 from ._locks import hold_across_fork
 from ._native import ffi, lib
+from ._warnings import warn_at_caller
 
 # NumPy is optional, and imported at the first payload, dtype or counter that needs it (_numpy()),
 # not at `import nvtx_cffi`: it takes ~170 ms, and ranges and marks never need it.
@@ -259,7 +259,7 @@ def numpy_dtype(*args, counter_semantics=None, entry_kind: Optional[EntryKind] =
         return base
     metadata = dict(base.metadata or {})
     if NVTX_DTYPE_METADATA_KEY_NAME in metadata:
-        warnings.warn("NVTX dtype metadata key already exists; leaving it unchanged.", NvtxWarning, stacklevel=2)
+        warn_at_caller("NVTX dtype metadata key already exists; leaving it unchanged.", NvtxWarning)
     metadata[NVTX_DTYPE_METADATA_KEY_NAME] = _PayloadMetadata(counter_semantics, entry_kind, entry_type)
     return np.dtype(base, metadata=metadata)
 
@@ -523,7 +523,7 @@ def fields_for(payload):
     msg = f"Unsupported payload type: {type(payload)}."
     if np is None and type(payload) in _SEQUENCES:
         msg += " Install numpy for extended payload support."
-    warnings.warn(msg, NvtxWarning, stacklevel=4)
+    warn_at_caller(msg, NvtxWarning)
     return (lib.NVTXCFFI_PAYLOAD_NONE, 0, 0.0)
 
 
@@ -673,7 +673,7 @@ def _emit_general(op: int, slot: int, domain_index: int, inline, payload) -> int
     except ValueError as exc:
         if "too many payload schemas" not in str(exc):
             raise
-        warnings.warn(f"{exc}; the event is sent without its payload", NvtxWarning, stacklevel=4)
+        warn_at_caller(f"{exc}; the event is sent without its payload", NvtxWarning)
         encoded = None
     if encoded is None:
         schema, buffer, size = 0, ffi.NULL, 0

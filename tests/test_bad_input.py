@@ -1,6 +1,7 @@
 """Bad input: a clear exception naming the argument, and the tables stay intact."""
 from __future__ import annotations
 
+import json
 import re
 from fractions import Fraction
 
@@ -14,7 +15,7 @@ except ImportError:  # PyPy without NumPy: array payloads warn and are not sent
     _np = None
 from nvtx_cffi import recorder
 
-from conftest import ranges
+from conftest import ranges, run_python
 
 CALLS = {
     "push_range": nvtx.push_range,
@@ -338,3 +339,48 @@ def test_integer_like_whose_index_is_not_an_int_is_rejected_by_name():
             nvtx.mark("bad index", **kwargs)
     with pytest.raises(TypeError, match="^range_id must be the value start_range returned, not Bad$"):
         nvtx.end_range(Bad())
+
+
+WARNING_LINES = r"""
+import json, warnings
+warnings.simplefilter("always")
+import nvtx_cffi as nvtx
+with warnings.catch_warnings(record=True) as caught:
+    nvtx.mark("m", payload="s")                               # line 6
+    with nvtx.annotate("a", payload="s"):                     # line 7
+        pass
+    nvtx.push_range("p", payload={})                          # line 9
+    nvtx.pop_range()
+    d = nvtx.get_domain("d")
+    a = d.get_event_attributes(message="x", payload="s")      # line 12
+    d.mark(message="y", payload="s")                          # line 13
+    @nvtx.annotate("f", payload="s")                          # line 14
+    def f(): pass
+    f()
+    nvtx.end_range(nvtx.start_range("s", payload=object()))   # line 17
+print(json.dumps([(w.filename == __file__, w.lineno, w.category.__name__) for w in caught]))
+"""
+
+
+@pytest.mark.parametrize("pure", ["0", "1"])
+@pytest.mark.parametrize("tool", ["recorder", "none"])
+def test_a_payload_warning_names_the_users_line(tmp_path, pure, tool):
+    # A fixed stacklevel named nvtx-cffi's own lines (_domain.py:108, _annotate.py:161) on most
+    # paths. Without a tool the module-level calls do not look at their payload (README), so they
+    # do not warn.
+    script = tmp_path / "user.py"
+    script.write_text(WARNING_LINES)
+    remove = ("NVTX_INJECTION64_PATH",) if tool == "none" else ()
+    proc = run_python(f"import runpy; runpy.run_path({str(script)!r}, run_name='__main__')",
+                      {"NVTX_CFFI_PURE_PYTHON": pure}, remove=remove)
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    lines = [6, 7, 9, 12, 13, 14, 17] if tool == "recorder" else [7, 12, 13, 14]
+    assert got == [[True, line, "NvtxWarning"] for line in lines]
+
+
+def test_a_bad_environment_switch_warns_at_the_users_import():
+    proc = run_python("import warnings\nwarnings.simplefilter('always')\nimport nvtx_cffi\n",
+                      {"NVTX_CFFI_PURE_PYTHON": "maybe"})
+    assert proc.stderr.splitlines()[0] == (
+        "<string>:3: RuntimeWarning: NVTX_CFFI_PURE_PYTHON='maybe' is not a boolean "
+        "(use 1/true/yes/on or 0/false/no/off); treating it as off")
