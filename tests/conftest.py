@@ -26,6 +26,16 @@ os.environ["NVTX_INJECTION64_PATH"] = RECORDER_LIBRARY
 os.environ["NVTX_CFFI_RECORD_DIR"] = SESSION_RECORD_DIR
 
 
+def pytest_unconfigure(config):
+    """The session's record files go with it (each run left ~0.5 MB in /tmp), unless
+    NVTX_CFFI_KEEP_TEST_RECORDS=1 asks to keep them for a look."""
+    if os.environ.get("NVTX_CFFI_KEEP_TEST_RECORDS", "").strip().lower() in {"1", "true", "yes", "on"}:
+        print(f"\nnvtx-cffi test records kept in {SESSION_RECORD_DIR}")
+        return
+    import shutil
+    shutil.rmtree(SESSION_RECORD_DIR, ignore_errors=True)  # (this process's file stays mapped: fine)
+
+
 def run_python(code: str, env: dict | None = None, *, remove=(), timeout: float = 120, check: bool = True):
     """Run ``code`` in a fresh interpreter with this environment plus ``env``, minus ``remove``."""
     child_env = {k: v for k, v in os.environ.items() if k not in remove}
