@@ -5,7 +5,8 @@ import contextvars
 import functools
 import sys
 import threading
-from typing import Callable, Optional, TypeVar, Union
+from types import TracebackType
+from typing import TYPE_CHECKING, Callable, Optional, Type, TypeVar, Union
 
 from . import _state
 from ._accel import accel as _accel
@@ -13,13 +14,13 @@ from ._colors import ColorLike
 from ._locks import hold_across_fork
 from ._domain import OP_PUSH, OP_START, EventAttributes, get_domain
 from ._native import lib
-from ._validate import _DOUBLE, _INT64, _INT64_MAX, _INT64_MIN, ArgumentTypeError, Payload, keyable, payload_fields
+from ._validate import _DOUBLE, _INT64, _INT64_MAX, _INT64_MIN, ArgumentTypeError, Category, Message, Payload, keyable, payload_fields
 from ._payload import KIND_EXT as _KIND_EXT, emit as _payload_emit
 from ._wrappers import wrap
 
 __all__ = ["annotate"]
 
-F = TypeVar("F", bound=Callable)
+F = TypeVar("F", bound=Callable)  # (what annotate(...)(f) gives back: f's own type)
 
 #: Bound of the cache of annotate objects (they are immutable, so equal arguments share one).
 MAX_CACHED_ANNOTATIONS = 4096
@@ -81,10 +82,10 @@ def _async_generator_frame():
     return None
 
 
-if _accel is not None:
+if _accel is not None and not TYPE_CHECKING:
     # C: the fields below as C members, __enter__/__exit__ as C methods (c/accel.c).
     _Base = _accel.AnnotateBase
-else:
+else:  # (and what type checkers see)
 
     class _Base:
         """annotate's fields and ``with`` protocol in Python (PyPy, ``NVTX_CFFI_PURE_PYTHON=1``),
@@ -155,8 +156,21 @@ class annotate(_Base):  # noqa: N801 - the name nvtx users know
 
     __slots__ = ()
 
-    def __new__(cls, message: Optional[str] = None, color: ColorLike = None, domain: Optional[str] = None,
-                category: Union[str, int, None] = None, payload: Payload = None) -> "annotate":
+    if TYPE_CHECKING:  # bound by _bind() below, once NVTX's first call has decided
+        def __call__(self, func: F) -> F: ...
+
+        def __enter__(self) -> "annotate": ...
+
+        def __exit__(self, exc_type: Optional[Type[BaseException]], exc_value: Optional[BaseException],
+                     traceback: Optional[TracebackType]) -> None: ...
+
+        async def __aenter__(self) -> "annotate": ...
+
+        async def __aexit__(self, exc_type: Optional[Type[BaseException]], exc_value: Optional[BaseException],
+                            traceback: Optional[TracebackType]) -> None: ...
+
+    def __new__(cls, message: Message = None, color: ColorLike = None, domain: Optional[str] = None,
+                category: Category = None, payload: Payload = None) -> "annotate":
         if payload is not None:
             return _with_payload(cls, message, color, domain, category, payload)
         plain = color is None and domain is None and category is None and cls is annotate
@@ -340,8 +354,8 @@ _FIELDS = (("_args", "_attributes", "_slot", "_domain_index", "_close") if _acce
            else _Base.__slots__)
 
 
-def _subclass_init(self, message: Optional[str] = None, color: ColorLike = None, domain: Optional[str] = None,
-                   category: Union[str, int, None] = None, payload: Payload = None) -> None:
+def _subclass_init(self, message: Message = None, color: ColorLike = None, domain: Optional[str] = None,
+                   category: Category = None, payload: Payload = None) -> None:
     """annotate.__init__, once a subclass has an __init__ of its own (see __init_subclass__). For
     annotate and the other subclasses, nothing: ``__new__`` prepared the object. Such a subclass's
     objects are not cached (see __new__), so super().__init__ with other arguments than the class

@@ -7,11 +7,12 @@ matplotlib happens to be installed -- anything else matplotlib understands (``"t
 """
 from __future__ import annotations
 
-from typing import Tuple, Union
+from typing import SupportsIndex, Tuple, Union
 
 from ._validate import ArgumentColorError, ArgumentRangeError, as_index, describe_int, short_repr
 
-ColorLike = Union[str, int, Tuple[float, float, float], Tuple[float, float, float, float], None]
+#: A colour: a name, an ARGB int (or what has ``__index__``: a NumPy integer), an RGB(A) tuple.
+ColorLike = Union[str, int, SupportsIndex, Tuple[float, float, float], Tuple[float, float, float, float], None]
 
 __all__ = ["ColorLike", "NVTX_COLORS", "CSS_COLORS", "to_argb"]
 

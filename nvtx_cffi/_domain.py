@@ -10,17 +10,21 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
-from typing import Dict, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple, Union
 
 from . import _state
 from ._accel import accel as _accel
 from ._colors import ColorLike, to_argb
 from ._locks import hold_across_fork
 from ._native import ffi, lib
-from ._validate import (_DOUBLE, _INT64, _INT64_MAX, _INT64_MIN, ArgumentRangeError, ArgumentTypeError, Payload,
+from ._validate import (_DOUBLE, _INT64, _INT64_MAX, _INT64_MIN, ArgumentRangeError, ArgumentTypeError, Category, Message, Payload,
                         as_index, describe_int, keyable, payload_fields, short_repr, text_of, to_category_id, to_utf8)
 from . import _payload
 from ._payload import KIND_EXT as _KIND_EXT
+
+if TYPE_CHECKING:
+    from ._counters import Counter, CounterSemantics
+    from ._payload import TimestampType
 
 __all__ = ["Domain", "EventAttributes", "RegisteredString", "get_domain", "MAX_REGISTERED_BYTES"]
 
@@ -98,7 +102,7 @@ class EventAttributes:
     __slots__ = ("_domain", "_message", "_color", "_category", "_payload", "_slot", "_fields", "_inline",
                  "_fast", "_shared")
 
-    def __init__(self, domain: "Domain", message=None, color: ColorLike = None, category=None,
+    def __init__(self, domain: "Domain", message: Message = None, color: ColorLike = None, category: Category = None,
                  payload: Payload = None) -> None:
         self._domain = domain
         self._message = message
@@ -189,6 +193,24 @@ class Domain:
     def __new__(cls, name: Optional[str] = None) -> "Domain":
         return get_domain(name)
 
+    if TYPE_CHECKING:  # what type checkers see of the methods attached after the class (below, _counters)
+        def push_range(self, attributes: Optional[EventAttributes] = None, *, message: Message = ...,
+                       color: ColorLike = ..., category: Category = ..., payload: Payload = ...) -> None: ...
+
+        def start_range(self, attributes: Optional[EventAttributes] = None, *, message: Message = ...,
+                        color: ColorLike = ..., category: Category = ..., payload: Payload = ...) -> int: ...
+
+        def mark(self, attributes: Optional[EventAttributes] = None, *, message: Message = ...,
+                 color: ColorLike = ..., category: Category = ..., payload: Payload = ...) -> None: ...
+
+        def pop_range(self) -> None: ...
+
+        def get_counter(self, name: Union[str, bytes], dtype: Any, *, description: Union[str, bytes, None] = None,
+                        scope: Union[str, bytes, None] = None, semantics: Optional["CounterSemantics"] = None,
+                        time_domain: "TimestampType" = ...) -> "Counter": ...
+
+        def get_timestamp(self) -> int: ...
+
     # -- preparation (slow path, under the lock) ------------------------------------------------
     def get_registered_string(self, string: str) -> RegisteredString:
         """Register ``string`` in this domain (once) and return its handle object."""
@@ -237,8 +259,8 @@ class Domain:
             _category_names += 1
             return category_id
 
-    def get_event_attributes(self, message: Union[str, RegisteredString, None] = None,
-                             color: ColorLike = None, category: Union[str, int, None] = None,
+    def get_event_attributes(self, message: Message = None,
+                             color: ColorLike = None, category: Category = None,
                              payload: Payload = None) -> EventAttributes:
         """Prepare attributes once for reuse with this domain's calls."""
         return EventAttributes(self, message, color, category, payload)

@@ -24,7 +24,7 @@ from ._colors import ColorLike
 from ._locks import hold_across_fork
 from ._domain import OP_MARK, OP_PUSH, OP_START, EventAttributes, _bad_range_id, get_domain
 from ._native import lib
-from ._validate import Payload, as_index, keyable, payload_fields
+from ._validate import Category, Message, Payload, as_index, keyable, payload_fields
 from . import _payload
 from ._payload import KIND_EXT as _KIND_EXT
 from ._payload import FAST_TYPES as _FAST_TYPES
@@ -181,8 +181,8 @@ def _end_range_noop(range_id):
 # the body of its real or do-nothing implementation (its __code__), then run it. The function
 # objects stay the same, so names bound with ``from nvtx_cffi import push_range`` follow.
 
-def push_range(message: Optional[str] = None, color: ColorLike = _BLUE, domain: Optional[str] = None,
-               category: Union[str, int, None] = None, payload: Payload = None) -> None:
+def push_range(message: Message = None, color: ColorLike = _BLUE, domain: Optional[str] = None,
+               category: Category = None, payload: Payload = None) -> None:
     """Open a range on this thread (close it with :func:`pop_range` on the same thread).
 
     Without a tool (or with ``NVTX_DISABLE``) does nothing.
@@ -200,8 +200,8 @@ def pop_range(domain: Optional[str] = None) -> None:
     return pop_range(domain)
 
 
-def start_range(message: Optional[str] = None, color: ColorLike = None, domain: Optional[str] = None,
-                category: Union[str, int, None] = None, payload: Payload = None) -> Optional[RangeId]:
+def start_range(message: Message = None, color: ColorLike = None, domain: Optional[str] = None,
+                category: Category = None, payload: Payload = None) -> Optional[RangeId]:
     """Start a range that may end on any thread; pass the result to :func:`end_range`.
 
     Without a tool (or with ``NVTX_DISABLE``) does nothing and returns ``None``.
@@ -220,8 +220,8 @@ def end_range(range_id: Union[RangeId, int, None]) -> None:
     return end_range(range_id)
 
 
-def mark(message: Optional[str] = None, color: ColorLike = _BLUE, domain: Optional[str] = None,
-         category: Union[str, int, None] = None, payload: Payload = None) -> None:
+def mark(message: Message = None, color: ColorLike = _BLUE, domain: Optional[str] = None,
+         category: Category = None, payload: Payload = None) -> None:
     """An instantaneous event.
 
     >>> mark("checkpoint", payload=3)

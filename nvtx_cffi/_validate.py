@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numbers
 import operator
-from typing import Optional, Tuple, Union
+from typing import TYPE_CHECKING, Optional, SupportsIndex, Tuple, Union
 
 from ._native import lib
 from ._payload import FAST_TYPES as _BINARY_TYPES, fields_for as _fields_for
@@ -41,10 +41,19 @@ class ArgumentEncodeError(UnicodeEncodeError):
         return f"{self.argument} is not valid Unicode ({self.reason} at index {self.start})"
 
 
-__all__ = ["Payload", "to_utf8", "to_category_id", "payload_fields", "as_index", "describe_int", "short_repr",
+__all__ = ["Payload", "Message", "Category", "to_utf8", "to_category_id", "payload_fields", "as_index", "describe_int", "short_repr",
            "keyable"]
 
+if TYPE_CHECKING:
+    import numpy
+
+    from ._domain import RegisteredString
+
 Payload = Union[int, float, list, tuple, range, bytes, None, "numpy.ndarray"]
+#: A message: text, UTF-8 bytes (as nvtx takes them), or a string registered in the call's domain.
+Message = Union[str, bytes, "RegisteredString", None]
+#: A category: a name (text or UTF-8 bytes) or a number (an int, or what has ``__index__``).
+Category = Union[str, bytes, int, SupportsIndex, None]
 
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
