@@ -232,7 +232,7 @@ def test_annotate_class_and_instances():
     assert type(a) is nvtx.annotate and a is nvtx.annotate("cls-check", color="red")
     assert a is nvtx.annotate(message="cls-check", color="red")  # keywords: the same cached object
     assert pickle.loads(pickle.dumps(a)) is a
-    assert str(inspect.signature(nvtx.annotate)).startswith("(message: 'Optional[str]' = None, color")
+    assert str(inspect.signature(nvtx.annotate)).startswith("(message: 'Message' = None, color: 'ColorLike' = None, domain")
 
     mine = Mine("mine", color="green")
     assert type(mine) is Mine and mine is not nvtx.annotate("mine", color="green")
