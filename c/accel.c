@@ -597,7 +597,12 @@ static void style_put(int kind, PyObject *a, PyObject *b, PyObject *c, int domai
         for (int i = 0; i < 4; i++) /* strs, ints, Domains and a dict of cached objects: no code runs */
             Py_XDECREF(old[i]);
     }
-    if (PyDict_GET_SIZE(s->by_message) < STYLE_MESSAGES && PyDict_SetItem(s->by_message, message, answer) < 0)
+    /* full: start again (as the Python caches do), so that a message met later is remembered too;
+     * what it drops is held by the Python caches or is an annotate object, an EventAttributes or an
+     * int: no Python code runs */
+    if (PyDict_GET_SIZE(s->by_message) >= STYLE_MESSAGES)
+        PyDict_Clear(s->by_message);
+    if (PyDict_SetItem(s->by_message, message, answer) < 0)
         PyErr_Clear();
 }
 

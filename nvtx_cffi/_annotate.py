@@ -201,10 +201,17 @@ class annotate(_Base):  # noqa: N801 - the name nvtx users know
         # What closes the range: a C function called with no argument (no frame, no conversion).
         self._close = _pop_default if index == 0 else functools.partial(_pop, index)
         with _cache_lock:
-            if not own and len(_cache) < MAX_CACHED_ANNOTATIONS and (payload is None or payload.__hash__ is not None):
-                _cache[key] = self  # (a list or array payload is unhashable: not cached)
-                if plain:
-                    _by_message[message] = self
+            if not own and (payload is None or payload.__hash__ is not None):
+                if len(_cache) >= MAX_CACHED_ANNOTATIONS:
+                    # Full: start again (objects in use stay valid; one made again finds its string
+                    # and slot prepared). Keeping the old entries instead left every spelling met
+                    # later unprepared at each call for the rest of the process.
+                    _cache.clear()
+                    _by_message.clear()
+                if len(_cache) < MAX_CACHED_ANNOTATIONS:  # (a bound of 0: nothing cached)
+                    _cache[key] = self  # (a list or array payload is unhashable: not cached)
+                    if plain:
+                        _by_message[message] = self
         return self
 
     def __init_subclass__(cls, **kwargs) -> None:

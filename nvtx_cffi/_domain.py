@@ -45,6 +45,30 @@ OP_MARK = lib.NVTXCFFI_OP_MARK
 
 _NO_PAYLOAD = (lib.NVTXCFFI_PAYLOAD_NONE, 0, 0.0)
 
+
+class FirstSight:
+    """Which messages a cache has met once (the doorkeeper of the caches of prepared calls).
+
+    ``first(key)`` is True the first time ``key`` is met (and remembers it), False after. Bounded:
+    forgotten all at once when full (a message then counts as new once more). Races between threads
+    only send one more event inline or prepare one more time."""
+
+    __slots__ = ("_seen", "_bound")
+
+    def __init__(self, bound: int = 65536) -> None:
+        self._seen: set = set()
+        self._bound = bound
+
+    def first(self, key) -> bool:
+        seen = self._seen
+        if key in seen:
+            return False
+        if len(seen) >= self._bound:
+            seen.clear()
+        seen.add(key)
+        return True
+
+
 # Bound once: the hot methods below pay neither the ``lib`` global nor cffi's attribute lookup.
 _push = lib.nvtxcffi_push
 _start = lib.nvtxcffi_start
@@ -283,26 +307,31 @@ class Domain:
             (attributes._message, attributes._color, attributes._category, attributes._payload) = old
             raise
 
-    def _slot_for(self, message, color, category) -> Tuple[int, Optional[tuple]]:
-        """(slot, None) when a C slot holds these attributes, else (-1, (utf8, argb, category))."""
+    def _argb_category(self, color, category) -> Tuple[int, int]:
+        """The ARGB of ``color`` and the id of ``category`` (named in this domain): checked."""
         argb = to_argb(color)
         if category is None:
-            category_id = 0
-        elif isinstance(category, str):
-            category_id = self.get_category_id(category)
-        else:
-            category_id = to_category_id(category)
+            return argb, 0
+        if isinstance(category, str):
+            return argb, self.get_category_id(category)
+        return argb, to_category_id(category)
+
+    def _own(self, message: RegisteredString) -> RegisteredString:
+        if message.domain is not self:
+            msg = (f"message {message.string!r:.100} is registered in domain {message.domain.name!r:.100}, "
+                   f"not {self.name!r:.100}")
+            raise ValueError(msg)
+        return message
+
+    def _slot_for(self, message, color, category) -> Tuple[int, Optional[tuple]]:
+        """(slot, None) when a C slot holds these attributes, else (-1, (utf8, argb, category))."""
+        argb, category_id = self._argb_category(color, category)
         if message is None or isinstance(message, (str, bytes)):
             registered = None if message is None else self.get_registered_string(message)
         elif isinstance(message, RegisteredString):
-            if message.domain is not self:
-                msg = (f"message {message.string!r:.100} is registered in domain {message.domain.name!r:.100}, "
-                       f"not {self.name!r:.100}")
-                raise ValueError(msg)
-            registered = message
+            registered = self._own(message)
         else:
-            msg = f"message must be a str, bytes, a RegisteredString or None, not {type(message).__name__}"
-            raise ArgumentTypeError(msg)
+            raise _bad_message(message)
         if not _state.active():
             return -1, None
         key = (None if registered is None else registered.string, argb, category_id)
@@ -319,6 +348,31 @@ class Domain:
         text = ffi.NULL if registered is None else to_utf8(registered.string, "message")
         return -1, (text, argb, category_id)
 
+    def _emit_unprepared(self, op: int, message, color, category, payload, no_tool=None):
+        """One event with its message inline: nothing registered in NVTX, no C slot, nothing cached;
+        checked as preparing the arguments would check them (``no_tool``: the answer without a tool).
+
+        The calls that cache what they prepare (module-level ``mark``/``push_range``/``start_range``,
+        ``Domain`` keyword calls) send a message this way the first time they meet it and prepare it
+        the second time: a stream of messages that never repeat (``f"request {n}"``) costs no
+        registration and fills no table. Also their path once their caches are full."""
+        fields = _NO_PAYLOAD if payload is None else payload_fields(payload)
+        argb, category_id = self._argb_category(color, category)
+        if message is None:
+            text = ffi.NULL
+        elif isinstance(message, (str, bytes)):
+            text = to_utf8(text_of(message), "message")
+        elif isinstance(message, RegisteredString):
+            text = to_utf8(self._own(message).string, "message")
+        else:
+            raise _bad_message(message)
+        if not _state.active():
+            return no_tool
+        kind, ivalue, fvalue = fields
+        if kind == _KIND_EXT:  # a binary payload (nvtx_cffi/_payload.py)
+            return _payload.emit(op, -1, self._index, (text, argb, category_id), fields.payload)
+        return lib.nvtxcffi_emit(op, self._index, text, argb, category_id, kind, ivalue, fvalue)
+
     # -- the calls ---------------------------------------------------------------------------
     # push_range/start_range/mark are made by _event_method (below the class) from one source.
     # d.push_range(message="x", color="red", payload=i), no attributes given: nvtx builds new
@@ -328,10 +382,12 @@ class Domain:
     def _keyword_attributes(self, message, color, category) -> EventAttributes:
         """First use (or an uncacheable spelling) of a keyword call's (message, color, category)."""
         attributes = EventAttributes(self, message, color, category)  # validates: raises by name
-        if (attributes._inline is None and len(self._by_keywords) < MAX_KEYWORD_ATTRIBUTES
-                and keyable(color) and keyable(category)):
+        if attributes._inline is None and keyable(color) and keyable(category):
+            if len(self._by_keywords) >= MAX_KEYWORD_ATTRIBUTES:
+                self._by_keywords.clear()  # full: start again (see _ranges._slow)
             try:
-                self._by_keywords[message, color, category] = attributes
+                if len(self._by_keywords) < MAX_KEYWORD_ATTRIBUTES:  # (a bound of 0: nothing cached)
+                    self._by_keywords[message, color, category] = attributes
             except TypeError:  # an unhashable (but valid) message: not cached
                 pass
         return attributes
@@ -387,6 +443,7 @@ class Domain:
 
 #: Bound of each domain's dict of attributes prepared for keyword calls.
 MAX_KEYWORD_ATTRIBUTES = 4096
+_keyword_first_sight = FirstSight()  # (domain, message) met once by a keyword call
 _emit_slot = lib.nvtxcffi_emit_slot
 
 
@@ -424,6 +481,11 @@ def _event_method(name: str, op: int, send, doc: str):
                 else:  # True would find the attributes of 1 (see keyable): validate
                     raise KeyError
             except (KeyError, TypeError):
+                if (message.__class__ is str
+                        and _keyword_first_sight.first(message if self._index == 0 else (self._index, message))):
+                    # a message met for the first time: inline (see _emit_unprepared)
+                    result = self._emit_unprepared(op, message, color, category, payload, no_tool)
+                    return result if returns else None
                 prepared = self._keyword_attributes(message, color, category)
             if payload is _KEEP or payload is None:
                 slot = prepared._fast
@@ -511,6 +573,11 @@ if _accel is not None:
         setattr(Domain, _name, functools.update_wrapper(_accel.accelerate("Domain." + _name, _method), _method))
     del _name, _method
     Domain.pop_range = _accel.domain_pop_method()
+
+
+def _bad_message(message: object) -> ArgumentTypeError:
+    msg = f"message must be a str, bytes, a RegisteredString or None, not {type(message).__name__}"
+    return ArgumentTypeError(msg)
 
 
 def _foreign_attributes(attributes: EventAttributes, domain: Domain) -> ValueError:

@@ -22,7 +22,7 @@ from . import _state
 from ._accel import accel as _accel
 from ._colors import ColorLike
 from ._locks import hold_across_fork
-from ._domain import OP_MARK, OP_PUSH, OP_START, EventAttributes, _bad_range_id, get_domain
+from ._domain import OP_MARK, OP_PUSH, OP_START, EventAttributes, FirstSight, _bad_range_id, get_domain
 from ._native import lib
 from ._validate import Category, Message, Payload, as_index, keyable, payload_fields
 from . import _payload
@@ -58,13 +58,29 @@ _DEFAULT_DOMAIN = 0
 _mark = lib.nvtxcffi_mark
 
 
+#: Messages met once by the calls below: prepared (registered, a C slot, cached) at their second call.
+_first_sight = FirstSight()
+
+
 def _slow(op: int, message, color, domain, category, payload) -> Optional[int]:
-    """First use of these arguments, a payload, or an inline message: prepare, cache, emit."""
+    """First use of these arguments, a payload, or an inline message: prepare, cache, emit. A
+    message met for the first time, or any once the cache is full, goes inline instead (see
+    Domain._emit_unprepared: f"request {n}" must not register a string per call)."""
+    if (message.__class__ is str and (domain is None or domain.__class__ is str)
+            and _first_sight.first(message if domain is None else (message, domain))):
+        return get_domain(domain)._emit_unprepared(op, message, color, category, payload)
     attributes = EventAttributes(get_domain(domain), message, color, category, payload)
     if attributes._inline is None:
         key = (message, color, domain, category)
         with _cache_lock:
-            if len(_slot_cache) < MAX_CACHED_CALLS:
+            if len(_slot_cache) >= MAX_CACHED_CALLS:
+                # Full: start again (what is still in use comes back at its next call, its string
+                # and slot found prepared in its domain). Keeping the old entries instead would
+                # leave every spelling met later unprepared for the rest of the process.
+                _slot_cache.clear()
+                _blue_slots.clear()
+                _uncoloured_slots.clear()
+            if len(_slot_cache) < MAX_CACHED_CALLS:  # (a bound of 0: nothing cached)
                 _slot_cache[key] = attributes._slot
                 if domain is None and category is None:
                     if color is _BLUE:
@@ -76,16 +92,16 @@ def _slow(op: int, message, color, domain, category, payload) -> Optional[int]:
 
 def _cached_slot(message, color, domain, category) -> Optional[int]:
     """The prepared slot for these arguments as given, or None (first use, inline, unhashable)."""
-    try:
+    try:  # (.get: a miss raises nothing, and a first-use path is a hot path for unbounded messages)
         if domain is None and category is None:
             if color is _BLUE:
-                return _blue_slots[message]
+                return _blue_slots.get(message)
             if color is None:
-                return _uncoloured_slots[message]
+                return _uncoloured_slots.get(message)
         if ((color.__class__ is str or color is None or keyable(color))
                 and (category is None or category.__class__ is str or keyable(category))):
-            return _slot_cache[message, color, domain, category]
-    except (KeyError, TypeError):
+            return _slot_cache.get((message, color, domain, category))
+    except TypeError:  # an unhashable argument
         pass
     return None  # (not keyable: True would find the entry of 1, see keyable)
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import os
 import pickle
 import subprocess
@@ -539,7 +540,11 @@ def test_interning_is_bounded(tmp_path):
         from nvtx_cffi import recorder
         from nvtx_cffi._native import lib
         n = lib.NVTXCFFI_MAX_STRINGS + 1000
-        for i in range(n):
+        for i in range(n):  # messages that never repeat are sent inline: nothing registered
+            nvtx.mark(f"once {i}")
+        assert lib.nvtxcffi_string_count() == 0, lib.nvtxcffi_string_count()
+        for i in range(n):  # a message's second call registers it, up to the table's bound
+            nvtx.mark(f"message {i}")
             nvtx.mark(f"message {i}")
         assert lib.nvtxcffi_string_count() == lib.NVTXCFFI_MAX_STRINGS, lib.nvtxcffi_string_count()
         assert lib.nvtxcffi_slot_count() <= lib.NVTXCFFI_MAX_SLOTS
@@ -551,5 +556,59 @@ def test_interning_is_bounded(tmp_path):
     out = run_python(code, recorder.environment(record_dir)).stdout
     n = int(out.split()[-1])
     marks = [e for e in recorder.read(record_dir).events if e.kind == "mark"]
-    assert len(marks) == n
-    assert [e.message for e in marks[-3:]] == [f"message {i}" for i in range(n - 3, n)]
+    assert len(marks) == 3 * n
+    assert [e.message for e in marks[n - 2:n + 2]] == [f"once {n - 2}", f"once {n - 1}", "message 0", "message 0"]
+    assert [e.message for e in marks[-3:]] == [f"message {n - 2}", f"message {n - 1}", f"message {n - 1}"]
+
+
+CACHES_STAY_USEFUL = r"""
+import json, nvtx_cffi as nvtx
+from nvtx_cffi import _annotate, _domain, _ranges, recorder
+from nvtx_cffi._native import lib
+_ranges.MAX_CACHED_CALLS = _annotate.MAX_CACHED_ANNOTATIONS = _domain.MAX_KEYWORD_ATTRIBUTES = 50
+d = nvtx.get_domain("caches")
+strings = lib.nvtxcffi_string_count()
+with recorder.capture() as got:
+    for i in range(300):  # messages that never repeat, three spellings of each call
+        nvtx.mark(f"mark {i}", color="red", category=i % 3)
+        nvtx.end_range(nvtx.start_range(f"start {i}"))
+        d.mark(message=f"domain {i}", color="green", payload=i)
+    unique = lib.nvtxcffi_string_count() - strings
+    for i in range(120):  # spellings that repeat, more than each cache holds
+        for _ in range(2):
+            nvtx.mark(f"again {i}")
+            d.mark(message=f"again {i}")
+            with nvtx.annotate(f"again {i}", color="blue"):
+                pass
+    # a spelling met after the caches filled is cached all the same (it was left out for good)
+    for _ in range(2):
+        nvtx.mark("late", color="yellow")
+        d.push_range(message="late", color="yellow")
+        d.pop_range()
+    late = nvtx.annotate("late", color="yellow")
+print(json.dumps({
+    "unique": unique,
+    "cached": [("late", "yellow", None, None) in _ranges._slot_cache,
+               ("late", "yellow", None) in d._by_keywords,
+               nvtx.annotate("late", color="yellow") is late],
+    "sizes": [len(_ranges._slot_cache) <= 50, len(d._by_keywords) <= 50, len(_annotate._cache) <= 50],
+    "marks": [(e.message, e.color, e.category, e.payload) for e in got if e.kind == "mark"][:6],
+    "count": sum(e.kind == "mark" for e in got),
+}))
+"""
+
+
+@pytest.mark.parametrize("pure", ["0", "1"])
+def test_unrepeated_messages_are_sent_inline_and_full_caches_start_again(pure):
+    # A message a call meets for the first time is sent inline (nothing registered, nothing cached):
+    # f"request {n}" cost a string registration, a C slot and a cache entry per call, 2-5x nvtx's
+    # per-call cost. A cache that is full starts again: it kept its entries and left out every
+    # spelling met later, which then cost a full preparation at each call for the rest of the process.
+    out = json.loads(run_python(CACHES_STAY_USEFUL, {"NVTX_CFFI_PURE_PYTHON": pure}).stdout.strip().splitlines()[-1])
+    assert out["unique"] == 0  # (category names 0-2 are numbers: nothing registered for them either)
+    assert out["cached"] == [True, True, True]
+    assert out["sizes"] == [True, True, True]
+    assert out["marks"] == [["mark 0", 0xFF0000, 0, None], ["domain 0", 0x008000, 0, 0],
+                            ["mark 1", 0xFF0000, 1, None], ["domain 1", 0x008000, 0, 1],
+                            ["mark 2", 0xFF0000, 2, None], ["domain 2", 0x008000, 0, 2]]
+    assert out["count"] == 300 * 2 + 120 * 2 * 2 + 2
