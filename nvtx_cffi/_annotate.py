@@ -174,11 +174,13 @@ class annotate(_Base):  # noqa: N801 - the name nvtx users know
         if payload is not None:
             return _with_payload(cls, message, color, domain, category, payload)
         plain = color is None and domain is None and category is None and cls is annotate
-        if plain:
+        if plain:  # (.get: a miss raises nothing; a stream of new messages misses every time)
             try:
-                return _by_message[message]
-            except (KeyError, TypeError):
-                pass
+                found = _by_message.get(message)
+            except TypeError:  # an unhashable message: the class call validates
+                found = None
+            if found is not None:
+                return found
         # The payload's two places stay in the key (always None here): c/accel.c builds the same key.
         key = (cls, message, color, domain, category, None, _NONE_TYPE)
         # A subclass with an __init__ of its own may prepare its objects again (see __init__): they
@@ -187,9 +189,11 @@ class annotate(_Base):  # noqa: N801 - the name nvtx users know
         if (not own and (color is None or color.__class__ is str or keyable(color))
                 and (category is None or category.__class__ is str or keyable(category))):
             try:  # (not keyable: True would find the object of 1, see keyable)
-                return _cache[key]
-            except (KeyError, TypeError):
-                pass
+                found = _cache.get(key)
+            except TypeError:
+                found = None
+            if found is not None:
+                return found
         self = _Base.__new__(cls)
         domain_object = get_domain(domain)
         attributes = EventAttributes(domain_object, message, color, category, payload)

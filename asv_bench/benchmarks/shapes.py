@@ -54,6 +54,7 @@ _F = "def f():\n    pass\n"
 # same increment.
 _I = "i = 1000\n"
 _X = "x = 0.5\n"
+_N = "import itertools\nn = itertools.count()\n"  # never repeats, across runs too
 _ANN = "annotate = L.annotate\n"
 _PP = "push_range = L.push_range\npop_range = L.pop_range\n"
 _SE = "start_range = L.start_range\nend_range = L.end_range\n"
@@ -122,6 +123,17 @@ CALL_SHAPES = [
     Shape("domain_payload", "Domain mark(message='x', payload=i)",
           "d = L.get_domain('bench')\n" + _I,
           "i += 1\nd.mark(message='x', payload=i)", "i += 1", plain_setup=_I, plainest="domain_mark"),
+    # Beyond issue 12's shapes (no target; shown so the dashboard sees them): messages that never
+    # repeat (a counter that carries over from run to run, so repeats do not replay cached texts),
+    # and Domain attributes built at each call.
+    Shape("mark_unbounded", "mark(f'request {n}'), n never repeats", "mark = L.mark\n" + _N,
+          "mark(f'request {next(n)}')", "s = f'request {next(n)}'", plain_setup=_N),
+    Shape("push_pop_unbounded", "push_range(f'request {n}') + pop, n never repeats", _PP + _N,
+          "push_range(f'request {next(n)}')\npop_range()", "s = f'request {next(n)}'", plain_setup=_N),
+    Shape("with_unbounded", "with annotate(f'request {n}'), n never repeats", _ANN + _N,
+          "with annotate(f'request {next(n)}'):\n    pass", "s = f'request {next(n)}'", plain_setup=_N),
+    Shape("domain_attrs_per_call", "Domain mark(get_event_attributes('x')) each call",
+          "d = L.get_domain('bench')\n", "d.mark(d.get_event_attributes(message='x'))", "pass"),
 ]
 
 # Counters and binary payloads (issue 9): counter samples, and NumPy arrays / lists as extended
@@ -280,12 +292,13 @@ class Timer:
 
 
 def _once(namespace: Dict[str, Any], body: str, names: List[str]):
-    """A function that runs the body once (for asv's own time_* timing)."""
-    params = ", ".join(f"{k}={k}" for k in names)
-    source = f"def once({params}):\n{textwrap.indent(body, '    ')}\n"
-    local: Dict[str, Any] = {}
-    exec(compile(source, "<once>", "exec"), namespace, local)  # noqa: S102
-    return local["once"]
+    """A function that runs the body once (for asv's own time_* timing). The setup's names are its
+    globals, so what the body changes (``i += 1``: a payload or message that changes every call)
+    carries over to the next call; as parameters with defaults, every call sent the same value."""
+    declare = f"    global {', '.join(names)}\n" if names else ""
+    source = f"def once():\n{declare}{textwrap.indent(body, '    ')}\n"
+    exec(compile(source, "<once>", "exec"), namespace)  # noqa: S102
+    return namespace["once"]
 
 
 # Floors (plain column only): what any pure-Python implementation pays on this interpreter before
