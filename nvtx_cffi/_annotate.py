@@ -12,7 +12,7 @@ from . import _state
 from ._accel import accel as _accel
 from ._colors import ColorLike
 from ._locks import hold_across_fork
-from ._domain import OP_PUSH, OP_START, EventAttributes, get_domain
+from ._domain import OP_PUSH, OP_START, EventAttributes, get_domain, make_room
 from ._native import lib
 from ._validate import _DOUBLE, _INT64, _INT64_MAX, _INT64_MIN, ArgumentTypeError, Category, Message, Payload, keyable, payload_fields
 from ._payload import KIND_EXT as _KIND_EXT, emit as _payload_emit
@@ -205,17 +205,13 @@ class annotate(_Base):  # noqa: N801 - the name nvtx users know
         # What closes the range: a C function called with no argument (no frame, no conversion).
         self._close = _pop_default if index == 0 else functools.partial(_pop, index)
         with _cache_lock:
-            if not own and (payload is None or payload.__hash__ is not None):
-                if len(_cache) >= MAX_CACHED_ANNOTATIONS:
-                    # Full: start again (objects in use stay valid; one made again finds its string
-                    # and slot prepared). Keeping the old entries instead left every spelling met
-                    # later unprepared at each call for the rest of the process.
-                    _cache.clear()
-                    _by_message.clear()
-                if len(_cache) < MAX_CACHED_ANNOTATIONS:  # (a bound of 0: nothing cached)
-                    _cache[key] = self  # (a list or array payload is unhashable: not cached)
-                    if plain:
-                        _by_message[message] = self
+            # (a list or array payload is unhashable: not cached; objects a full cache drops stay
+            # valid, and one made again finds its string and slot prepared)
+            if (not own and (payload is None or payload.__hash__ is not None)
+                    and make_room(_cache, MAX_CACHED_ANNOTATIONS, _by_message)):
+                _cache[key] = self
+                if plain:
+                    _by_message[message] = self
         return self
 
     def __init_subclass__(cls, **kwargs) -> None:

@@ -46,6 +46,18 @@ OP_MARK = lib.NVTXCFFI_OP_MARK
 _NO_PAYLOAD = (lib.NVTXCFFI_PAYLOAD_NONE, 0, 0.0)
 
 
+def make_room(cache, bound: int, *companions) -> bool:
+    """Whether ``cache`` (a dict or set of at most ``bound`` entries) may take one more, clearing it
+    and its ``companions`` (caches filled together with it) first when it is full: a full cache of
+    prepared calls starts again, so that a spelling met late is cached as one met early (keeping the
+    old entries left every later one unprepared for good). False only for a bound of 0."""
+    if len(cache) >= bound:
+        cache.clear()
+        for companion in companions:
+            companion.clear()
+    return len(cache) < bound
+
+
 class FirstSight:
     """Which messages a cache has met once (the doorkeeper of the caches of prepared calls).
 
@@ -63,9 +75,8 @@ class FirstSight:
         seen = self._seen
         if key in seen:
             return False
-        if len(seen) >= self._bound:
-            seen.clear()
-        seen.add(key)
+        if make_room(seen, self._bound):
+            seen.add(key)
         return True
 
 
@@ -355,7 +366,7 @@ class Domain:
         The calls that cache what they prepare (module-level ``mark``/``push_range``/``start_range``,
         ``Domain`` keyword calls) send a message this way the first time they meet it and prepare it
         the second time: a stream of messages that never repeat (``f"request {n}"``) costs no
-        registration and fills no table. Also their path once their caches are full."""
+        registration and fills no table."""
         fields = _NO_PAYLOAD if payload is None else payload_fields(payload)
         argb, category_id = self._argb_category(color, category)
         if message is None:
@@ -382,12 +393,10 @@ class Domain:
     def _keyword_attributes(self, message, color, category) -> EventAttributes:
         """First use (or an uncacheable spelling) of a keyword call's (message, color, category)."""
         attributes = EventAttributes(self, message, color, category)  # validates: raises by name
-        if attributes._inline is None and keyable(color) and keyable(category):
-            if len(self._by_keywords) >= MAX_KEYWORD_ATTRIBUTES:
-                self._by_keywords.clear()  # full: start again (see _ranges._slow)
+        if (attributes._inline is None and keyable(color) and keyable(category)
+                and make_room(self._by_keywords, MAX_KEYWORD_ATTRIBUTES)):
             try:
-                if len(self._by_keywords) < MAX_KEYWORD_ATTRIBUTES:  # (a bound of 0: nothing cached)
-                    self._by_keywords[message, color, category] = attributes
+                self._by_keywords[message, color, category] = attributes
             except TypeError:  # an unhashable (but valid) message: not cached
                 pass
         return attributes

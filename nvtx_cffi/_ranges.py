@@ -22,7 +22,7 @@ from . import _state
 from ._accel import accel as _accel
 from ._colors import ColorLike
 from ._locks import hold_across_fork
-from ._domain import OP_MARK, OP_PUSH, OP_START, EventAttributes, FirstSight, _bad_range_id, get_domain
+from ._domain import OP_MARK, OP_PUSH, OP_START, EventAttributes, FirstSight, _bad_range_id, get_domain, make_room
 from ._native import lib
 from ._validate import Category, Message, Payload, as_index, keyable, payload_fields
 from . import _payload
@@ -64,8 +64,8 @@ _first_sight = FirstSight()
 
 def _slow(op: int, message, color, domain, category, payload) -> Optional[int]:
     """First use of these arguments, a payload, or an inline message: prepare, cache, emit. A
-    message met for the first time, or any once the cache is full, goes inline instead (see
-    Domain._emit_unprepared: f"request {n}" must not register a string per call)."""
+    message met for the first time goes inline instead (see Domain._emit_unprepared:
+    f"request {n}" must not register a string per call)."""
     if (message.__class__ is str and (domain is None or domain.__class__ is str)
             and _first_sight.first(message if domain is None else (message, domain))):
         return get_domain(domain)._emit_unprepared(op, message, color, category, payload)
@@ -73,14 +73,9 @@ def _slow(op: int, message, color, domain, category, payload) -> Optional[int]:
     if attributes._inline is None:
         key = (message, color, domain, category)
         with _cache_lock:
-            if len(_slot_cache) >= MAX_CACHED_CALLS:
-                # Full: start again (what is still in use comes back at its next call, its string
-                # and slot found prepared in its domain). Keeping the old entries instead would
-                # leave every spelling met later unprepared for the rest of the process.
-                _slot_cache.clear()
-                _blue_slots.clear()
-                _uncoloured_slots.clear()
-            if len(_slot_cache) < MAX_CACHED_CALLS:  # (a bound of 0: nothing cached)
+            # (what a full cache drops comes back at its next call, its string and slot found
+            # prepared in its domain)
+            if make_room(_slot_cache, MAX_CACHED_CALLS, _blue_slots, _uncoloured_slots):
                 _slot_cache[key] = attributes._slot
                 if domain is None and category is None:
                     if color is _BLUE:
