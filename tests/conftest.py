@@ -36,6 +36,16 @@ def pytest_unconfigure(config):
     shutil.rmtree(SESSION_RECORD_DIR, ignore_errors=True)  # (this process's file stays mapped: fine)
 
 
+def build_script():
+    """The repository's build_ffi.py as a module (its build decisions, the NVTX include folder)."""
+    from pathlib import Path
+    spec = importlib.util.spec_from_file_location("_build_ffi_for_tests", Path(__file__).resolve().parent.parent / "build_ffi.py")
+    module = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(module)
+    return module
+
+
 def run_python(code: str, env: dict | None = None, *, remove=(), timeout: float = 120, check: bool = True):
     """Run ``code`` in a fresh interpreter with this environment plus ``env``, minus ``remove``."""
     child_env = {k: v for k, v in os.environ.items() if k not in remove}

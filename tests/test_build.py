@@ -14,16 +14,12 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import build_script
 
 
 @pytest.fixture(scope="module")
 def build_ffi():
-    spec = importlib.util.spec_from_file_location("_build_ffi_decisions", ROOT / "build_ffi.py")
-    module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(module)
-    return module
+    return build_script()
 
 
 def _headers(root: Path, folder: str, names) -> Path:

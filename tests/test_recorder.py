@@ -24,6 +24,8 @@ import pytest
 
 from nvtx_cffi import recorder
 
+from conftest import build_script
+
 try:
     import numpy  # noqa: F401  (recorder.blocks needs it; the Event API does not)
     HAVE_NUMPY = True
@@ -35,11 +37,7 @@ ROOT = HERE.parent
 
 
 def _nvtx_include_dir() -> str:
-    spec = importlib.util.spec_from_file_location("_build_ffi_for_tests", ROOT / "build_ffi.py")
-    module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(module)
-    return module.nvtx_include_dir()
+    return build_script().nvtx_include_dir()
 
 
 @pytest.fixture(scope="session")
