@@ -606,6 +606,166 @@ static void style_put(int kind, PyObject *a, PyObject *b, PyObject *c, int domai
         PyErr_Clear();
 }
 
+/* ---- first sight: a message met for the first time goes inline -----------------------------
+ * nvtx_cffi/_domain.py's FirstSight, in C: the module-level calls and annotate() send a message
+ * they meet for the first time inline (nothing registered, no C slot, nothing cached) and leave
+ * its preparation to its second call, which takes the Python path as before. A stream of
+ * messages that never repeat (f"request {n}") then costs a table probe and one NVTX call, not a
+ * dozen Python frames.
+ * What C has met is a direct-mapped table of text hashes (not the Python set: a set of 65536 strs
+ * kept alive costs a cache miss or two per probe, and ~4 MB); a message C has met goes down the
+ * Python path, which meets it in the FirstSight's own set too (put there by C, so that the Python
+ * path prepares it rather than sending it inline a second time). A bucket holds the last 4 hashes
+ * that fell in it (a few messages that come round again and share a bucket are still told apart);
+ * a hash shared by two texts, or one pushed out, only changes which call prepares a message.
+ * The colour, domain and category of such calls are checked and converted by Python once per style
+ * (_domain._inline_style) and kept here by identity. */
+static PyObject *ranges_sight;          /* _ranges._first_sight (a FirstSight) */
+static PyObject *annotate_sight;        /* _annotate._first_sight */
+static Py_ssize_t sight_seen_offset = -1, sight_bound_offset = -1; /* FirstSight._seen, ._bound */
+static PyObject *inline_style_of;       /* _domain._inline_style(color, domain, category) */
+static PyObject *first_sight_attributes; /* _annotate._first_sight_attributes(annotate) */
+static PyObject *pop_default_function;  /* _annotate._pop_default: _close of a default-domain object */
+
+#define SEEN_BUCKETS 4096 /* a power of two; 4 hashes each: 128 KiB */
+#define SEEN_WAYS 4
+static uint64_t seen_hashes[SEEN_BUCKETS][SEEN_WAYS]; /* text hashes met (with domain and caller), 0 none */
+enum { SEEN_RANGES = 1, SEEN_ANNOTATE = 2 };
+
+#define INLINE_STYLES 64 /* a power of two */
+static struct {
+    PyObject *key[3]; /* colour, domain, category (strong references; exact str, int, float or None) */
+    int domain_index;
+    uint32_t argb, category;
+} inline_styles[INLINE_STYLES];
+
+/* (domain index, ARGB, category id) of colour/domain/category objects as _domain._inline_style
+ * gives them: 1 found, 0 not here (an argument Python must check: the caller's Python path raises
+ * what it must), -1 raised (not a bad argument: a memory error, an interrupt). */
+static int inline_style(PyObject *color, PyObject *domain, PyObject *category, int *index, uint32_t *argb,
+                        uint32_t *category_id)
+{
+    if (inline_style_of == NULL || !immutable_key(color) || !immutable_key(domain) || !immutable_key(category))
+        return 0;
+    uint64_t h = 0x9E3779B97F4A7C15ull;
+    h = (h ^ ((uintptr_t)color >> 4)) * 0xff51afd7ed558ccdull;
+    h = (h ^ ((uintptr_t)domain >> 4)) * 0xc4ceb9fe1a85ec53ull;
+    h = (h ^ ((uintptr_t)category >> 4)) * 0xff51afd7ed558ccdull;
+    size_t at = (size_t)(h >> 40) & (INLINE_STYLES - 1);
+    if (inline_styles[at].key[0] != color || inline_styles[at].key[1] != domain
+        || inline_styles[at].key[2] != category) {
+        PyObject *style = PyObject_CallFunctionObjArgs(inline_style_of, color, domain, category, NULL);
+        if (style == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_ValueError)
+                && !PyErr_ExceptionMatches(PyExc_OverflowError))
+                return -1;
+            PyErr_Clear(); /* a bad argument: the Python path checks it again and raises it */
+            return 0;
+        }
+        int i;
+        unsigned int c, g;
+        int parsed = PyArg_ParseTuple(style, "iII", &i, &c, &g);
+        Py_DECREF(style);
+        if (!parsed)
+            return -1;
+        /* the call may have run code that filled this entry: replace what is there */
+        PyObject *old[3] = {inline_styles[at].key[0], inline_styles[at].key[1], inline_styles[at].key[2]};
+        inline_styles[at].key[0] = Py_NewRef(color);
+        inline_styles[at].key[1] = Py_NewRef(domain);
+        inline_styles[at].key[2] = Py_NewRef(category);
+        inline_styles[at].domain_index = i;
+        inline_styles[at].argb = c;
+        inline_styles[at].category = g;
+        for (int k = 0; k < 3; k++) /* strs, ints, floats: no code runs */
+            Py_XDECREF(old[k]);
+    }
+    *index = inline_styles[at].domain_index;
+    *argb = inline_styles[at].argb;
+    *category_id = inline_styles[at].category;
+    return 1;
+}
+
+/* The UTF-8 text NVTX gets for exact str `message` (alive while the str is), or NULL with nothing
+ * raised when it cannot go (a NUL, a lone surrogate): the Python path raises its error. */
+static const char *inline_text(PyObject *message, Py_ssize_t *size)
+{
+    const char *text = PyUnicode_AsUTF8AndSize(message, size); /* an ASCII str's own data: no copy */
+    if (text == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    return (Py_ssize_t)strlen(text) == *size ? text : NULL;
+}
+
+/* FirstSight.first(key), for FirstSight object `sight`: 1 met for the first time (now
+ * remembered), 0 met before, -1 raised. */
+static int first_seen(PyObject *sight, PyObject *key);
+
+/* Whether C meets UTF-8 `text` (of `size` bytes) in domain `index` for the first time: 1 yes (now
+ * remembered), 0 met before (and now in `sight`'s own set: the Python path prepares it; `key`: its
+ * key there, made on demand: message or (message, domain)), -1 raised. */
+static int first_sight(int caller, const char *text, Py_ssize_t size, int index, PyObject *sight, PyObject *message,
+                       PyObject *domain)
+{
+    uint64_t h = text_hash((const unsigned char *)text, size, 1) ^ ((uint64_t)(unsigned)index << 8 | (uint64_t)caller);
+    h |= 1; /* 0: an empty entry */
+    uint64_t *bucket = seen_hashes[(h >> 40) & (SEEN_BUCKETS - 1)];
+    if (bucket[0] != h && bucket[1] != h && bucket[2] != h && bucket[3] != h) {
+        memmove(bucket + 1, bucket, (SEEN_WAYS - 1) * sizeof *bucket); /* the oldest goes */
+        bucket[0] = h;
+        return 1;
+    }
+    PyObject *key = domain == Py_None ? Py_NewRef(message) : PyTuple_Pack(2, message, domain);
+    if (key == NULL)
+        return -1;
+    int added = first_seen(sight, key); /* strs and tuples of strs: no code runs */
+    Py_DECREF(key);
+    return added < 0 ? -1 : 0;
+}
+
+static int first_seen(PyObject *sight, PyObject *key)
+{
+    PyObject *seen = member_at(sight, sight_seen_offset), *bound_object = member_at(sight, sight_bound_offset);
+    if (seen == NULL || !PySet_CheckExact(seen) || bound_object == NULL || !PyLong_CheckExact(bound_object))
+        return 0; /* not as set up: the Python path */
+    int found = PySet_Contains(seen, key);
+    if (found != 0)
+        return found < 0 ? -1 : 0;
+    Py_ssize_t bound = PyLong_AsSsize_t(bound_object);
+    if (bound == -1 && PyErr_Occurred())
+        return -1;
+    if (PySet_GET_SIZE(seen) >= bound && PySet_Clear(seen) < 0) /* make_room: full starts again */
+        return -1;
+    if (PySet_GET_SIZE(seen) < bound && PySet_Add(seen, key) < 0)
+        return -1;
+    return 1;
+}
+
+/* A module-level push_range/mark/start_range whose message (an exact str, held by the caller) is
+ * met for the first time: sent inline (_ranges._slow's first branch). 1 sent (*result: None or
+ * start_range's (id, domain)), 0 not for this path (the Python path decides), -1 raised. */
+static int range_first_sight(int opcode, PyObject *message, PyObject *color, PyObject *domain, PyObject *category,
+                             int kind, int64_t ivalue, double fvalue, PyObject **result)
+{
+    int index;
+    uint32_t argb, category_id;
+    if (ranges_sight == NULL || (domain != Py_None && !PyUnicode_CheckExact(domain)))
+        return 0;
+    int style = inline_style(color, domain, category, &index, &argb, &category_id);
+    if (style <= 0)
+        return style;
+    Py_ssize_t size;
+    const char *text = inline_text(message, &size);
+    if (text == NULL)
+        return 0;
+    int first = first_sight(SEEN_RANGES, text, size, index, ranges_sight, message, domain);
+    if (first <= 0)
+        return first;
+    uint64_t id = nvtxcffi_shim.emit(opcode, index, text, argb, category_id, kind, ivalue, fvalue);
+    *result = opcode == NVTXCFFI_OP_START ? new_range_id(id, index) : Py_NewRef(Py_None);
+    return *result == NULL ? -1 : 1;
+}
+
 /* ==== AnnotateBase ============================================================================= */
 
 typedef struct {
@@ -630,6 +790,10 @@ typedef struct {
     int payload_slot;
     int64_t payload_int;
     double payload_float;
+    /* made at its message's first sight (annotate_first_sight): __enter__ sends args[0] inline
+     * with this colour and category; attributes are made when Python first asks for them */
+    int inline_message;
+    uint32_t inline_argb, inline_category;
 } annotate_object;
 
 static PyObject *annotate_base_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
@@ -692,7 +856,14 @@ static PyObject *annotate_enter(PyObject *op, PyObject *unused)
                                     self->payload_int, self->payload_float);
         else if (self->slot >= 0)
             nvtxcffi_shim.push(self->slot);
-        else if (emit_push(self->attributes) < 0)
+        else if (self->inline_message) {
+            /* checked when made (no NUL, encodable): its UTF-8 is the str's own or cached in it */
+            const char *text = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(self->args, 0), NULL);
+            if (text == NULL)
+                return NULL;
+            nvtxcffi_shim.emit(NVTXCFFI_OP_PUSH, self->domain_index, text, self->inline_argb,
+                               self->inline_category, NVTXCFFI_PAYLOAD_NONE, 0, 0.0);
+        } else if (emit_push(self->attributes) < 0)
             return NULL;
     }
     Py_INCREF(op);
@@ -738,6 +909,12 @@ static PyObject *annotate_get_attributes(PyObject *op, void *closure)
             return NULL;
         self->attributes = made;
     }
+    if (self->attributes == NULL && self->inline_message && first_sight_attributes != NULL) {
+        PyObject *made = PyObject_CallOneArg(first_sight_attributes, op);
+        if (made == NULL)
+            return NULL;
+        Py_XSETREF(self->attributes, made); /* (the call ran Python code: set once, whoever won) */
+    }
     if (self->attributes == NULL) {
         PyErr_SetString(PyExc_AttributeError, "_attributes");
         return NULL;
@@ -750,6 +927,7 @@ static int annotate_set_field(PyObject *op, PyObject *value, void *closure)
 {
     annotate_object *self = (annotate_object *)op;
     PyObject **field = closure == NULL ? &self->args : &self->attributes;
+    self->inline_message = 0; /* fields copied from another object (_subclass_init): its own ways */
     Py_XINCREF(value);
     Py_XSETREF(*field, value);
     return 0;
@@ -1121,6 +1299,45 @@ static inline int hash_cached(PyObject *s)
 static PyObject *annotate_class_call(PyObject *callable, PyObject *const *args, Py_ssize_t nargs,
                                      PyObject *kwnames, PyObject *first, int message_stable);
 
+/* annotate(message, color, category) (no domain, no payload) whose message, an exact str, is met
+ * for the first time (annotate.__new__'s first branch, in C): an object that sends the message
+ * inline at each entry, neither prepared nor cached; its _attributes are made when asked for.
+ * The message's second annotate() takes the Python path, which prepares and caches.
+ * 1 made (*made), 0 not for this path, -1 raised. */
+static int annotate_first_sight(PyObject *message, PyObject *color, PyObject *category, PyObject **made)
+{
+    int index;
+    uint32_t argb, category_id;
+    if (annotate_sight == NULL || pop_default_function == NULL || !PyUnicode_CheckExact(message))
+        return 0;
+    int style = inline_style(color, Py_None, category, &index, &argb, &category_id);
+    if (style <= 0)
+        return style;
+    Py_ssize_t size;
+    const char *text = index == 0 ? inline_text(message, &size) : NULL;
+    if (text == NULL)
+        return 0;
+    int first = first_sight(SEEN_ANNOTATE, text, size, 0, annotate_sight, message, Py_None);
+    if (first <= 0)
+        return first;
+    annotate_object *self = (annotate_object *)annotate_cls->tp_alloc(annotate_cls, 0);
+    if (self == NULL)
+        return -1;
+    self->slot = -1;
+    self->domain_index = 0;
+    self->close = Py_NewRef(pop_default_function);
+    self->inline_message = 1;
+    self->inline_argb = argb;
+    self->inline_category = category_id;
+    self->args = PyTuple_Pack(5, message, color, Py_None, category, Py_None);
+    if (self->args == NULL) {
+        Py_DECREF(self);
+        return -1;
+    }
+    *made = (PyObject *)self;
+    return 1;
+}
+
 static PyObject *annotate_class_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf,
                                            PyObject *kwnames)
 {
@@ -1141,6 +1358,11 @@ static PyObject *annotate_class_vectorcall(PyObject *callable, PyObject *const *
         Py_DECREF(same);                                     /* held by the table or the caller */
         if (hit < 0)
             return NULL;
+        if (hit == 0) {
+            int first = annotate_first_sight(message, Py_None, Py_None, &found);
+            if (first != 0)
+                return first > 0 ? found : NULL;
+        }
         if (hit > 0 && Py_TYPE(found) == annotate_cls) {
             ((annotate_object *)found)->shared = 1;
             Py_INCREF(found);
@@ -1263,6 +1485,11 @@ static PyObject *annotate_class_call(PyObject *callable, PyObject *const *args, 
                 return annotate_with_payload(template_, a[4], kind, ivalue, fvalue);
             }
             /* an inline message with a payload: the Python path */
+        }
+        if (hit == 0 && a[2] == Py_None && a[4] == Py_None) {
+            int first = annotate_first_sight(a[0], a[1], a[3], &found);
+            if (first != 0)
+                return first > 0 ? found : NULL;
         }
         PyObject *made = call_type_normally(callable, args, nargs, kwnames);
         if (made != NULL && a[4] == Py_None && Py_IS_TYPE(made, annotate_cls)) {
@@ -1479,7 +1706,9 @@ static PyObject *range_call_bound(PyObject *op, PyObject *const *args, size_t na
             index = style->domain_index;
         }
     }
-    if (hit == 0 && keyable(color) && keyable(category)) { /* else the twin validates */
+    /* (the default style is answered by its own cache alone, as _ranges._cached_slot answers it) */
+    if (hit == 0 && !(color == default_ && domain == Py_None && category == Py_None) && keyable(color)
+        && keyable(category)) { /* else the twin validates */
         PyObject *key = PyTuple_Pack(4, message, color, domain, category);
         if (key == NULL)
             return NULL;
@@ -1493,8 +1722,15 @@ static PyObject *range_call_bound(PyObject *op, PyObject *const *args, size_t na
     if (hit < 0)
         return NULL;
     slot = hit ? as_slot(found) : -1;
-    if (slot < 0)
+    if (slot < 0) {
+        if (array == NULL && PyUnicode_CheckExact(message)) {
+            PyObject *sent;
+            int first = range_first_sight(opcode, message, color, domain, category, kind, ivalue, fvalue, &sent);
+            if (first != 0)
+                return first > 0 ? sent : NULL;
+        }
         return twin(op, args, nargsf, kwnames); /* first use of these arguments: prepare, cache */
+    }
     if ((message == Py_None || PyUnicode_CheckExact(message)) && immutable_key(color) && immutable_key(domain)
         && immutable_key(category))
         call_entry_put(entry, call_key, slot, index);
@@ -1941,6 +2177,89 @@ static PyObject *domain_start_call(PyObject *op, PyObject *const *args, size_t n
     return twin(op, args, nargsf, kwnames);
 }
 
+/* d.get_event_attributes(message, color, category, payload): a new EventAttributes copied from
+ * the attributes the domain keeps prepared for (message, color, category) in _by_keywords (what
+ * Domain.get_event_attributes does in Python, without its frames), with this payload: None, an
+ * int64 or a float. Anything else, and a spelling not prepared yet, goes to the twin. */
+enum { ATTR_DOMAIN, ATTR_MESSAGE, ATTR_COLOR, ATTR_CATEGORY, ATTR_PAYLOAD, ATTR_SLOT, ATTR_FIELDS, ATTR_INLINE,
+       ATTR_FAST, ATTR_COUNT };
+static const char *const attribute_names[ATTR_COUNT] = {"_domain", "_message", "_color", "_category", "_payload",
+                                                        "_slot", "_fields", "_inline", "_fast"};
+static Py_ssize_t attribute_offsets[ATTR_COUNT]; /* all set, or attribute_offsets[0] == 0 */
+static PyObject *int64_kind, *double_kind, *zero_int, *zero_float, *minus_one; /* payload_fields' parts */
+
+static PyObject *attributes_copy(PyObject *template_, PyObject *payload)
+{
+    PyObject *fields;
+    if (payload == Py_None) {
+        fields = Py_NewRef(member_at(template_, attribute_offsets[ATTR_FIELDS]));
+    } else if (PyFloat_CheckExact(payload)) {
+        fields = PyTuple_Pack(3, double_kind, zero_int, payload);
+    } else {
+        fields = PyTuple_Pack(3, int64_kind, payload, zero_float); /* (checked: an int64) */
+    }
+    if (fields == NULL)
+        return NULL;
+    PyObject *copy = attributes_cls->tp_alloc(attributes_cls, 0);
+    if (copy == NULL) {
+        Py_DECREF(fields);
+        return NULL;
+    }
+    static const int shared[] = {ATTR_DOMAIN, ATTR_MESSAGE, ATTR_COLOR, ATTR_CATEGORY, ATTR_SLOT, ATTR_INLINE};
+    for (size_t i = 0; i < sizeof shared / sizeof shared[0]; i++) {
+        Py_ssize_t at = attribute_offsets[shared[i]];
+        *(PyObject **)((char *)copy + at) = Py_NewRef(member_at(template_, at));
+    }
+    *(PyObject **)((char *)copy + attribute_offsets[ATTR_PAYLOAD]) = Py_NewRef(payload);
+    *(PyObject **)((char *)copy + attribute_offsets[ATTR_FIELDS]) = fields;
+    *(PyObject **)((char *)copy + attribute_offsets[ATTR_FAST]) =
+        Py_NewRef(payload == Py_None ? member_at(template_, attribute_offsets[ATTR_FAST]) : minus_one);
+    return copy;
+}
+
+static PyObject *domain_attributes_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *a[4];
+    if (nargs < 1 || attribute_offsets[0] == 0 || domain_keywords_offset < 0 || !Py_IS_TYPE(args[0], domain_cls)
+        || !bind(args + 1, nargs - 1, kwnames, domain_params, 4, 0, a))
+        return twin(op, args, nargsf, kwnames);
+    for (int i = 0; i < 4; i++)
+        if (a[i] == NULL)
+            a[i] = Py_None;
+    PyObject *payload = a[3];
+    if (payload != Py_None && !PyFloat_CheckExact(payload)) {
+        int overflow = 0;
+        if (!PyLong_CheckExact(payload))
+            return twin(op, args, nargsf, kwnames);
+        (void)PyLong_AsLongLongAndOverflow(payload, &overflow); /* an exact int: raises nothing */
+        if (overflow)
+            return twin(op, args, nargsf, kwnames);
+    }
+    PyObject *cache = member_at(args[0], domain_keywords_offset), *found;
+    if (cache == NULL || !PyDict_CheckExact(cache) || !keyable(a[1]) || !keyable(a[2]))
+        return twin(op, args, nargsf, kwnames); /* the twin validates */
+    PyObject *key = PyTuple_Pack(3, a[0], a[1], a[2]);
+    if (key == NULL)
+        return NULL;
+    int hit = lookup(cache, key, &found);
+    Py_DECREF(key);
+    if (hit < 0)
+        return NULL;
+    if (hit == 0 || !Py_IS_TYPE(found, attributes_cls))
+        return twin(op, args, nargsf, kwnames); /* first use: prepared and kept by the twin */
+    Py_INCREF(found); /* (a message's __eq__ may have run code: held while copied) */
+    for (int i = 0; i < ATTR_COUNT; i++) {
+        if (i != ATTR_PAYLOAD && member_at(found, attribute_offsets[i]) == NULL) {
+            Py_DECREF(found);
+            return twin(op, args, nargsf, kwnames);
+        }
+    }
+    PyObject *copy = attributes_copy(found, payload);
+    Py_DECREF(found);
+    return copy;
+}
+
 static PyObject *domain_end_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     uint64_t id;
@@ -2286,6 +2605,56 @@ static PyObject *setup_domain(PyObject *module, PyObject *const *args, Py_ssize_
     domain_index_offset = index_offset;
     attributes_fast_offset = fast_offset;
     attributes_domain_offset = attr_domain_offset;
+    /* optional: without them, get_event_attributes is the Python twin */
+    Py_ssize_t offsets[ATTR_COUNT];
+    for (int i = 0; i < ATTR_COUNT; i++) {
+        offsets[i] = slot_offset((PyTypeObject *)args[1], attribute_names[i]);
+        if (offsets[i] < 0) {
+            PyErr_Clear();
+            return Py_NewRef(Py_None);
+        }
+    }
+    if (int64_kind == NULL) {
+        int64_kind = PyLong_FromLong(NVTXCFFI_PAYLOAD_INT64);
+        double_kind = PyLong_FromLong(NVTXCFFI_PAYLOAD_DOUBLE);
+        zero_int = PyLong_FromLong(0);
+        zero_float = PyFloat_FromDouble(0.0);
+        minus_one = PyLong_FromLong(-1);
+        if (int64_kind == NULL || double_kind == NULL || zero_int == NULL || zero_float == NULL || minus_one == NULL)
+            return NULL;
+    }
+    memcpy(attribute_offsets, offsets, sizeof offsets);
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(setup_first_sight_doc,
+"setup_first_sight(FirstSight, ranges_sight, annotate_sight, inline_style, first_sight_attributes, pop_default)\n--\n\n"
+"Send messages met for the first time inline: ``ranges_sight`` and ``annotate_sight`` are the FirstSight "
+"objects of the module-level calls and of annotate(); ``inline_style(color, domain, category)`` gives "
+"(domain index, ARGB, category id); ``first_sight_attributes(annotate)`` makes such an object's "
+"attributes; ``pop_default`` is the _close of a default-domain object.");
+
+static PyObject *setup_first_sight(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 6 || !PyType_Check(args[0]) || !PyObject_TypeCheck(args[1], (PyTypeObject *)args[0])
+        || !PyObject_TypeCheck(args[2], (PyTypeObject *)args[0]) || !PyCallable_Check(args[3])
+        || !PyCallable_Check(args[4]) || !PyCallable_Check(args[5])) {
+        PyErr_SetString(PyExc_TypeError, "setup_first_sight(FirstSight, ranges_sight, annotate_sight, inline_style, "
+                                         "first_sight_attributes, pop_default)");
+        return NULL;
+    }
+    Py_ssize_t seen_offset = slot_offset((PyTypeObject *)args[0], "_seen");
+    Py_ssize_t bound_offset = seen_offset < 0 ? -1 : slot_offset((PyTypeObject *)args[0], "_bound");
+    if (bound_offset < 0)
+        return NULL;
+    sight_seen_offset = seen_offset;
+    sight_bound_offset = bound_offset;
+    store(&ranges_sight, args[1]);
+    store(&annotate_sight, args[2]);
+    store(&inline_style_of, args[3]);
+    store(&first_sight_attributes, args[4]);
+    store(&pop_default_function, args[5]);
     Py_RETURN_NONE;
 }
 
@@ -2370,6 +2739,7 @@ static const struct {
     {"Domain.mark", domain_mark_call, domain_mark_call},
     {"Domain.start_range", domain_start_call, domain_start_call},
     {"Domain.end_range", domain_end_call, domain_end_call},
+    {"Domain.get_event_attributes", domain_attributes_call, domain_attributes_call},
 };
 
 /* Fast paths made before install() decided: they call their twin (which decides NVTX's state on
@@ -2461,6 +2831,7 @@ static PyMethodDef accel_functions[] = {
     {"_canon_index", canon_index, METH_O, canon_index_doc},
     {"setup_ranges", FUNC_CAST(setup_ranges), METH_FASTCALL, setup_ranges_doc},
     {"setup_domain", FUNC_CAST(setup_domain), METH_FASTCALL, setup_domain_doc},
+    {"setup_first_sight", FUNC_CAST(setup_first_sight), METH_FASTCALL, setup_first_sight_doc},
     {"decorated", FUNC_CAST(decorated), METH_FASTCALL, decorated_doc},
     {"domain_pop_method", domain_pop_method, METH_NOARGS, domain_pop_method_doc},
     {"accelerate", FUNC_CAST(accelerate), METH_FASTCALL, accelerate_doc},

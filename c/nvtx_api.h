@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #define NVTXCFFI_API_MAGIC 0x4e565458u /* "NVTX" */
-#define NVTXCFFI_API_VERSION 2u
+#define NVTXCFFI_API_VERSION 3u
 
 typedef struct {
     uint32_t magic;            /* NVTXCFFI_API_MAGIC */
@@ -33,6 +33,9 @@ typedef struct {
     uint32_t (*os_thread_id)(void);
     /* version 2: a prepared slot with a per-call payload (nvtxcffi_emit_slot) */
     uint64_t (*emit_slot)(int op, int slot, int payload_kind, int64_t ivalue, double fvalue);
+    /* version 3: nothing prepared, the message inline (nvtxcffi_emit): a message's first sight */
+    uint64_t (*emit)(int op, int domain, const char *message, uint32_t color, uint32_t category,
+                     int payload_kind, int64_t ivalue, double fvalue);
 } nvtxcffi_api_t;
 
 #endif

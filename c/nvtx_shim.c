@@ -409,6 +409,7 @@ static const nvtxcffi_api_t api_table = {
     .mark = nvtxcffi_mark,
     .os_thread_id = nvtxcffi_os_thread_id,
     .emit_slot = nvtxcffi_emit_slot,
+    .emit = nvtxcffi_emit,
 };
 
 const void *nvtxcffi_api(void)

@@ -8,11 +8,11 @@ import threading
 from types import TracebackType
 from typing import TYPE_CHECKING, Callable, Optional, Type, TypeVar, Union
 
-from . import _state
+from . import _ranges, _state
 from ._accel import accel as _accel
 from ._colors import ColorLike
 from ._locks import hold_across_fork
-from ._domain import OP_PUSH, OP_START, EventAttributes, get_domain, make_room
+from ._domain import OP_PUSH, OP_START, EventAttributes, FirstSight, _inline_style, get_domain, make_room
 from ._native import lib
 from ._validate import _DOUBLE, _INT64, _INT64_MAX, _INT64_MIN, ArgumentTypeError, Category, Message, Payload, keyable, payload_fields
 from ._payload import KIND_EXT as _KIND_EXT, emit as _payload_emit
@@ -24,6 +24,9 @@ F = TypeVar("F", bound=Callable)  # (what annotate(...)(f) gives back: f's own t
 
 #: Bound of the cache of annotate objects (they are immutable, so equal arguments share one).
 MAX_CACHED_ANNOTATIONS = 4096
+
+#: Messages annotate() has met once (see annotate.__new__): prepared at their second annotate().
+_first_sight = FirstSight()
 
 _cache: dict = {}
 # annotate(message) with every other argument at its default, the commonest form: keyed by the
@@ -196,7 +199,15 @@ class annotate(_Base):  # noqa: N801 - the name nvtx users know
                 return found
         self = _Base.__new__(cls)
         domain_object = get_domain(domain)
-        attributes = EventAttributes(domain_object, message, color, category, payload)
+        # A message met for the first time: an object sending it inline, neither prepared nor
+        # cached; its second annotate() prepares and caches one. A stream of messages that never
+        # repeat (with annotate(f"request {n}")) registers nothing and fills no table.
+        first = (not own and message.__class__ is str and (domain is None or domain.__class__ is str)
+                 and _first_sight.first(message if domain is None else (message, domain)))
+        if first:
+            attributes = EventAttributes._unprepared(domain_object, message, color, category)
+        else:
+            attributes = EventAttributes(domain_object, message, color, category, payload)
         attributes._shared = True  # (see EventAttributes._check_changeable)
         self._args = (message, color, domain, category, payload)
         self._attributes = attributes
@@ -204,6 +215,8 @@ class annotate(_Base):  # noqa: N801 - the name nvtx users know
         self._domain_index = index = domain_object._index
         # What closes the range: a C function called with no argument (no frame, no conversion).
         self._close = _pop_default if index == 0 else functools.partial(_pop, index)
+        if first:
+            return self
         with _cache_lock:
             # (a list or array payload is unhashable: not cached; objects a full cache drops stay
             # valid, and one made again finds its string and slot prepared)
@@ -297,6 +310,12 @@ def _call_active(self, func: F) -> F:
     if self._args[0] is None:
         name = getattr(func, "__name__", None) or type(func).__name__
         annotation = type(self)(name, *self._args[1:])
+    message, _, domain, _, payload = annotation._args
+    if annotation._slot < 0 and payload is None and message.__class__ is str:
+        # possibly made at its message's first sight (inline): a decorated function is called
+        # again and again, so it takes the prepared object, made as the message's second sight
+        _first_sight.first(message if domain is None else (message, domain))
+        annotation = annotate.__new__(type(annotation), *annotation._args)
     domain_index = annotation._domain_index
     if annotation._slot >= 0:
         begin, begin_arg = _push, annotation._slot
@@ -443,6 +462,17 @@ def _payload_attributes(template: annotate, payload, fields=None) -> EventAttrib
     return attributes
 
 
+def _first_sight_attributes(annotation: annotate) -> EventAttributes:
+    """The attributes of an object c/accel.c made at its message's first sight (when asked for)."""
+    message, color, domain, category, _ = annotation._args
+    attributes = EventAttributes._unprepared(get_domain(domain), message, color, category)
+    attributes._shared = True
+    return attributes
+
+
 if _accel is not None:
-    # Repeated annotate(...) calls answered in C from the two caches above (a miss runs __new__).
+    # Repeated annotate(...) calls answered in C from the two caches above (a miss runs __new__),
+    # and messages met for the first time sent inline as __new__ and _ranges._slow send them.
     _accel.setup_annotate(annotate, _by_message, _cache, _payload_attributes, payload_fields, _payload_emit)
+    _accel.setup_first_sight(FirstSight, _ranges._first_sight, _first_sight, _inline_style,
+                             _first_sight_attributes, _pop_default)

@@ -154,6 +154,26 @@ class EventAttributes:
         # The hot calls read this one attribute: a slot when one C call with no payload suffices.
         self._fast = slot if inline is None and self._payload is None else -1
 
+    @classmethod
+    def _unprepared(cls, domain: "Domain", message: Message, color: ColorLike, category: Category) -> "EventAttributes":
+        """Attributes whose message goes inline (nothing registered, no C slot), checked as
+        ``__init__`` checks them: an annotate object made at its message's first sight (see
+        :class:`FirstSight`)."""
+        inline = domain._inline_fields(message, color, category)
+        self = cls.__new__(cls)
+        self._domain, self._message, self._color, self._category, self._payload = domain, message, color, category, None
+        self._fields, self._slot, self._fast = _NO_PAYLOAD, -1, -1
+        self._inline = inline if _state.active() else None  # (as _slot_for: nothing is sent without a tool)
+        return self
+
+    def _copy(self, payload: Payload, fields) -> "EventAttributes":
+        """A new object of these attributes with ``payload`` (its ``fields``): nothing is prepared again."""
+        copy = EventAttributes.__new__(EventAttributes)
+        copy._domain, copy._message, copy._color, copy._category = self._domain, self._message, self._color, self._category
+        copy._payload, copy._fields, copy._slot, copy._inline = payload, fields, self._slot, self._inline
+        copy._fast = self._slot if self._inline is None and payload is None else -1
+        return copy
+
     def _emit(self, op: int) -> int:
         """The general call: payload and/or inline message. Returns the range id for OP_START."""
         kind, ivalue, fvalue = self._fields
@@ -297,8 +317,22 @@ class Domain:
     def get_event_attributes(self, message: Message = None,
                              color: ColorLike = None, category: Category = None,
                              payload: Payload = None) -> EventAttributes:
-        """Prepare attributes once for reuse with this domain's calls."""
-        return EventAttributes(self, message, color, category, payload)
+        """Prepare attributes once for reuse with this domain's calls.
+
+        Each call gives a new object (they may be changed, see :meth:`set_event_attributes`): a
+        copy of the attributes this domain keeps prepared for (message, color, category), which
+        its keyword calls share, so that attributes made afresh at every call cost a copy.
+        """
+        fields = _NO_PAYLOAD if payload is None else payload_fields(payload)  # first, as __init__ checks
+        template = None
+        if keyable(color) and keyable(category):  # (not keyable: True would find the entry of 1)
+            try:
+                template = self._by_keywords.get((message, color, category))
+            except TypeError:  # an unhashable message: __init__ says what is wrong with it
+                pass
+        if template is None:
+            template = self._keyword_attributes(message, color, category)
+        return template._copy(payload, fields)
 
     def set_event_attributes(self, attributes: EventAttributes, *, message=_KEEP, color=_KEEP,
                              category=_KEEP, payload=_KEEP) -> None:
@@ -359,6 +393,18 @@ class Domain:
         text = ffi.NULL if registered is None else to_utf8(registered.string, "message")
         return -1, (text, argb, category_id)
 
+    def _inline_fields(self, message, color, category) -> Tuple[Any, int, int]:
+        """(UTF-8 text or NULL, ARGB, category id) of an event whose message goes inline: checked
+        as preparing the arguments would check them, nothing registered."""
+        argb, category_id = self._argb_category(color, category)
+        if message is None:
+            return ffi.NULL, argb, category_id
+        if isinstance(message, (str, bytes)):
+            return to_utf8(text_of(message), "message"), argb, category_id
+        if isinstance(message, RegisteredString):
+            return to_utf8(self._own(message).string, "message"), argb, category_id
+        raise _bad_message(message)
+
     def _emit_unprepared(self, op: int, message, color, category, payload, no_tool=None):
         """One event with its message inline: nothing registered in NVTX, no C slot, nothing cached;
         checked as preparing the arguments would check them (``no_tool``: the answer without a tool).
@@ -368,15 +414,7 @@ class Domain:
         the second time: a stream of messages that never repeat (``f"request {n}"``) costs no
         registration and fills no table."""
         fields = _NO_PAYLOAD if payload is None else payload_fields(payload)
-        argb, category_id = self._argb_category(color, category)
-        if message is None:
-            text = ffi.NULL
-        elif isinstance(message, (str, bytes)):
-            text = to_utf8(text_of(message), "message")
-        elif isinstance(message, RegisteredString):
-            text = to_utf8(self._own(message).string, "message")
-        else:
-            raise _bad_message(message)
+        text, argb, category_id = self._inline_fields(message, color, category)
         if not _state.active():
             return no_tool
         kind, ivalue, fvalue = fields
@@ -483,6 +521,8 @@ def _event_method(name: str, op: int, send, doc: str):
                 color = None
             if category is _KEEP:
                 category = None
+            if payload is _KEEP:
+                payload = None
             try:
                 if ((color is None or color.__class__ is str or keyable(color))
                         and (category is None or category.__class__ is str or keyable(category))):
@@ -496,7 +536,7 @@ def _event_method(name: str, op: int, send, doc: str):
                     result = self._emit_unprepared(op, message, color, category, payload, no_tool)
                     return result if returns else None
                 prepared = self._keyword_attributes(message, color, category)
-            if payload is _KEEP or payload is None:
+            if payload is None:
                 slot = prepared._fast
                 if slot >= 0:
                     return send(slot)
@@ -574,10 +614,11 @@ def _counter_methods() -> None:
 _counter_methods()
 
 if _accel is not None:
-    # C fast paths for calls with pre-built attributes (d.push_range(attrs), d.end_range(rid), ...);
+    # C fast paths for calls with pre-built attributes (d.push_range(attrs), d.end_range(rid), ...)
+    # and for copies of prepared attributes (d.get_event_attributes(...));
     # the methods above stay their Python twins (__wrapped__) for everything else.
     _accel.setup_domain(Domain, EventAttributes, _domains)
-    for _name in ("push_range", "start_range", "mark", "end_range"):
+    for _name in ("push_range", "start_range", "mark", "end_range", "get_event_attributes"):
         _method = getattr(Domain, _name)
         setattr(Domain, _name, functools.update_wrapper(_accel.accelerate("Domain." + _name, _method), _method))
     del _name, _method
@@ -664,3 +705,12 @@ def get_domain(name: Optional[str] = None) -> Domain:
             domain.pop_range = lib.nvtxcffi_pop_default if index == 0 else functools.partial(lib.nvtxcffi_pop, index)
         _domains[name] = domain
         return domain
+
+
+def _inline_style(color: ColorLike, domain: Optional[str], category: Category) -> Tuple[int, int, int]:
+    """(domain index, ARGB, category id) of events of ``domain`` (a name or None) sent with their
+    message inline, checked as preparing them would check them: c/accel.c's first-sight calls
+    ask once per (colour, domain, category) objects and keep the answer."""
+    found = get_domain(domain)
+    argb, category_id = found._argb_category(color, category)
+    return found._index, argb, category_id

@@ -228,8 +228,9 @@ def test_decorated_functions_are_weakly_referenceable_and_collected():
 
 
 def test_annotate_class_and_instances():
+    first = nvtx.annotate("cls-check", color="red")  # first sight: sent inline, not cached
     a = nvtx.annotate("cls-check", color="red")
-    assert type(a) is nvtx.annotate and a is nvtx.annotate("cls-check", color="red")
+    assert type(first) is type(a) is nvtx.annotate and a is nvtx.annotate("cls-check", color="red")
     assert a is nvtx.annotate(message="cls-check", color="red")  # keywords: the same cached object
     assert pickle.loads(pickle.dumps(a)) is a
     assert str(inspect.signature(nvtx.annotate)).startswith("(message: 'Message' = None, color: 'ColorLike' = None, domain")

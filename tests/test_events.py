@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import warnings
 
 import pytest
 
@@ -452,8 +453,9 @@ def test_async_generator_range_and_send():
 
 
 def test_annotate_objects_are_immutable_and_shared():
+    first = nvtx.annotate("same", color="red")  # a message's first sight: sent inline, not cached
     a = nvtx.annotate("same", color="red")
-    assert a is nvtx.annotate("same", color="red")
+    assert a is not first and a is nvtx.annotate("same", color="red")
     assert nvtx.annotate("same", payload=1) is not nvtx.annotate("same", payload=1.0)
     with pytest.raises(AttributeError):
         a.message = "other"
@@ -585,6 +587,7 @@ with recorder.capture() as got:
         nvtx.mark("late", color="yellow")
         d.push_range(message="late", color="yellow")
         d.pop_range()
+    nvtx.annotate("late", color="yellow")  # (first sight: sent inline, not cached)
     late = nvtx.annotate("late", color="yellow")
 print(json.dumps({
     "unique": unique,
@@ -612,3 +615,169 @@ def test_unrepeated_messages_are_sent_inline_and_full_caches_start_again(pure):
                             ["mark 1", 0xFF0000, 1, None], ["domain 1", 0x008000, 0, 1],
                             ["mark 2", 0xFF0000, 2, None], ["domain 2", 0x008000, 0, 2]]
     assert out["count"] == 300 * 2 + 120 * 2 * 2 + 2
+
+
+FIRST_SIGHT = r"""
+import asyncio, json, nvtx_cffi as nvtx
+from nvtx_cffi import _accel, recorder
+from nvtx_cffi._native import lib
+out = {"accelerated": _accel.accel is not None}
+strings, slots = lib.nvtxcffi_string_count(), lib.nvtxcffi_slot_count()
+with recorder.capture() as got:
+    for i in range(3):  # messages that never repeat, in the spellings users write
+        with nvtx.annotate(f"once {i}"):
+            pass
+        with nvtx.annotate(f"red {i}", color="red", category=7):
+            pass
+        with nvtx.annotate(message=f"kw {i}", color=0x102030):
+            pass
+        nvtx.mark(f"mark {i}", color="green", category=3, payload=i)
+        nvtx.end_range(nvtx.start_range(f"start {i}", domain="fs"))
+    out["registered"] = [lib.nvtxcffi_string_count() - strings, lib.nvtxcffi_slot_count() - slots]
+    first, second = nvtx.annotate(f"twice {0}"), nvtx.annotate(f"twice {0}")
+    out["objects"] = [first is not second, second is nvtx.annotate("twice 0"), first.attributes.message,
+                      first.message, first._slot, second._slot >= 0]
+    with first:  # an object made at first sight, entered again: inline each time
+        pass
+    with first:
+        pass
+    strings = lib.nvtxcffi_string_count()
+
+    @nvtx.annotate(f"decorated {1}", color="blue")  # a decorated function takes the prepared object
+    def f(x):
+        return x + 1
+
+    @nvtx.annotate(color="red")
+    def g():
+        pass
+
+    out["calls"] = [f(1), f(2), g()]
+    out["decorators registered"] = lib.nvtxcffi_string_count() - strings
+
+    async def main():
+        async with nvtx.annotate(f"async {5}", color="yellow"):
+            await asyncio.sleep(0)
+
+    asyncio.run(main())
+errors = {}
+for name, call in [("annotate NUL", lambda: nvtx.annotate(f"nul\x00{1}")),
+                   ("mark NUL", lambda: nvtx.mark(f"nul\x00{2}")),
+                   ("annotate surrogate", lambda: nvtx.annotate(f"sur\ud800{3}")),
+                   ("push surrogate", lambda: nvtx.push_range(f"sur\ud800{4}")),
+                   ("annotate colour", lambda: nvtx.annotate(f"bad {5}", color="no such colour")),
+                   ("mark category", lambda: nvtx.mark(f"bad {6}", category=-1))]:
+    for _ in range(2):  # at the message's first sight and at its second
+        try:
+            call()
+        except (TypeError, ValueError) as exc:
+            errors.setdefault(name, []).append(f"{type(exc).__name__}: {exc}")
+out["errors"] = errors
+out["events"] = [(e.kind, e.message, e.color, e.category, e.payload, e.domain) for e in got
+                 if e.kind in ("push", "mark", "start")]
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("pure", ["0", "1"])
+def test_annotate_and_module_calls_send_a_new_message_inline_and_prepare_it_at_its_second_call(pure):
+    # A message met for the first time goes inline (nothing registered, no slot, no cached object):
+    # `with annotate(f"request {n}")` cost 3.5 us without a tool (nvtx: 0.5), 5 us with one.
+    out = json.loads(run_python(FIRST_SIGHT, {"NVTX_CFFI_PURE_PYTHON": pure}).stdout.strip().splitlines()[-1])
+    assert out["accelerated"] is (pure == "0" and sys.implementation.name == "cpython")
+    assert out["registered"] == [0, 0]
+    assert out["objects"] == [True, True, "twice 0", "twice 0", -1, True]
+    assert out["calls"] == [2, 3, None]
+    assert out["decorators registered"] == 2  # "decorated 1" and "g": prepared once, pushed by slot
+    red, green, blue, yellow = 0xFF0000, 0x008000, 0x0000FF, 0xFFFF00
+    events = [tuple(e) for e in out["events"]]
+    for i in range(3):
+        assert ("push", f"once {i}", blue, 0, None, None) in events
+        assert ("push", f"red {i}", red, 7, None, None) in events
+        assert ("push", f"kw {i}", 0x102030, 0, None, None) in events
+        assert ("mark", f"mark {i}", green, 3, i, None) in events
+        assert ("start", f"start {i}", blue, 0, None, "fs") in events
+    assert events.count(("push", "twice 0", blue, 0, None, None)) == 2
+    assert [e for e in events if e[1] in ("decorated 1", "g")] == [
+        ("push", "decorated 1", blue, 0, None, None), ("push", "decorated 1", blue, 0, None, None),
+        ("push", "g", red, 0, None, None)]
+    assert ("start", "async 5", yellow, 0, None, None) in events
+    nul = ["ValueError: message must not contain NUL characters"] * 2
+    assert out["errors"]["annotate NUL"] == out["errors"]["mark NUL"] == nul
+    for name in ("annotate surrogate", "push surrogate"):
+        assert len(out["errors"][name]) == 2 and all("message" in e and "surrogate" in e for e in out["errors"][name])
+    assert len(out["errors"]["annotate colour"]) == 2
+    assert all("no such colour" in e for e in out["errors"]["annotate colour"])
+    assert len(out["errors"]["mark category"]) == 2 and all("category" in e for e in out["errors"]["mark category"])
+
+
+FIRST_SIGHT_NO_TOOL = r"""
+import json, nvtx_cffi as nvtx
+assert not nvtx.enabled()
+out = []
+for i in range(2):
+    a = nvtx.annotate(f"new {i}", color="red", category=2)
+    with a:
+        pass
+    out.append([a.message, a.color, a.category, a.attributes.message, a.attributes.color])
+for call in (lambda: nvtx.annotate(f"nul\x00{1}"), lambda: nvtx.annotate(f"bad {1}", color="no such colour")):
+    try:
+        call()
+    except (TypeError, ValueError) as exc:
+        out.append(str(exc))
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("pure", ["0", "1"])
+def test_without_a_tool_a_new_message_still_makes_a_checked_object(pure):
+    proc = run_python(FIRST_SIGHT_NO_TOOL, {"NVTX_CFFI_PURE_PYTHON": pure}, remove=("NVTX_INJECTION64_PATH",))
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out[:2] == [["new 0", "red", 2, "new 0", "red"], ["new 1", "red", 2, "new 1", "red"]]
+    assert out[2] == "message must not contain NUL characters"
+    assert "no such colour" in out[3]
+
+
+def test_attributes_made_at_each_call_are_copies_that_change_alone():
+    # get_event_attributes copies the attributes the domain keeps prepared for its keyword calls
+    # (it prepared them again at each call: 23x nvtx's cost without a tool): each object is still
+    # its own, and changing one changes neither the others nor the keyword calls.
+    d = nvtx.get_domain("copies")
+    red, green = 0xFF0000, 0x008000
+    with recorder.capture() as got:
+        d.mark(message="k", color="red")  # the keyword calls' prepared attributes
+        a = d.get_event_attributes(message="k", color="red", payload=1)
+        b = d.get_event_attributes("k", "red")
+        assert a is not b and (a.payload, b.payload, a.message, b.color) == (1, None, "k", "red")
+        d.set_event_attributes(b, message="changed", color="green")
+        d.mark(b)
+        d.mark(a)
+        d.mark(message="k", color="red")
+        c = d.get_event_attributes("k", "red")
+        d.mark(c)
+        c.payload = 2.5
+        d.mark(c)
+        d.mark(d.get_event_attributes("k", "red"))
+    marks = [(e.message, e.color, e.payload) for e in got if e.kind == "mark" and e.domain == "copies"]
+    assert marks == [("k", red, None), ("changed", green, None), ("k", red, 1), ("k", red, None),
+                     ("k", red, None), ("k", red, 2.5), ("k", red, None)]
+    with pytest.warns(Warning, match="Unsupported payload type"):  # (as nvtx: a warning)
+        assert d.get_event_attributes("k", "red", payload=object()).payload is not None
+    with pytest.raises(ValueError, match="no such colour"):
+        d.get_event_attributes(f"k {1}", color="no such colour")
+
+
+def test_keyword_calls_meeting_a_message_first_send_no_payload_when_given_none():
+    # A Domain keyword call without a payload, its message met for the first time, sent its
+    # "not given" marker as the payload: an NvtxWarning ("Unsupported payload type: object") at
+    # every new message, with or without a tool.
+    d = nvtx.get_domain("first-keyword")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with recorder.capture() as got:
+            d.mark(message=f"new {1}", color="red")
+            d.push_range(message=f"new {2}")
+            d.pop_range()
+            d.end_range(d.start_range(message=f"new {3}", category=4))
+    events = [(e.kind, e.message, e.payload, e.category) for e in got if e.domain == "first-keyword"]
+    assert events == [("mark", "new 1", None, 0), ("push", "new 2", None, 0), ("pop", None, None, 0),
+                      ("start", "new 3", None, 4), ("end", None, None, 0)]

@@ -220,6 +220,7 @@ def constants():
     # annotate's call-site table: colour and payload spellings, a payload that is sometimes None at
     # one site, f-string messages by keyword and longer than the text table takes
     nvtx.mark("sites")
+    nvtx.annotate("pv", "green")  # (its first sight: an object sent inline, not the cached one)
     for k in range(4):
         for message in CONSTANTS[:80]:
             with nvtx.annotate(message, color="red"):
@@ -580,6 +581,7 @@ for i in (1, 2 ** 63, 0.5, -7):
     nvtx.mark("x", payload=i); nvtx.push_range("x", color="red", payload=i); nvtx.pop_range()
     assert d.start_range(message="x", payload=i) == 0
     d.push_range(message="x", color="red", payload=i); d.pop_range()
+nvtx.annotate("pv", color="red")  # (its first sight: an object sent inline, not the cached one)
 for p in (None, 3, None, 4.5, None):  # one call site, a payload sometimes None
     a = nvtx.annotate("pv", color="red", payload=p)
     assert a.payload == p and (p is not None or a is nvtx.annotate("pv", color="red")), (a.payload, p)

@@ -128,10 +128,11 @@ CALL_SHAPES = [
     # and Domain attributes built at each call.
     Shape("mark_unbounded", "mark(f'request {n}'), n never repeats", "mark = L.mark\n" + _N,
           "mark(f'request {next(n)}')", "s = f'request {next(n)}'", plain_setup=_N),
+    # (each shape its own texts: a text one shape sends is not new to another, which then prepares it)
     Shape("push_pop_unbounded", "push_range(f'request {n}') + pop, n never repeats", _PP + _N,
-          "push_range(f'request {next(n)}')\npop_range()", "s = f'request {next(n)}'", plain_setup=_N),
+          "push_range(f'push {next(n)}')\npop_range()", "s = f'push {next(n)}'", plain_setup=_N),
     Shape("with_unbounded", "with annotate(f'request {n}'), n never repeats", _ANN + _N,
-          "with annotate(f'request {next(n)}'):\n    pass", "s = f'request {next(n)}'", plain_setup=_N),
+          "with annotate(f'with {next(n)}'):\n    pass", "s = f'with {next(n)}'", plain_setup=_N),
     Shape("domain_attrs_per_call", "Domain mark(get_event_attributes('x')) each call",
           "d = L.get_domain('bench')\n", "d.mark(d.get_event_attributes(message='x'))", "pass"),
 ]
