@@ -625,6 +625,7 @@ static PyObject *annotate_sight;        /* _annotate._first_sight */
 static Py_ssize_t sight_seen_offset = -1, sight_bound_offset = -1; /* FirstSight._seen, ._bound */
 static PyObject *inline_style_of;       /* _domain._inline_style(color, domain, category) */
 static PyObject *first_sight_attributes; /* _annotate._first_sight_attributes(annotate) */
+static PyObject *first_sight_reused;     /* _annotate._first_sight_reused(annotate) -> cached? */
 static PyObject *pop_default_function;  /* _annotate._pop_default: _close of a default-domain object */
 
 #define SEEN_BUCKETS 4096 /* a power of two; 4 hashes each: 128 KiB */
@@ -794,6 +795,10 @@ typedef struct {
      * with this colour and category; attributes are made when Python first asks for them */
     int inline_message;
     uint32_t inline_argb, inline_category;
+    /* _first_sight: 1 made at its message's first sight (here or by annotate.__new__), 2 entered
+     * once since; entered again, the object is reused (a variable, `with a:` in a loop): it
+     * prepares itself (_annotate._first_sight_reused), 0 */
+    int first_sight;
 } annotate_object;
 
 static PyObject *annotate_base_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
@@ -847,6 +852,17 @@ static PyObject *annotate_enter(PyObject *op, PyObject *unused)
 {
     (void)unused;
     annotate_object *self = (annotate_object *)op;
+    if (self->first_sight == 2 && first_sight_reused != NULL) {
+        PyObject *cached = PyObject_CallOneArg(first_sight_reused, op); /* sets _attributes, _slot */
+        int truth = cached == NULL ? -1 : PyObject_IsTrue(cached);
+        Py_XDECREF(cached);
+        if (truth < 0)
+            return NULL;
+        self->first_sight = 0;
+        if (truth)
+            self->shared = 1; /* now held by annotate's cache */
+    } else if (self->first_sight == 1)
+        self->first_sight = 2;
     if (active) {
         if (self->payload_kind == PAYLOAD_ARRAY) { /* what its attributes' _emit would send */
             if (emit_array(NVTXCFFI_OP_PUSH, self->payload_slot, self->domain_index, self->payload) < 0)
@@ -1014,6 +1030,7 @@ static PyMemberDef annotate_base_members[] = {
     {"_close", T_OBJECT_EX, offsetof(annotate_object, close), 0, NULL},
     {"_slot", T_INT, offsetof(annotate_object, slot), 0, NULL},
     {"_domain_index", T_INT, offsetof(annotate_object, domain_index), 0, NULL},
+    {"_first_sight", T_INT, offsetof(annotate_object, first_sight), 0, NULL},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -1327,6 +1344,7 @@ static int annotate_first_sight(PyObject *message, PyObject *color, PyObject *ca
     self->domain_index = 0;
     self->close = Py_NewRef(pop_default_function);
     self->inline_message = 1;
+    self->first_sight = 1;
     self->inline_argb = argb;
     self->inline_category = category_id;
     self->args = PyTuple_Pack(5, message, color, Py_None, category, Py_None);
@@ -2628,20 +2646,22 @@ static PyObject *setup_domain(PyObject *module, PyObject *const *args, Py_ssize_
 }
 
 PyDoc_STRVAR(setup_first_sight_doc,
-"setup_first_sight(FirstSight, ranges_sight, annotate_sight, inline_style, first_sight_attributes, pop_default)\n--\n\n"
+"setup_first_sight(FirstSight, ranges_sight, annotate_sight, inline_style, first_sight_attributes, pop_default, "
+"first_sight_reused)\n--\n\n"
 "Send messages met for the first time inline: ``ranges_sight`` and ``annotate_sight`` are the FirstSight "
 "objects of the module-level calls and of annotate(); ``inline_style(color, domain, category)`` gives "
 "(domain index, ARGB, category id); ``first_sight_attributes(annotate)`` makes such an object's "
-"attributes; ``pop_default`` is the _close of a default-domain object.");
+"attributes; ``pop_default`` is the _close of a default-domain object; ``first_sight_reused(annotate)`` "
+"prepares such an object entered a second time (True: it is now the cached object).");
 
 static PyObject *setup_first_sight(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    if (nargs != 6 || !PyType_Check(args[0]) || !PyObject_TypeCheck(args[1], (PyTypeObject *)args[0])
+    if (nargs != 7 || !PyCallable_Check(args[6]) || !PyType_Check(args[0]) || !PyObject_TypeCheck(args[1], (PyTypeObject *)args[0])
         || !PyObject_TypeCheck(args[2], (PyTypeObject *)args[0]) || !PyCallable_Check(args[3])
         || !PyCallable_Check(args[4]) || !PyCallable_Check(args[5])) {
         PyErr_SetString(PyExc_TypeError, "setup_first_sight(FirstSight, ranges_sight, annotate_sight, inline_style, "
-                                         "first_sight_attributes, pop_default)");
+                                         "first_sight_attributes, pop_default, first_sight_reused)");
         return NULL;
     }
     Py_ssize_t seen_offset = slot_offset((PyTypeObject *)args[0], "_seen");
@@ -2655,6 +2675,7 @@ static PyObject *setup_first_sight(PyObject *module, PyObject *const *args, Py_s
     store(&inline_style_of, args[3]);
     store(&first_sight_attributes, args[4]);
     store(&pop_default_function, args[5]);
+    store(&first_sight_reused, args[6]);
     Py_RETURN_NONE;
 }
 

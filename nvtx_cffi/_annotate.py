@@ -97,7 +97,7 @@ else:  # (and what type checkers see)
 
         # _attrs: the prepared EventAttributes, or None for an object carrying a per-call payload
         # (_template, _fields): its attributes are made when first asked for, as in C.
-        __slots__ = ("_args", "_attrs", "_slot", "_domain_index", "_close", "_template", "_fields")
+        __slots__ = ("_args", "_attrs", "_slot", "_domain_index", "_close", "_template", "_fields", "_first_sight")
 
         def _get_attributes(self):
             attributes = self._attrs
@@ -118,8 +118,23 @@ def _enter_active(self) -> "annotate":
     elif self._attrs is None:  # a per-call payload (Python path): the template's slot and the value
         _emit_slot(OP_PUSH, self._template._slot, *self._fields)
     else:
-        self._attrs._emit(OP_PUSH)
+        _entered(self)
+        slot = self._slot
+        if slot >= 0:
+            _push(slot)
+        else:
+            self._attrs._emit(OP_PUSH)
     return self
+
+
+def _entered(self) -> None:
+    """An object made at its message's first sight (``_first_sight`` 1) is being entered: at its
+    second entry it is reused (a variable, ``with a:`` in a loop), so it prepares itself."""
+    state = getattr(self, "_first_sight", 0)  # (unset in objects the Python base made otherwise)
+    if state == 1:
+        self._first_sight = 2
+    elif state == 2:
+        _first_sight_reused(self)
 
 
 def _exit_active(self, exc_type, exc_value, traceback) -> None:
@@ -216,6 +231,7 @@ class annotate(_Base):  # noqa: N801 - the name nvtx users know
         # What closes the range: a C function called with no argument (no frame, no conversion).
         self._close = _pop_default if index == 0 else functools.partial(_pop, index)
         if first:
+            self._first_sight = 1  # (see _entered)
             return self
         with _cache_lock:
             # (a list or array payload is unhashable: not cached; objects a full cache drops stay
@@ -327,6 +343,10 @@ def _call_active(self, func: F) -> F:
 
 
 def _start_active(self) -> int:
+    slot = self._slot
+    if slot >= 0:
+        return _start(slot)
+    _entered(self)
     slot = self._slot
     return _start(slot) if slot >= 0 else self._attributes._emit(OP_START)
 
@@ -462,6 +482,33 @@ def _payload_attributes(template: annotate, payload, fields=None) -> EventAttrib
     return attributes
 
 
+def _first_sight_reused(annotation: annotate) -> bool:
+    """An object made at its message's first sight, entered a second time: it prepares itself
+    (its message's second sight) and becomes the cached object of its arguments if there is none
+    yet (True: c/accel.c may then keep its bound methods, as for any cached object)."""
+    message, color, domain, category, _ = annotation._args
+    annotation._first_sight = 0
+    _first_sight.first(message if domain is None else (message, domain))
+    cls = type(annotation)
+    key = (cls, message, color, domain, category, None, _NONE_TYPE)
+    found = _cache.get(key)
+    if found is None:
+        attributes = EventAttributes(get_domain(domain), message, color, category)
+        attributes._shared = True  # (see EventAttributes._check_changeable)
+    else:
+        attributes = found._attributes
+    annotation._attributes, annotation._slot = attributes, attributes.fast_slot
+    if found is not None:
+        return False
+    with _cache_lock:
+        if make_room(_cache, MAX_CACHED_ANNOTATIONS, _by_message):
+            _cache[key] = annotation
+            if color is None and domain is None and category is None and cls is annotate:
+                _by_message[message] = annotation
+            return True
+    return False
+
+
 def _first_sight_attributes(annotation: annotate) -> EventAttributes:
     """The attributes of an object c/accel.c made at its message's first sight (when asked for)."""
     message, color, domain, category, _ = annotation._args
@@ -475,4 +522,4 @@ if _accel is not None:
     # and messages met for the first time sent inline as __new__ and _ranges._slow send them.
     _accel.setup_annotate(annotate, _by_message, _cache, _payload_attributes, payload_fields, _payload_emit)
     _accel.setup_first_sight(FirstSight, _ranges._first_sight, _first_sight, _inline_style,
-                             _first_sight_attributes, _pop_default)
+                             _first_sight_attributes, _pop_default, _first_sight_reused)

@@ -712,6 +712,7 @@ def test_annotate_and_module_calls_send_a_new_message_inline_and_prepare_it_at_i
 
 FIRST_SIGHT_NO_TOOL = r"""
 import json, nvtx_cffi as nvtx
+from nvtx_cffi import _accel
 assert not nvtx.enabled()
 out = []
 for i in range(2):
@@ -719,6 +720,11 @@ for i in range(2):
     with a:
         pass
     out.append([a.message, a.color, a.category, a.attributes.message, a.attributes.color])
+held = nvtx.annotate(f"reused {1}")
+for _ in range(2):  # entered a second time: prepared (nothing to register) and cached
+    with held:
+        pass
+out.append(nvtx.annotate("reused 1") is held or _accel.accel is None)
 for call in (lambda: nvtx.annotate(f"nul\x00{1}"), lambda: nvtx.annotate(f"bad {1}", color="no such colour")):
     try:
         call()
@@ -733,8 +739,11 @@ def test_without_a_tool_a_new_message_still_makes_a_checked_object(pure):
     proc = run_python(FIRST_SIGHT_NO_TOOL, {"NVTX_CFFI_PURE_PYTHON": pure}, remove=("NVTX_INJECTION64_PATH",))
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out[:2] == [["new 0", "red", 2, "new 0", "red"], ["new 1", "red", 2, "new 1", "red"]]
-    assert out[2] == "message must not contain NUL characters"
-    assert "no such colour" in out[3]
+    # (with the accelerator, a reused object is cached, so that `with` keeps its bound methods; the
+    # Python path's __enter__ without a tool does nothing at all)
+    assert out[2] is True
+    assert out[3] == "message must not contain NUL characters"
+    assert "no such colour" in out[4]
 
 
 def test_attributes_made_at_each_call_are_copies_that_change_alone():
@@ -781,3 +790,40 @@ def test_keyword_calls_meeting_a_message_first_send_no_payload_when_given_none()
     events = [(e.kind, e.message, e.payload, e.category) for e in got if e.domain == "first-keyword"]
     assert events == [("mark", "new 1", None, 0), ("push", "new 2", None, 0), ("pop", None, None, 0),
                       ("start", "new 3", None, 4), ("end", None, None, 0)]
+
+
+REUSED_FIRST_SIGHT = r"""
+import json, nvtx_cffi as nvtx
+from nvtx_cffi import _accel, _annotate, recorder
+from nvtx_cffi._native import lib
+class Plain(nvtx.annotate):
+    pass
+with recorder.capture() as got:
+    held = [nvtx.annotate("held"), nvtx.annotate("held d", domain="reuse"), Plain("held p", color="red")]
+    strings = lib.nvtxcffi_string_count()
+    slots = [a._slot for a in held]
+    for a in held:
+        for _ in range(3):
+            with a:
+                pass
+    after = [a._slot >= 0 for a in held]
+    registered = lib.nvtxcffi_string_count() - strings
+    cached = [nvtx.annotate("held") is held[0], nvtx.annotate("held d", domain="reuse") is held[1],
+              Plain("held p", color="red") is held[2]]
+print(json.dumps({"slots": slots, "after": after, "registered": registered, "cached": cached,
+                  "pushes": [(e.message, e.domain) for e in got if e.kind == "push"]}))
+"""
+
+
+@pytest.mark.parametrize("pure", ["0", "1"])
+def test_an_object_made_at_first_sight_and_reused_prepares_itself(pure):
+    # `a = annotate("x")` held and entered in a loop: made at the message's first sight (inline,
+    # not cached), it sent its message inline at every entry (4x the cost of a prepared push).
+    # At its second entry it prepares itself and becomes the cached object of its arguments.
+    out = json.loads(run_python(REUSED_FIRST_SIGHT, {"NVTX_CFFI_PURE_PYTHON": pure}).stdout.strip().splitlines()[-1])
+    assert out["slots"] == [-1, -1, -1]
+    assert out["after"] == [True, True, True]
+    assert out["registered"] == 3
+    assert out["cached"] == [True, True, True]
+    assert [tuple(p) for p in out["pushes"]] == ([("held", None)] * 3 + [("held d", "reuse")] * 3
+                                                 + [("held p", None)] * 3)
