@@ -616,8 +616,11 @@ static void style_put(int kind, PyObject *a, PyObject *b, PyObject *c, int domai
  * kept alive costs a cache miss or two per probe, and ~4 MB); a message C has met goes down the
  * Python path, which meets it in the FirstSight's own set too (put there by C, so that the Python
  * path prepares it rather than sending it inline a second time). A bucket holds the last 4 hashes
- * that fell in it (a few messages that come round again and share a bucket are still told apart);
- * a hash shared by two texts, or one pushed out, only changes which call prepares a message.
+ * that fell in it (a few messages that come round again and share a bucket are still told apart),
+ * and the table as many as the Python set holds before it starts again: a message that comes
+ * back after fewer than ~65536 others is prepared at its second call, as on the Python path
+ * (after more, both may have forgotten it: it goes inline once more). A hash shared by two texts
+ * only changes which call prepares a message.
  * The colour, domain and category of such calls are checked and converted by Python once per style
  * (_domain._inline_style) and kept here by identity. */
 static PyObject *ranges_sight;          /* _ranges._first_sight (a FirstSight) */
@@ -628,7 +631,7 @@ static PyObject *first_sight_attributes; /* _annotate._first_sight_attributes(an
 static PyObject *first_sight_reused;     /* _annotate._first_sight_reused(annotate) -> cached? */
 static PyObject *pop_default_function;  /* _annotate._pop_default: _close of a default-domain object */
 
-#define SEEN_BUCKETS 4096 /* a power of two; 4 hashes each: 128 KiB */
+#define SEEN_BUCKETS 16384 /* a power of two; 4 hashes each: 512 KiB, FirstSight's bound (65536) */
 #define SEEN_WAYS 4
 static uint64_t seen_hashes[SEEN_BUCKETS][SEEN_WAYS]; /* text hashes met (with domain and caller), 0 none */
 enum { SEEN_RANGES = 1, SEEN_ANNOTATE = 2 };
@@ -872,8 +875,9 @@ static PyObject *annotate_enter(PyObject *op, PyObject *unused)
                                     self->payload_int, self->payload_float);
         else if (self->slot >= 0)
             nvtxcffi_shim.push(self->slot);
-        else if (self->inline_message) {
-            /* checked when made (no NUL, encodable): its UTF-8 is the str's own or cached in it */
+        else if (self->inline_message && self->args != NULL) {
+            /* checked when made (no NUL, encodable): its UTF-8 is the str's own or cached in it;
+             * args is the tuple made then (setting _args clears inline_message) */
             const char *text = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(self->args, 0), NULL);
             if (text == NULL)
                 return NULL;
@@ -943,7 +947,17 @@ static int annotate_set_field(PyObject *op, PyObject *value, void *closure)
 {
     annotate_object *self = (annotate_object *)op;
     PyObject **field = closure == NULL ? &self->args : &self->attributes;
-    self->inline_message = 0; /* fields copied from another object (_subclass_init): its own ways */
+    if (self->inline_message && (closure == NULL || value != NULL)) {
+        /* its own ways from now on (fields copied from another object, _subclass_init): new
+         * _args do not change what is sent (as for any object), its attributes made now do */
+        if (closure == NULL && self->attributes == NULL) {
+            PyObject *made = annotate_get_attributes(op, NULL);
+            if (made == NULL)
+                return -1;
+            Py_DECREF(made); /* (kept in self->attributes) */
+        }
+        self->inline_message = 0;
+    }
     Py_XINCREF(value);
     Py_XSETREF(*field, value);
     return 0;
@@ -2206,8 +2220,11 @@ static const char *const attribute_names[ATTR_COUNT] = {"_domain", "_message", "
 static Py_ssize_t attribute_offsets[ATTR_COUNT]; /* all set, or attribute_offsets[0] == 0 */
 static PyObject *int64_kind, *double_kind, *zero_int, *zero_float, *minus_one; /* payload_fields' parts */
 
-static PyObject *attributes_copy(PyObject *template_, PyObject *payload)
+/* A new EventAttributes of `template_`'s preparation, given as a[0..2] (message, colour, category:
+ * equal to the template's, of the same types) with payload a[3]. */
+static PyObject *attributes_copy(PyObject *template_, PyObject *const *a)
 {
+    PyObject *payload = a[3];
     PyObject *fields;
     if (payload == Py_None) {
         fields = Py_NewRef(member_at(template_, attribute_offsets[ATTR_FIELDS]));
@@ -2223,11 +2240,14 @@ static PyObject *attributes_copy(PyObject *template_, PyObject *payload)
         Py_DECREF(fields);
         return NULL;
     }
-    static const int shared[] = {ATTR_DOMAIN, ATTR_MESSAGE, ATTR_COLOR, ATTR_CATEGORY, ATTR_SLOT, ATTR_INLINE};
+    static const int shared[] = {ATTR_DOMAIN, ATTR_SLOT, ATTR_INLINE};
     for (size_t i = 0; i < sizeof shared / sizeof shared[0]; i++) {
         Py_ssize_t at = attribute_offsets[shared[i]];
         *(PyObject **)((char *)copy + at) = Py_NewRef(member_at(template_, at));
     }
+    static const int given[] = {ATTR_MESSAGE, ATTR_COLOR, ATTR_CATEGORY};
+    for (size_t i = 0; i < sizeof given / sizeof given[0]; i++)
+        *(PyObject **)((char *)copy + attribute_offsets[given[i]]) = Py_NewRef(a[i]);
     *(PyObject **)((char *)copy + attribute_offsets[ATTR_PAYLOAD]) = Py_NewRef(payload);
     *(PyObject **)((char *)copy + attribute_offsets[ATTR_FIELDS]) = fields;
     *(PyObject **)((char *)copy + attribute_offsets[ATTR_FAST]) =
@@ -2254,9 +2274,13 @@ static PyObject *domain_attributes_call(PyObject *op, PyObject *const *args, siz
         if (overflow)
             return twin(op, args, nargsf, kwnames);
     }
+    /* exact str, int or None only (Domain._PLAIN_KEYS): their equal values mean the same */
+    for (int i = 0; i < 3; i++)
+        if (a[i] != Py_None && !PyUnicode_CheckExact(a[i]) && !PyLong_CheckExact(a[i]))
+            return twin(op, args, nargsf, kwnames);
     PyObject *cache = member_at(args[0], domain_keywords_offset), *found;
-    if (cache == NULL || !PyDict_CheckExact(cache) || !keyable(a[1]) || !keyable(a[2]))
-        return twin(op, args, nargsf, kwnames); /* the twin validates */
+    if (cache == NULL || !PyDict_CheckExact(cache))
+        return twin(op, args, nargsf, kwnames);
     PyObject *key = PyTuple_Pack(3, a[0], a[1], a[2]);
     if (key == NULL)
         return NULL;
@@ -2273,7 +2297,7 @@ static PyObject *domain_attributes_call(PyObject *op, PyObject *const *args, siz
             return twin(op, args, nargsf, kwnames);
         }
     }
-    PyObject *copy = attributes_copy(found, payload);
+    PyObject *copy = attributes_copy(found, a);
     Py_DECREF(found);
     return copy;
 }

@@ -326,12 +326,10 @@ def _call_active(self, func: F) -> F:
     if self._args[0] is None:
         name = getattr(func, "__name__", None) or type(func).__name__
         annotation = type(self)(name, *self._args[1:])
-    message, _, domain, _, payload = annotation._args
-    if annotation._slot < 0 and payload is None and message.__class__ is str:
-        # possibly made at its message's first sight (inline): a decorated function is called
-        # again and again, so it takes the prepared object, made as the message's second sight
-        _first_sight.first(message if domain is None else (message, domain))
-        annotation = annotate.__new__(type(annotation), *annotation._args)
+    if getattr(annotation, "_first_sight", 0):  # (unset in objects the Python base made otherwise)
+        # made at its message's first sight (inline): a decorated function is called again and
+        # again, so the object prepares itself now, as one entered a second time does
+        _first_sight_reused(annotation)
     domain_index = annotation._domain_index
     if annotation._slot >= 0:
         begin, begin_arg = _push, annotation._slot

@@ -44,6 +44,8 @@ OP_START = lib.NVTXCFFI_OP_START
 OP_MARK = lib.NVTXCFFI_OP_MARK
 
 _NO_PAYLOAD = (lib.NVTXCFFI_PAYLOAD_NONE, 0, 0.0)
+# Argument types whose equal values mean the same (get_event_attributes answers them by an equal key).
+_PLAIN_KEYS = frozenset((str, int, type(None)))
 
 
 def make_room(cache, bound: int, *companions) -> bool:
@@ -166,10 +168,12 @@ class EventAttributes:
         self._inline = inline if _state.active() else None  # (as _slot_for: nothing is sent without a tool)
         return self
 
-    def _copy(self, payload: Payload, fields) -> "EventAttributes":
-        """A new object of these attributes with ``payload`` (its ``fields``): nothing is prepared again."""
+    def _copy(self, message: Message, color: ColorLike, category: Category, payload: Payload,
+              fields) -> "EventAttributes":
+        """A new object of these attributes, given as ``message``, ``color`` and ``category`` (equal
+        to these, of the same types), with ``payload`` (its ``fields``): nothing is prepared again."""
         copy = EventAttributes.__new__(EventAttributes)
-        copy._domain, copy._message, copy._color, copy._category = self._domain, self._message, self._color, self._category
+        copy._domain, copy._message, copy._color, copy._category = self._domain, message, color, category
         copy._payload, copy._fields, copy._slot, copy._inline = payload, fields, self._slot, self._inline
         copy._fast = self._slot if self._inline is None and payload is None else -1
         return copy
@@ -324,15 +328,16 @@ class Domain:
         its keyword calls share, so that attributes made afresh at every call cost a copy.
         """
         fields = _NO_PAYLOAD if payload is None else payload_fields(payload)  # first, as __init__ checks
-        template = None
-        if keyable(color) and keyable(category):  # (not keyable: True would find the entry of 1)
-            try:
-                template = self._by_keywords.get((message, color, category))
-            except TypeError:  # an unhashable message: __init__ says what is wrong with it
-                pass
-        if template is None:
-            template = self._keyword_attributes(message, color, category)
-        return template._copy(payload, fields)
+        # Only exact str/int/None arguments are answered by an equal key: the copy keeps the
+        # objects given, and another type (a str enum, a NumPy integer, an odd __eq__) may be equal
+        # to a key yet mean something else, or be an error.
+        if (message.__class__ in _PLAIN_KEYS and color.__class__ in _PLAIN_KEYS
+                and category.__class__ in _PLAIN_KEYS):
+            template = self._by_keywords.get((message, color, category))
+            if template is None:
+                template = self._keyword_attributes(message, color, category)
+            return template._copy(message, color, category, payload, fields)
+        return EventAttributes(self, message, color, category, payload)
 
     def set_event_attributes(self, attributes: EventAttributes, *, message=_KEEP, color=_KEEP,
                              category=_KEEP, payload=_KEEP) -> None:

@@ -827,3 +827,81 @@ def test_an_object_made_at_first_sight_and_reused_prepares_itself(pure):
     assert out["cached"] == [True, True, True]
     assert [tuple(p) for p in out["pushes"]] == ([("held", None)] * 3 + [("held d", "reuse")] * 3
                                                  + [("held p", None)] * 3)
+
+
+FIRST_SIGHT_EDGES = r"""
+import json, nvtx_cffi as nvtx
+from nvtx_cffi import _ranges, recorder
+out = {}
+with recorder.capture() as got:
+    # an object made at first sight whose _args are set keeps sending its message
+    a = nvtx.annotate(f"fresh {1}")
+    a._args = a._args
+    with a:
+        pass
+    out["attributes"] = a.attributes.message
+    # a message that comes back behind a stream of unique ones is still prepared at its second call
+    n = 0
+    hot = []
+    for rep in range(3):
+        nvtx.mark("hot")
+        hot.append("hot" in _ranges._blue_slots)
+        for i in range(20000):
+            nvtx.mark(f"req {n}")
+            n += 1
+    out["hot"] = hot
+out["events"] = [(e.kind, e.message) for e in got if e.kind == "push"]
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("pure", ["0", "1"])
+def test_first_sight_objects_whose_fields_are_set_and_messages_behind_a_stream(pure):
+    # (hostile review of the first-sight paths) Setting _args of an object the C path made at
+    # its first sight left it with no attributes (TypeError at __enter__); a message met again
+    # after 20,000 unique ones was never prepared by the C path (its table held 16,384 texts).
+    out = json.loads(run_python(FIRST_SIGHT_EDGES, {"NVTX_CFFI_PURE_PYTHON": pure}).stdout.strip().splitlines()[-1])
+    assert out["attributes"] == "fresh 1"
+    assert out["events"] == [["push", "fresh 1"]]
+    assert out["hot"] == [False, True, True]
+
+
+def test_attributes_made_at_each_call_keep_the_arguments_given_and_check_them():
+    # (hostile review) get_event_attributes answered by an equal key from the keyword calls'
+    # prepared attributes: an earlier call's objects came back (a str enum's text, a NumPy
+    # integer's colour), and an argument merely equal to a key skipped its checks.
+    import enum
+
+    np = pytest.importorskip("numpy")
+
+    class Phase(str, enum.Enum):
+        LOAD = "load"
+
+    class Odd:  # an integer-like colour meaning green, equal to (and hashing like) red
+        def __index__(self):
+            return 0x00FF00
+
+        def __hash__(self):
+            return hash(0xFF0000)
+
+        def __eq__(self, other):
+            return True
+
+    class LikeK:  # not a message, hashing like "k" and equal to anything
+        def __hash__(self):
+            return hash("k")
+
+        def __eq__(self, other):
+            return True
+
+    d = nvtx.get_domain("equal-keys")
+    first = d.get_event_attributes(Phase.LOAD, color=np.int64(0xFF0000))
+    second = d.get_event_attributes("load", color=0xFF0000)
+    assert (type(first.message), type(first.color)) == (Phase, np.int64)
+    assert (type(second.message), type(second.color)) == (str, int)
+    with recorder.capture() as got:
+        d.mark(d.get_event_attributes("load", color=Odd()))
+    assert [e.color for e in got if e.kind == "mark" and e.domain == "equal-keys"] == [0x00FF00]
+    d.get_event_attributes("k")
+    with pytest.raises(TypeError, match="message must be"):
+        d.get_event_attributes(LikeK())
