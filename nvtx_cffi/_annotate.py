@@ -482,8 +482,9 @@ def _payload_attributes(template: annotate, payload, fields=None) -> EventAttrib
 
 def _first_sight_reused(annotation: annotate) -> bool:
     """An object made at its message's first sight, entered a second time: it prepares itself
-    (its message's second sight) and becomes the cached object of its arguments if there is none
-    yet (True: c/accel.c may then keep its bound methods, as for any cached object)."""
+    (its message's second sight; the attributes of an object cached for its arguments meanwhile,
+    if any) and becomes the cached object of its arguments (True: c/accel.c may then keep its
+    bound methods, as for any cached object; an object it replaces stays valid)."""
     message, color, domain, category, _ = annotation._args
     annotation._first_sight = 0
     _first_sight.first(message if domain is None else (message, domain))
@@ -496,8 +497,6 @@ def _first_sight_reused(annotation: annotate) -> bool:
     else:
         attributes = found._attributes
     annotation._attributes, annotation._slot = attributes, attributes.fast_slot
-    if found is not None:
-        return False
     with _cache_lock:
         if make_room(_cache, MAX_CACHED_ANNOTATIONS, _by_message):
             _cache[key] = annotation

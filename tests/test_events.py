@@ -810,6 +810,14 @@ with recorder.capture() as got:
     registered = lib.nvtxcffi_string_count() - strings
     cached = [nvtx.annotate("held") is held[0], nvtx.annotate("held d", domain="reuse") is held[1],
               Plain("held p", color="red") is held[2]]
+    # another object cached for the same arguments meanwhile: the reused one takes its place
+    other = nvtx.annotate("held o")
+    with nvtx.annotate("held o"):
+        pass
+    for _ in range(2):
+        with other:
+            pass
+    cached.append(nvtx.annotate("held o") is other)
 print(json.dumps({"slots": slots, "after": after, "registered": registered, "cached": cached,
                   "pushes": [(e.message, e.domain) for e in got if e.kind == "push"]}))
 """
@@ -824,9 +832,9 @@ def test_an_object_made_at_first_sight_and_reused_prepares_itself(pure):
     assert out["slots"] == [-1, -1, -1]
     assert out["after"] == [True, True, True]
     assert out["registered"] == 3
-    assert out["cached"] == [True, True, True]
+    assert out["cached"] == [True, True, True, True]
     assert [tuple(p) for p in out["pushes"]] == ([("held", None)] * 3 + [("held d", "reuse")] * 3
-                                                 + [("held p", None)] * 3)
+                                                 + [("held p", None)] * 3 + [("held o", None)] * 3)
 
 
 FIRST_SIGHT_EDGES = r"""
