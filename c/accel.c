@@ -612,7 +612,7 @@ static void style_put(int kind, PyObject *a, PyObject *b, PyObject *c, int domai
  * its preparation to its second call, which takes the Python path as before. A stream of
  * messages that never repeat (f"request {n}") then costs a table probe and one NVTX call, not a
  * dozen Python frames.
- * What C has met is a direct-mapped table of text hashes (not the Python set: a set of 65536 strs
+ * What C has met is a table of text hashes in 4-way buckets (not the Python set: a set of 65536 strs
  * kept alive costs a cache miss or two per probe, and ~4 MB); a message C has met goes down the
  * Python path, which meets it in the FirstSight's own set too (put there by C, so that the Python
  * path prepares it rather than sending it inline a second time). A bucket holds the last 4 hashes
