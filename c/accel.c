@@ -544,13 +544,19 @@ static int keyable(PyObject *o)
     return 1;
 }
 
-static inline style_t *style_at(int kind, PyObject *a, PyObject *b, PyObject *c)
+/* A hash of three objects' addresses (and a kind): the entry of a table keyed by their identity. */
+static inline uint64_t identity_hash(int kind, PyObject *a, PyObject *b, PyObject *c)
 {
     uint64_t h = (uint64_t)kind * 0x9E3779B97F4A7C15ull;
     h = (h ^ ((uintptr_t)a >> 4)) * 0xff51afd7ed558ccdull;
     h = (h ^ ((uintptr_t)b >> 4)) * 0xc4ceb9fe1a85ec53ull;
     h = (h ^ ((uintptr_t)c >> 4)) * 0xff51afd7ed558ccdull;
-    return &styles[(h >> 40) & (STYLE_COUNT - 1)];
+    return h >> 40;
+}
+
+static inline style_t *style_at(int kind, PyObject *a, PyObject *b, PyObject *c)
+{
+    return &styles[identity_hash(kind, a, b, c) & (STYLE_COUNT - 1)];
 }
 
 /* The answer (borrowed) for `message` in style (kind, a, b, c), or NULL (nothing raised); *style
@@ -651,11 +657,7 @@ static int inline_style(PyObject *color, PyObject *domain, PyObject *category, i
 {
     if (inline_style_of == NULL || !immutable_key(color) || !immutable_key(domain) || !immutable_key(category))
         return 0;
-    uint64_t h = 0x9E3779B97F4A7C15ull;
-    h = (h ^ ((uintptr_t)color >> 4)) * 0xff51afd7ed558ccdull;
-    h = (h ^ ((uintptr_t)domain >> 4)) * 0xc4ceb9fe1a85ec53ull;
-    h = (h ^ ((uintptr_t)category >> 4)) * 0xff51afd7ed558ccdull;
-    size_t at = (size_t)(h >> 40) & (INLINE_STYLES - 1);
+    size_t at = (size_t)identity_hash(1, color, domain, category) & (INLINE_STYLES - 1);
     if (inline_styles[at].key[0] != color || inline_styles[at].key[1] != domain
         || inline_styles[at].key[2] != category) {
         PyObject *style = PyObject_CallFunctionObjArgs(inline_style_of, color, domain, category, NULL);

@@ -218,7 +218,7 @@ class annotate(_Base):  # noqa: N801 - the name nvtx users know
         # cached; its second annotate() prepares and caches one. A stream of messages that never
         # repeat (with annotate(f"request {n}")) registers nothing and fills no table.
         first = (not own and message.__class__ is str and (domain is None or domain.__class__ is str)
-                 and _first_sight.first(message if domain is None else (message, domain)))
+                 and _first_sight.first_in(message, domain))
         if first:
             attributes = EventAttributes._unprepared(domain_object, message, color, category)
         else:
@@ -233,14 +233,9 @@ class annotate(_Base):  # noqa: N801 - the name nvtx users know
         if first:
             self._first_sight = 1  # (see _entered)
             return self
-        with _cache_lock:
-            # (a list or array payload is unhashable: not cached; objects a full cache drops stay
-            # valid, and one made again finds its string and slot prepared)
-            if (not own and (payload is None or payload.__hash__ is not None)
-                    and make_room(_cache, MAX_CACHED_ANNOTATIONS, _by_message)):
-                _cache[key] = self
-                if plain:
-                    _by_message[message] = self
+        # (a list or array payload is unhashable: not cached)
+        if not own and (payload is None or payload.__hash__ is not None):
+            _remember(key, self, plain)
         return self
 
     def __init_subclass__(cls, **kwargs) -> None:
@@ -468,14 +463,10 @@ def _with_payload(cls, message, color, domain, category, payload) -> annotate:
 
 
 def _payload_attributes(template: annotate, payload, fields=None) -> EventAttributes:
-    """``template``'s attributes with ``payload``: a copy, nothing prepared again."""
+    """``template``'s attributes with ``payload`` (never None here): a copy, nothing prepared again."""
     base = template._attributes
-    attributes = object.__new__(EventAttributes)
-    attributes._domain, attributes._message, attributes._color, attributes._category = (
-        base._domain, base._message, base._color, base._category)
-    attributes._payload = payload
-    attributes._fields = payload_fields(payload) if fields is None else fields
-    attributes._slot, attributes._inline, attributes._fast = base._slot, base._inline, -1
+    attributes = base._copy(base._message, base._color, base._category, payload,
+                            payload_fields(payload) if fields is None else fields)
     attributes._shared = True
     return attributes
 
@@ -487,7 +478,7 @@ def _first_sight_reused(annotation: annotate) -> bool:
     bound methods, as for any cached object; an object it replaces stays valid)."""
     message, color, domain, category, _ = annotation._args
     annotation._first_sight = 0
-    _first_sight.first(message if domain is None else (message, domain))
+    _first_sight.first_in(message, domain)
     cls = type(annotation)
     key = (cls, message, color, domain, category, None, _NONE_TYPE)
     found = _cache.get(key)
@@ -497,13 +488,20 @@ def _first_sight_reused(annotation: annotate) -> bool:
     else:
         attributes = found._attributes
     annotation._attributes, annotation._slot = attributes, attributes.fast_slot
+    return _remember(key, annotation, color is None and domain is None and category is None and cls is annotate)
+
+
+def _remember(key: tuple, annotation: annotate, plain: bool) -> bool:
+    """Cache ``annotation`` as the object of ``key`` (and of its message alone when ``plain``):
+    False only when the cache's bound is 0. Objects a full cache drops stay valid, and one made
+    again finds its string and slot prepared."""
     with _cache_lock:
-        if make_room(_cache, MAX_CACHED_ANNOTATIONS, _by_message):
-            _cache[key] = annotation
-            if color is None and domain is None and category is None and cls is annotate:
-                _by_message[message] = annotation
-            return True
-    return False
+        if not make_room(_cache, MAX_CACHED_ANNOTATIONS, _by_message):
+            return False
+        _cache[key] = annotation
+        if plain:
+            _by_message[key[1]] = annotation  # (the message)
+        return True
 
 
 def _first_sight_attributes(annotation: annotate) -> EventAttributes:

@@ -81,6 +81,11 @@ class FirstSight:
             seen.add(key)
         return True
 
+    def first_in(self, message: str, domain: Optional[str]) -> bool:
+        """``first`` of a message in a domain (a name, or None: the default one), keyed as
+        c/accel.c keys it when it hands a message met twice to the Python path."""
+        return self.first(message if domain is None else (message, domain))
+
 
 # Bound once: the hot methods below pay neither the ``lib`` global nor cffi's attribute lookup.
 _push = lib.nvtxcffi_push

@@ -67,7 +67,7 @@ def _slow(op: int, message, color, domain, category, payload) -> Optional[int]:
     message met for the first time goes inline instead (see Domain._emit_unprepared:
     f"request {n}" must not register a string per call)."""
     if (message.__class__ is str and (domain is None or domain.__class__ is str)
-            and _first_sight.first(message if domain is None else (message, domain))):
+            and _first_sight.first_in(message, domain)):
         return get_domain(domain)._emit_unprepared(op, message, color, category, payload)
     attributes = EventAttributes(get_domain(domain), message, color, category, payload)
     if attributes._inline is None:

@@ -148,12 +148,12 @@ def test_batch_items_past_the_record_bound_are_cut_and_flagged_as_samples_are(si
 
 
 BATCH_BOUND = r"""
-import json, sys
+import json, os
 import nvtx_cffi as nvtx
 from nvtx_cffi import recorder
 from nvtx_cffi._trace.counters import CounterStats
 from nvtx_cffi.ext_records import ExtDecoder
-extra = int(sys.argv[1])
+extra = int(os.environ["BATCH_EXTRA"])
 kept = (1 << 20) // 8
 c = nvtx.get_domain("ctr-batch-bound").get_counter("many", int)
 n = kept + extra
@@ -184,7 +184,7 @@ def test_a_batch_past_the_recorders_bound_says_where_it_was_cut(extra, tmp_path)
     # the table showed 131,072 samples as if they were all. (In a child with a record file of its
     # own: 2 MB of samples in this session's file slowed every later test that reads it.)
     import json
-    proc = run_python(BATCH_BOUND.replace("int(sys.argv[1])", str(extra)), recorder.environment(tmp_path))
+    proc = run_python(BATCH_BOUND, {**recorder.environment(tmp_path), "BATCH_EXTRA": str(extra)})
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     kept = out["kept"]
     assert out["n"] == kept + 1 and out["values_ok"] and out["times_ok"]
