@@ -125,9 +125,9 @@ def _cdef_from_header(text: str) -> str:
 
 
 #: C files compiled into the module, and what a rebuild depends on (asv's stock-CFFI twin reuses these).
-SOURCES = [os.path.join("c", name) for name in ("nvtx_shim.c", "payload.c", "trace_decode.c")]
+SOURCES = [os.path.join("c", name) for name in ("nvtx_shim.c", "payload.c", "trace_decode.c", "writer.c")]
 DEPENDS = SOURCES + [os.path.join("c", name) for name in ("nvtx_shim.h", "nvtx_api.h", "keep_gil.h", "gil_release.h", "cuda.h", "payload.h",
-                                                          "shim_internal.h", "trace_decode.h")]
+                                                          "shim_internal.h", "trace_decode.h", "writer.h")]
 
 #: The optional accelerator (a plain CPython extension, not CFFI; setup.py builds it when it can).
 SPEEDUPS_SOURCES = [os.path.join("c", name) for name in ("speedups.c", "accel.c", "profiler.c", "counters_speedups.c")]
@@ -138,9 +138,10 @@ ffi.cdef(_cdef_from_header(_read("c/nvtx_shim.h")))
 ffi.cdef(_cdef_from_header(_read("c/payload.h")))  # counters, extended payloads (c/payload.c)
 # the tracer's bulk helpers (record decoding, push/pop pairing): nvtx_cffi._trace's fast path
 ffi.cdef(_cdef_from_header(_read("c/trace_decode.h")))
+ffi.cdef(_cdef_from_header(_read("c/writer.h")))  # NVTXW client (c/writer.c): nvtx_cffi.writer
 ffi.set_source(
     "nvtx_cffi._native._ffi",
-    '#include "nvtx_shim.h"\n#include "payload.h"\n#include "keep_gil.h"\n#include "trace_decode.h"\n',
+    '#include "nvtx_shim.h"\n#include "payload.h"\n#include "keep_gil.h"\n#include "trace_decode.h"\n#include "writer.h"\n',
     sources=SOURCES,
     include_dirs=[nvtx_include_dir(), os.path.join(HERE, "c")],
     extra_compile_args=C_FLAGS,

@@ -10,13 +10,20 @@
 The NVTX tools (the recorder and a null tool for benchmarks) are plain shared libraries that NVTX
 ``dlopen``s through ``NVTX_INJECTION64_PATH``; Python never imports them, so they are built as
 extensions but named ``lib*.so`` and export only ``InitializeInjectionNvtx2`` and their own API.
+The NVTXW writer backend (``libnvtx_writer_backend.so``, ``nvtxwGetInterface``) is built the same way.
+
+Before anything compiles, build_ext compiles a two-line C file with the compiler it will use: without
+one, the build stops with one line saying what to install (NO_COMPILER), the last line of the
+build's output, not a compiler error many lines up.
 """
 import glob
 import os
 import sys
+import tempfile
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.errors import CompileError, ExecError, PlatformError
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from build_ffi import (  # noqa: E402
@@ -34,6 +41,28 @@ NVTX_TOOLS = {
     "nvtx_cffi.libnvtx_recorder": ["c/recorder.c", "c/recorder_ext.c"],
     "nvtx_cffi.libnvtx_null_tool": ["c/null_tool.c"],
 }
+# an NVTXW backend (nvtx_cffi.writer.backend_path()) writing the recorder's format; it needs the
+# NVTXW headers (include/nvtxw3/), which nvidia-nvtx 13.0.x lacks
+if os.path.isfile(os.path.join(nvtx_include_dir(), "nvtxw3", "nvtxw3_event_helpers.h")):
+    NVTX_TOOLS["nvtx_cffi.libnvtx_writer_backend"] = ["c/writer_backend.c", "c/recorder_ext.c"]
+
+
+NO_COMPILER = ("nvtx-cffi: building needs a C compiler and the C library headers, and {cc} did not compile "
+               "a test file: apt-get install gcc libc6-dev (Debian/Ubuntu), dnf install gcc (Fedora/RHEL), "
+               "apk add build-base (Alpine), or set CC to one; Linux only (macOS, Windows: not supported)")
+
+
+def check_compiler(compiler) -> None:
+    """Compile a trivial C file (it includes <stdlib.h>) with ``compiler``; PlatformError(NO_COMPILER) if it fails."""
+    cc = (getattr(compiler, "compiler_so", None) or ["the C compiler"])[0]
+    with tempfile.TemporaryDirectory(prefix="nvtx-cffi-cc-") as tmp:
+        source = os.path.join(tmp, "cc_check.c")
+        with open(source, "w") as f:
+            f.write("#include <stdlib.h>\nint nvtxcffi_cc_check(void) { return EXIT_SUCCESS; }\n")
+        try:
+            compiler.compile([source], output_dir=tmp)
+        except (CompileError, ExecError, OSError):
+            raise PlatformError(NO_COMPILER.format(cc=repr(cc))) from None
 
 
 class BuildExtWithNvtxTools(build_ext):
@@ -49,9 +78,16 @@ class BuildExtWithNvtxTools(build_ext):
             return []  # no PyInit_*: these are not Python modules
         return super().get_export_symbols(ext)
 
+    def build_extensions(self):
+        check_compiler(self.compiler)  # self.compiler: the one every extension is built with
+        super().build_extensions()
+
     def run(self):
         if not speedups:  # an accelerator an earlier build left in build/ must not ride along
             for stale in glob.glob(os.path.join(self.build_lib, "nvtx_cffi", "_speedups*")):
+                os.remove(stale)
+        if "nvtx_cffi.libnvtx_writer_backend" not in NVTX_TOOLS:  # nor a writer backend built with headers
+            for stale in glob.glob(os.path.join(self.build_lib, "nvtx_cffi", "libnvtx_writer_backend*")):
                 os.remove(stale)
         super().run()
 

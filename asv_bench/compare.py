@@ -6,13 +6,17 @@
 For every shape (see ``benchmarks/shapes.py``) × library {plain, nvtx-cffi, nvtx} × tool {none,
 null}, prints the cost in ns above the baseline (the same code without annotation: an empty body,
 or ``f()`` for decorated calls and Profile) and the ratio nvtx / nvtx-cffi, next to the target
-ratio of issue 4. NVTX loads its tool once per process, so each (library, tool) combination runs
+target ratio. NVTX loads its tool once per process, so each (library, tool) combination runs
 in a child process of its own; this process only collects and prints. Times are thread CPU time,
 the minimum of many repeats (the shapes are interleaved so a noisy moment hits them all).
 Each spelling of a call is also shown against the plainest spelling of the same call
-("xplain": nvtx-cffi's cost over its cost for that one; issue 12 wants <= 2).
+("xplain": nvtx-cffi's cost over its cost for that one; the target is <= 2).
 The last two rows are the raw C push+pop of this shim (GIL kept) against the same shim built by
 stock CFFI (see ``benchmarks/stock_cffi.py``).
+
+``--asv`` prints, from the same runs, the figures the asv suite records (``track_*_ns``): with the
+null tool the ns above the baseline, as above; with no tool the absolute ns of the annotated call
+(above the empty loop), see ``shapes.reported_ns``.
 """
 from __future__ import annotations
 
@@ -30,39 +34,39 @@ sys.path.insert(0, HERE)
 from benchmarks import shapes  # noqa: E402
 
 # Targets: nvtx / nvtx-cffi must be at least this, per tool ("identity": the decorator returns the
-# function itself). Issue 4 set them for the first seven shapes; issue 12 asks >= 4 without a tool
-# and >= 5 with one for every spelling users write (issue 9: >= 5 for per-call payloads), and, for
+# function itself). The first seven shapes have their own; every spelling users write has >= 4 without a tool
+# and >= 5 with one (>= 5 for per-call payloads too), and, for
 # each spelling, at most MAX_VS_PLAINEST x the cost of the plainest spelling of the same call
 # (Shape.plainest; the "xplain" column). Shapes not listed have no ratio target.
-_ISSUE4 = {
+_FIRST_TARGETS = {
     "none": {"decorated": "identity", "with_new": 8, "with_reused": 2, "push_pop": 5, "mark": 4,
              "start_end": 3, "domain_attrs": 1},
     "null": {"decorated": 3, "with_new": 6, "with_reused": 2, "push_pop": 5, "mark": 7,
              "start_end": 5, "domain_attrs": 1},
 }
-_ISSUE12 = {"none": 4, "null": 5}
-# Issue 9 (counters and binary payloads, shapes.COUNTER_SHAPES): with a tool, an int/float sample
+_SPELLING_TARGETS = {"none": 4, "null": 5}
+# Counters and binary payloads (shapes.COUNTER_SHAPES): with a tool, an int/float sample
 # >= 3x cheaper than nvtx's, arrays and lists cheaper than nvtx's (no target without a tool).
-_ISSUE9 = {"null": {"int_sample": 3, "int_sample_bound": 3, "float_sample": 3, "group_sample": 1,
+_PAYLOAD_TARGETS = {"null": {"int_sample": 3, "int_sample_bound": 3, "float_sample": 3, "group_sample": 1,
                     "mark_array": 1, "with_array": 1, "mark_list": 1}}
-# Pre-built Domain attributes are one C call in nvtx too (no target but issue 4's); Domain calls
-# that build attributes from keywords get issue 12's.
-_ISSUE12_EXEMPT = {"domain_attrs", "domain_mark", "domain_start_end", "with_reused"}
+# Pre-built Domain attributes are one C call in nvtx too (no target but the first shapes'); Domain calls
+# that build attributes from keywords get the spellings' targets.
+_SPELLING_EXEMPT = {"domain_attrs", "domain_mark", "domain_start_end", "with_reused"}
 
 
 def _targets() -> Dict[str, Dict[str, object]]:
-    targets = {tool: dict(values) for tool, values in _ISSUE4.items()}
+    targets = {tool: dict(values) for tool, values in _FIRST_TARGETS.items()}
     for name, shape in shapes.SHAPES.items():
-        if name in _ISSUE12_EXEMPT or "nvtx" not in shape.libraries:
+        if name in _SPELLING_EXEMPT or "nvtx" not in shape.libraries:
             continue
         if not (shape.plainest or name in targets["none"]):  # Profile: no target
             continue
-        for tool, least in _ISSUE12.items():
+        for tool, least in _SPELLING_TARGETS.items():
             old = targets[tool].get(name)
             if old != "identity":
                 targets[tool][name] = max(least, old or 0)
     targets["none"]["decorated_args"] = "identity"  # no tool: the decorator returns f itself
-    for tool, values in _ISSUE9.items():
+    for tool, values in _PAYLOAD_TARGETS.items():
         targets[tool].update(values)
     return targets
 
@@ -97,13 +101,9 @@ def child(library: str, tool: str, repeats: int, number: int) -> Dict:
         info["decorator_returns_function"] = _decorator_identity(module)
         info["decorator_args_returns_function"] = _decorator_identity(
             module, color="red", domain="d")
-    best = {name: float("inf") for name in timers}
-    for timer in timers.values():
-        timer.run(max(1, number // 10))  # first-use preparation outside the measurement
-    for _ in range(repeats):  # interleaved: noise hits every shape alike
-        for name, timer in timers.items():
-            best[name] = min(best[name], timer.run(number))
-    per_op = {name: ns / (number * shapes.UNROLL) for name, ns in best.items()}
+    # interleaved (noise hits every shape alike): the same measurement as the asv suite's
+    per_op = shapes.best_ns_per_op({name: timer.run for name, timer in timers.items()},
+                                   repeats, number)
     info["empty"] = per_op["empty"]
     for shape in shapes.SHAPES:
         if shape + ":plain" in per_op:
@@ -198,10 +198,34 @@ def table(results: Dict) -> str:
     return "\n".join(lines)
 
 
+def asv_table(results: Dict) -> str:
+    """What the asv suite's ``track_*_ns`` record for these runs (shapes.reported_ns)."""
+    columns = [(lib, tool) for tool in shapes.TOOLS for lib in ("nvtx_cffi", "nvtx")]
+    header = f"{'shape':<44}" + "".join(f" {lib + '/' + tool:>15}" for lib, tool in columns)
+    lines = ["# asv track_*_ns: tool=none: ns of the annotated call above the empty loop; "
+             "tool=null: ns above the baseline", header, "-" * len(header)]
+    for name, shape in shapes.SHAPES.items():
+        cells = []
+        for lib, tool in columns:
+            info = results.get((lib, tool))
+            entry = (info or {}).get("shapes", {}).get(name)
+            if entry is None or entry["body"] is None:
+                cells.append("-")
+            else:
+                cells.append(f"{shapes.reported_ns(tool, entry['body'], entry['plain'], info['empty']):.1f}")
+        if any(c != "-" for c in cells):
+            lines.append(f"{shape.title:<44}" + "".join(f" {c:>15}" for c in cells))
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=200, help="timed repeats per shape (min is kept)")
-    parser.add_argument("--number", type=int, default=1000, help="loop iterations per repeat (x10 bodies)")
+    parser.add_argument("--repeats", type=int, default=shapes.REPEATS,
+                        help="timed repeats per shape (min is kept)")
+    parser.add_argument("--number", type=int, default=shapes.NUMBER,
+                        help="loop iterations per repeat (x10 bodies)")
+    parser.add_argument("--asv", action="store_true",
+                        help="also print the figures the asv suite records (track_*_ns)")
     parser.add_argument("--quick", action="store_true", help="20 repeats of 200: seconds, rough")
     parser.add_argument("--json", metavar="PATH", help="also write the raw results here")
     parser.add_argument("--child", nargs=2, metavar=("LIBRARY", "TOOL"), help=argparse.SUPPRESS)
@@ -230,6 +254,9 @@ def main(argv=None) -> int:
           f"(thread CPU time, min of {args.repeats} x {args.number * shapes.UNROLL}); "
           f"ratio = nvtx / nvtx-cffi")
     print(table(results))
+    if args.asv:
+        print()
+        print(asv_table(results))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump({f"{lib}/{tool}": info for (lib, tool), info in results.items()}, f, indent=1)

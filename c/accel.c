@@ -59,7 +59,7 @@ static PyObject *payload_emit;       /* _payload.emit(op, slot, domain_index, in
 #define PAYLOAD_ARRAY 100
 
 static PyObject *str_emit;  /* "_emit" */
-static PyObject *str_dtype, *str_ndim; /* "dtype", "ndim" */
+static PyObject *str_dtype; /* "dtype" */
 static PyObject *op_push;   /* NVTXCFFI_OP_PUSH as an int object */
 
 /* Parameter names (interned: keyword names from call sites are usually the same objects). */
@@ -396,9 +396,9 @@ static int payload_c_general(PyObject *payload, int *kind, int64_t *ivalue, doub
  * Without a tool nothing is sent, but annotate still checks its payload (bad ones fail as under a
  * profiler): _payload.fields_for checks a NumPy array by its dtype and tells these tables which
  * dtypes passed (array_dtype_checked). Any exact ndarray of one of those dtypes passes the check
- * (a 0-d one too: it converts as a number or is sent as binary, and neither can fail), so C
+ * (a 0-d one too: it is sent as binary with its dtype's scalar schema, as nvtx sends it), so C
  * carries it like an int payload without calling the check (~480 -> ~70 ns). With a tool, such an
- * array (not 0-d, see array_sendable) goes with the call's slot to _payload.emit, which the Python
+ * array goes with the call's slot to _payload.emit, which the Python
  * paths call too (emit_array), skipping their frames and the attributes object. Bounded: the
  * first CHECKED_DTYPES dtypes seen, held alive, so an address is not reused while listed; later
  * ones take the Python path each call. */
@@ -449,19 +449,10 @@ static int emit_array(int opcode, int slot, int domain_index, PyObject *array)
 }
 
 /* With a tool: an array_checked payload that __enter__ may send through payload_emit, as the
- * attributes would: not 0-d (payload_fields makes an integer 0-d array an int payload). */
+ * attributes would (0-d included: its dtype's scalar schema). */
 static int array_sendable(PyObject *payload)
 {
-    if (payload_emit == NULL || !array_checked(payload))
-        return 0;
-    PyObject *ndim = PyObject_GetAttr(payload, str_ndim);
-    if (ndim == NULL) {
-        PyErr_Clear();
-        return 0;
-    }
-    int sendable = PyLong_CheckExact(ndim) && PyLong_AsLong(ndim) > 0;
-    Py_DECREF(ndim);
-    return sendable;
+    return payload_emit != NULL && array_checked(payload);
 }
 
 static PyObject *array_dtype_checked(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
@@ -612,26 +603,33 @@ static void style_put(int kind, PyObject *a, PyObject *b, PyObject *c, int domai
         PyErr_Clear();
 }
 
-/* ---- first sight: a message met for the first time goes inline -----------------------------
+/* ---- first sight: a message met for the first time goes with its call ----------------------
  * nvtx_cffi/_domain.py's FirstSight, in C: the module-level calls and annotate() send a message
- * they meet for the first time inline (nothing registered, no C slot, nothing cached) and leave
- * its preparation to its second call, which takes the Python path as before. A stream of
- * messages that never repeat (f"request {n}") then costs a table probe and one NVTX call, not a
- * dozen Python frames.
- * What C has met is a table of text hashes in 4-way buckets (not the Python set: a set of 65536 strs
- * kept alive costs a cache miss or two per probe, and ~4 MB); a message C has met goes down the
- * Python path, which meets it in the FirstSight's own set too (put there by C, so that the Python
- * path prepares it rather than sending it inline a second time). A bucket holds the last 4 hashes
- * that fell in it (a few messages that come round again and share a bucket are still told apart),
- * and the table as many as the Python set holds before it starts again: a message that comes
- * back after fewer than ~65536 others is prepared at its second call, as on the Python path
- * (after more, both may have forgotten it: it goes inline once more). A hash shared by two texts
- * only changes which call prepares a message.
- * The colour, domain and category of such calls are checked and converted by Python once per style
- * (_domain._inline_style) and kept here by identity. */
+ * with the call for its first NVTXCFFI_PREPARE_AT - 1 calls (the shim registers its text with NVTX
+ * once, as nvtx 0.2.16 does, and keeps the handle; no C slot, nothing cached) and leave its
+ * preparation to its NVTXCFFI_PREPARE_AT-th call, which takes the Python path. A stream of messages
+ * that never repeat (f"request {n}"), or that come a few times each, then costs a table probe and
+ * one NVTX registration and event per message, not a dozen Python frames; a preparation (~4 us of
+ * Python) is paid by a message met often enough for its prepared calls to win it back.
+ * What C has met is a table of text hashes in 4-way buckets, each with how often it was met in its
+ * low bits (not the Python dict: 65536 strs kept alive cost a cache miss or two per probe, and
+ * ~4 MB); a message C has met often enough goes down the Python path, which then counts it as met
+ * that often in the FirstSight's own table (put there by C through FirstSight.met, so that the
+ * Python path prepares it rather than sending it with its call once more). A bucket holds the last
+ * 4 hashes that fell in it (a few messages that come round again and share a bucket are still told
+ * apart), and the table as many as the Python one holds before it starts again: a message that
+ * comes back after fewer than ~65536 others keeps its count, as on the Python path (after more, both
+ * may have forgotten it: it is counted from 1 again, its registration kept by the shim). A hash
+ * shared by two texts only changes which call prepares a message. */
+#define SEEN_COUNT_BITS 6 /* the low bits of an entry: how often it was met (1..prepare_at - 1) */
+#define SEEN_COUNT_MASK ((UINT64_C(1) << SEEN_COUNT_BITS) - 1)
+#if NVTXCFFI_PREPARE_AT_MAX - 1 > SEEN_COUNT_MASK || NVTXCFFI_PREPARE_AT < 2 || NVTXCFFI_PREPARE_AT > NVTXCFFI_PREPARE_AT_MAX
+#error "NVTXCFFI_PREPARE_AT(_MAX) must be in [2, 2**SEEN_COUNT_BITS]"
+#endif
+static uint64_t prepare_at = NVTXCFFI_PREPARE_AT; /* _domain.PREPARE_AT, given by setup_first_sight */
 static PyObject *ranges_sight;          /* _ranges._first_sight (a FirstSight) */
 static PyObject *annotate_sight;        /* _annotate._first_sight */
-static Py_ssize_t sight_seen_offset = -1, sight_bound_offset = -1; /* FirstSight._seen, ._bound */
+static PyObject *str_met;                /* "met" (FirstSight.met) */
 static PyObject *inline_style_of;       /* _domain._inline_style(color, domain, category) */
 static PyObject *first_sight_attributes; /* _annotate._first_sight_attributes(annotate) */
 static PyObject *first_sight_reused;     /* _annotate._first_sight_reused(annotate) -> cached? */
@@ -703,48 +701,52 @@ static const char *inline_text(PyObject *message, Py_ssize_t *size)
     return (Py_ssize_t)strlen(text) == *size ? text : NULL;
 }
 
-/* FirstSight.first(key), for FirstSight object `sight`: 1 met for the first time (now
- * remembered), 0 met before, -1 raised. */
+/* After a call into NVTX: a tool may run Python in its callbacks (NVIDIA's python test tool does)
+ * and leave an exception set. The call then raises it: returning a value with it set would be
+ * CPython's SystemError, and the next unrelated call would find it. */
+#define TOOL_RAISED() (PyErr_Occurred() != NULL)
+#define RETURN_NONE_AFTER_NVTX() return TOOL_RAISED() ? NULL : Py_NewRef(Py_None)
+
+/* sight.met(key): FirstSight remembers `key` as met. 0 or -1 raised. */
 static int first_seen(PyObject *sight, PyObject *key);
 
-/* Whether C meets UTF-8 `text` (of `size` bytes) in domain `index` for the first time: 1 yes (now
- * remembered), 0 met before (and now in `sight`'s own set: the Python path prepares it; `key`: its
- * key there, made on demand: message or (message, domain)), -1 raised. */
+/* Whether C sends UTF-8 `text` (of `size` bytes) in domain `index` with its call: 1 yes, one of its
+ * first prepare_at - 1 sights (now counted), 0 met that often (and now in `sight` too, so
+ * that the Python path prepares it; `key`: its key there, made on demand: message or (message,
+ * domain)), -1 raised. */
 static int first_sight(int caller, const char *text, Py_ssize_t size, int index, PyObject *sight, PyObject *message,
                        PyObject *domain)
 {
     uint64_t h = text_hash((const unsigned char *)text, size, 1) ^ ((uint64_t)(unsigned)index << 8 | (uint64_t)caller);
-    h |= 1; /* 0: an empty entry */
+    h &= ~SEEN_COUNT_MASK; /* an entry: the hash with its count (>= 1; 0: an empty entry) */
     uint64_t *bucket = seen_hashes[(h >> 40) & (SEEN_BUCKETS - 1)];
-    if (bucket[0] != h && bucket[1] != h && bucket[2] != h && bucket[3] != h) {
-        memmove(bucket + 1, bucket, (SEEN_WAYS - 1) * sizeof *bucket); /* the oldest goes */
-        bucket[0] = h;
-        return 1;
+    for (int way = 0; way < SEEN_WAYS; way++) {
+        if (bucket[way] == 0 || (bucket[way] & ~SEEN_COUNT_MASK) != h)
+            continue;
+        uint64_t count = bucket[way] & SEEN_COUNT_MASK;
+        if (count < prepare_at - 1) {
+            bucket[way] = h | (count + 1);
+            return 1;
+        }
+        PyObject *key = domain == Py_None ? Py_NewRef(message) : PyTuple_Pack(2, message, domain);
+        if (key == NULL)
+            return -1;
+        int added = first_seen(sight, key);
+        Py_DECREF(key);
+        return added < 0 ? -1 : 0;
     }
-    PyObject *key = domain == Py_None ? Py_NewRef(message) : PyTuple_Pack(2, message, domain);
-    if (key == NULL)
-        return -1;
-    int added = first_seen(sight, key); /* strs and tuples of strs: no code runs */
-    Py_DECREF(key);
-    return added < 0 ? -1 : 0;
+    memmove(bucket + 1, bucket, (SEEN_WAYS - 1) * sizeof *bucket); /* the oldest goes */
+    bucket[0] = h | 1;
+    return 1;
 }
 
 static int first_seen(PyObject *sight, PyObject *key)
 {
-    PyObject *seen = member_at(sight, sight_seen_offset), *bound_object = member_at(sight, sight_bound_offset);
-    if (seen == NULL || !PySet_CheckExact(seen) || bound_object == NULL || !PyLong_CheckExact(bound_object))
-        return 0; /* not as set up: the Python path */
-    int found = PySet_Contains(seen, key);
-    if (found != 0)
-        return found < 0 ? -1 : 0;
-    Py_ssize_t bound = PyLong_AsSsize_t(bound_object);
-    if (bound == -1 && PyErr_Occurred())
+    PyObject *result = PyObject_CallMethodOneArg(sight, str_met, key);
+    if (result == NULL)
         return -1;
-    if (PySet_GET_SIZE(seen) >= bound && PySet_Clear(seen) < 0) /* make_room: full starts again */
-        return -1;
-    if (PySet_GET_SIZE(seen) < bound && PySet_Add(seen, key) < 0)
-        return -1;
-    return 1;
+    Py_DECREF(result);
+    return 0;
 }
 
 /* A module-level push_range/mark/start_range whose message (an exact str, held by the caller) is
@@ -768,6 +770,8 @@ static int range_first_sight(int opcode, PyObject *message, PyObject *color, PyO
     if (first <= 0)
         return first;
     uint64_t id = nvtxcffi_shim.emit(opcode, index, text, argb, category_id, kind, ivalue, fvalue);
+    if (TOOL_RAISED())
+        return -1;
     *result = opcode == NVTXCFFI_OP_START ? new_range_id(id, index) : Py_NewRef(Py_None);
     return *result == NULL ? -1 : 1;
 }
@@ -880,12 +884,18 @@ static PyObject *annotate_enter(PyObject *op, PyObject *unused)
         else if (self->inline_message && self->args != NULL) {
             /* checked when made (no NUL, encodable): its UTF-8 is the str's own or cached in it;
              * args is the tuple made then (setting _args clears inline_message) */
-            const char *text = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(self->args, 0), NULL);
+            PyObject *args = Py_NewRef(self->args); /* (held: the shim may let other threads run
+                                                     * while it waits for its registration lock) */
+            const char *text = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(args, 0), NULL);
+            if (text != NULL)
+                nvtxcffi_shim.emit(NVTXCFFI_OP_PUSH, self->domain_index, text, self->inline_argb,
+                                   self->inline_category, NVTXCFFI_PAYLOAD_NONE, 0, 0.0);
+            Py_DECREF(args);
             if (text == NULL)
                 return NULL;
-            nvtxcffi_shim.emit(NVTXCFFI_OP_PUSH, self->domain_index, text, self->inline_argb,
-                               self->inline_category, NVTXCFFI_PAYLOAD_NONE, 0, 0.0);
         } else if (emit_push(self->attributes) < 0)
+            return NULL;
+        if (TOOL_RAISED())
             return NULL;
     }
     Py_INCREF(op);
@@ -980,7 +990,7 @@ static PyObject *annotate_exit(PyObject *op, PyObject *const *args, Py_ssize_t n
     }
     if (active)
         nvtxcffi_shim.pop(((annotate_object *)op)->domain_index);
-    Py_RETURN_NONE;
+    RETURN_NONE_AFTER_NVTX();
 }
 
 /* annotate(..., payload=value) when annotate(...) without it is the cached `template` with a slot
@@ -1142,6 +1152,44 @@ static int install_special_methods(void)
 }
 #endif
 
+#if PY_VERSION_HEX >= 0x030E0000
+/* From 3.14 `with obj:` loads __enter__ and __exit__ unbound (LOAD_SPECIAL) and calls the method
+ * descriptors with obj as self; the specialised calls (CALL_METHOD_DESCRIPTOR_NOARGS, _FAST)
+ * require obj to be exactly of the descriptor's type, so AnnotateBase's own descriptors, called
+ * on an annotate object (a Python subclass), leave each call to the generic path (~11 ns of a ~38
+ * ns `with`). The same two methods as descriptors of `cls` itself (where its dict has none of its
+ * own) take the specialised paths; anything else (AnnotateBase, other subclasses) keeps the
+ * inherited ones. */
+static int own_special_methods(PyTypeObject *cls)
+{
+    PyObject *dict = PyType_GetDict(cls);
+    if (dict == NULL)
+        return -1;
+    for (int i = 0; i < 2; i++) {
+        PyMethodDef *def = &annotate_base_methods[i];
+        PyObject *mine;
+        int has = PyDict_GetItemStringRef(dict, def->ml_name, &mine);
+        if (has < 0) {
+            Py_DECREF(dict);
+            return -1;
+        }
+        if (has > 0) {
+            Py_DECREF(mine);
+            continue; /* the class defines its own */
+        }
+        PyObject *descr = PyDescr_NewMethod(cls, def);
+        int failed = descr == NULL || PyObject_SetAttrString((PyObject *)cls, def->ml_name, descr) < 0;
+        Py_XDECREF(descr);
+        if (failed) {
+            Py_DECREF(dict);
+            return -1;
+        }
+    }
+    Py_DECREF(dict);
+    return 0;
+}
+#endif
+
 /* Calls of the annotate class itself: repeated annotate(...) calls are answered from annotate's
  * caches exactly as annotate.__new__ would answer them; anything else is the ordinary class call
  * (type.__call__ -> annotate.__new__ in Python). Installed as the class's tp_vectorcall, which
@@ -1224,7 +1272,8 @@ static int annotate_template(PyObject *callable, PyObject *const *a, PyObject **
 #define SITE_POP 6      /* pop_range(domain) */
 #define SITE_ANNOTATE 8 /* the annotate class; keyed by the message's first str of its text */
 #define SITE_DOMAIN 11
-typedef struct {
+typedef struct site_entry site_entry;
+struct site_entry {
     int opcode;             /* the call (SITE_* + opcode); 0: unused */
     int nargs, n;           /* positional count, vector length (1..5) */
     int payload_at;         /* the payload's index in the vector, -1 when not passed */
@@ -1232,7 +1281,7 @@ typedef struct {
     PyObject *kwnames;      /* strong reference, or NULL */
     PyObject *args[5];      /* strong references; NULL at payload_at */
     PyObject *object;       /* SITE_ANNOTATE: the annotate object without the payload (strong) */
-} site_entry;
+};
 static site_entry site_calls[SITE_CALLS];
 
 static inline site_entry *site_at(int opcode, PyObject *kwnames, Py_ssize_t nargs, PyObject *first)
@@ -1243,19 +1292,30 @@ static inline site_entry *site_at(int opcode, PyObject *kwnames, Py_ssize_t narg
     return &site_calls[(h >> 40) & (SITE_CALLS - 1)];
 }
 
-/* The entry answering exactly this call, or NULL. */
-static inline const site_entry *site_find(int opcode, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+/* The entry answering exactly this call, whose first argument is taken as `first` (args[0] or
+ * what stands for it), or NULL. */
+static inline const site_entry *site_find_first(int opcode, PyObject *first, PyObject *const *args, Py_ssize_t nargs,
+                                                PyObject *kwnames)
 {
     Py_ssize_t n = nargs + (kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0);
     if (n == 0 || n > 5)
         return NULL;
-    const site_entry *e = site_at(opcode, kwnames, nargs, args[0]);
+    const site_entry *e = site_at(opcode, kwnames, nargs, first);
     if (e->opcode != opcode || e->kwnames != kwnames || e->nargs != nargs || e->n != n)
         return NULL;
-    for (Py_ssize_t i = 0; i < n; i++)
+    if (e->args[0] != first && e->payload_at != 0)
+        return NULL;
+    for (Py_ssize_t i = 1; i < n; i++)
         if (e->args[i] != args[i] && i != e->payload_at)
             return NULL;
     return e;
+}
+
+/* The entry answering exactly this call, or NULL. */
+static inline const site_entry *site_find(int opcode, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    return nargs + (kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0) == 0
+               ? NULL : site_find_first(opcode, args[0], args, nargs, kwnames);
 }
 
 /* Remember this call, answered by slot/domain_index, when every argument but the payload (and
@@ -1310,7 +1370,7 @@ static void site_put(int opcode, PyObject *const *args, Py_ssize_t nargs, PyObje
  * references are held, so an address is not reused while mapped; _by_message only grows, so what
  * it answered stays its answer. Kept apart from the call-site table below, which would answer the
  * same call: through it `with annotate("x"):` costs ~60 instructions more (callgrind: 791 against
- * 731 above the loop), the margin of issue 4's >= 8x without a tool. */
+ * 731 above the loop), the margin of the >= 8x target without a tool. */
 #define ANNOTATE_HOT 64 /* a power of two */
 static struct {
     PyObject *message;  /* strong reference, or NULL */
@@ -1330,7 +1390,8 @@ static inline int hash_cached(PyObject *s)
 }
 
 static PyObject *annotate_class_call(PyObject *callable, PyObject *const *args, Py_ssize_t nargs,
-                                     PyObject *kwnames, PyObject *first, int message_stable);
+                                     PyObject *kwnames, PyObject *first, int message_stable,
+                                     int site_looked, const site_entry *site);
 
 /* annotate(message, color, category) (no domain, no payload) whose message, an exact str, is met
  * for the first time (annotate.__new__'s first branch, in C): an object that sends the message
@@ -1372,20 +1433,49 @@ static int annotate_first_sight(PyObject *message, PyObject *color, PyObject *ca
     return 1;
 }
 
+static PyObject *annotate_class_slow(PyObject *callable, PyObject *const *args, Py_ssize_t nargs,
+                                     PyObject *kwnames, int site_looked, const site_entry *site);
+
+/* The class call's hot paths, kept small (no stack frame to speak of): annotate(message) by the
+ * message's address, and the call site table for calls whose first argument stands for itself (not
+ * a str whose hash is not cached yet: annotate_class_slow looks those up by their text's first
+ * str). Everything else, and a site whose payload is not None, goes on in annotate_class_slow,
+ * with what the table answered. */
 static PyObject *annotate_class_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf,
                                            PyObject *kwnames)
 {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (callable == (PyObject *)annotate_cls) {
+        if (nargs == 1 && kwnames == NULL) {
+            PyObject *message = args[0];
+            size_t at = annotate_hot_at(message);
+            if (annotate_hot[at].message == message) {
+                PyObject *found = annotate_hot[at].annotate; /* marked shared when it entered */
+                Py_INCREF(found);
+                return found;
+            }
+        } else if (nargs == 0 || hash_cached(args[0]) || !PyUnicode_CheckExact(args[0])) {
+            const site_entry *site = site_find(SITE_ANNOTATE, args, nargs, kwnames);
+            if (site != NULL && (site->payload_at < 0 || args[site->payload_at] == Py_None)) {
+                Py_INCREF(site->object);
+                return site->object;
+            }
+            return annotate_class_slow(callable, args, nargs, kwnames, 1, site);
+        }
+    }
+    return annotate_class_slow(callable, args, nargs, kwnames, 0, NULL);
+}
+
+/* annotate_class_vectorcall past its hot paths; site_looked: the call site table was asked (with
+ * args[0] as the key's first word) and answered `site` (NULL: no entry). */
+static Py_NO_INLINE PyObject *annotate_class_slow(PyObject *callable, PyObject *const *args, Py_ssize_t nargs,
+                                                  PyObject *kwnames, int site_looked, const site_entry *site)
+{
     PyObject *found;
     if (nargs == 1 && kwnames == NULL && callable == (PyObject *)annotate_cls) {
-        /* annotate(message): the commonest call */
+        /* annotate(message): the commonest call, not in the hot table */
         PyObject *message = args[0];
         size_t at = annotate_hot_at(message);
-        if (annotate_hot[at].message == message) {
-            found = annotate_hot[at].annotate; /* marked shared when it entered */
-            Py_INCREF(found);
-            return found;
-        }
         int constant = hash_cached(message);
         PyObject *same = canonical_message(message);
         int hit = lookup(annotate_by_message, same, &found); /* may run a key's __eq__: `same` is held */
@@ -1422,7 +1512,8 @@ static PyObject *annotate_class_vectorcall(PyObject *callable, PyObject *const *
         first = canonical_entry(args[0], &entry);
         message_stable = entry >= 0;
     }
-    PyObject *result = annotate_class_call(callable, args, nargs, kwnames, first, message_stable);
+    PyObject *result = annotate_class_call(callable, args, nargs, kwnames, first, message_stable,
+                                           site_looked && first == NULL, site);
     Py_XDECREF(first);
     return result;
 }
@@ -1430,17 +1521,18 @@ static PyObject *annotate_class_vectorcall(PyObject *callable, PyObject *const *
 /* annotate_class_vectorcall past its hot path; `first`: NULL, or a positional message's first str of
  * its text (a reference the caller holds). */
 static PyObject *annotate_class_call(PyObject *callable, PyObject *const *args, Py_ssize_t nargs,
-                                     PyObject *kwnames, PyObject *first, int message_stable)
+                                     PyObject *kwnames, PyObject *first, int message_stable,
+                                     int site_looked, const site_entry *site)
 {
     PyObject *a[5], *found;
     Py_ssize_t n = nargs + (kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0);
     PyObject *key[5] = {NULL, NULL, NULL, NULL, NULL};
     if (callable == (PyObject *)annotate_cls && n >= 1 && n <= 5) {
-        for (Py_ssize_t i = 0; i < n; i++)
-            key[i] = args[i];
-        if (first != NULL)
-            key[0] = first;
-        const site_entry *site = site_find(SITE_ANNOTATE, key, nargs, kwnames);
+        /* looked up from args as given (no copy: GCC 16, Debian sid's, makes a copy of n <= 5 words a
+         * byte loop whose word reload then waits on the byte stores, ~6 ns a call); the key
+         * (first for args[0]) is made below, for site_put */
+        if (!site_looked)
+            site = site_find_first(SITE_ANNOTATE, first != NULL ? first : args[0], args, nargs, kwnames);
         if (site != NULL) {
             annotate_object *template_ = (annotate_object *)site->object;
             PyObject *payload = site->payload_at >= 0 ? args[site->payload_at] : Py_None;
@@ -1461,6 +1553,12 @@ static PyObject *annotate_class_call(PyObject *callable, PyObject *const *args, 
         }
     }
     if (callable == (PyObject *)annotate_cls && bind(args, nargs, kwnames, range_params, 5, 0, a)) {
+        if (n >= 1 && n <= 5) {
+            for (Py_ssize_t i = 0; i < n; i++)
+                key[i] = args[i];
+            if (first != NULL)
+                key[0] = first;
+        }
         /* an entry of the call site table only for a message that comes again as the same
          * object: a positional one by its text's first str, a keyword one if a constant */
         int keyable = n >= 1 && n <= 5
@@ -1569,15 +1667,26 @@ static PyObject *decorated_call(PyObject *op, PyObject *const *args, size_t narg
     int guard = self->guard_recursion;
     if (guard && Py_EnterRecursiveCall(" while calling an annotated function"))
         return NULL;
-    if (self->slot >= 0) {
+    if (self->slot >= 0)
         nvtxcffi_shim.push(self->slot);
-    } else if (emit_push(self->attributes) < 0) {
+    else if (emit_push(self->attributes) < 0) {
+        if (guard)
+            Py_LeaveRecursiveCall();
+        return NULL;
+    }
+    if (TOOL_RAISED()) { /* the range was opened: close it */
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+        nvtxcffi_shim.pop(self->domain_index);
+        PyErr_Restore(type, value, traceback);
         if (guard)
             Py_LeaveRecursiveCall();
         return NULL;
     }
     PyObject *result = PyObject_Vectorcall(self->func, args, nargsf, kwnames);
     nvtxcffi_shim.pop(self->domain_index);
+    if (result != NULL && TOOL_RAISED())
+        Py_CLEAR(result);
     if (guard)
         Py_LeaveRecursiveCall();
     return result;
@@ -1651,6 +1760,8 @@ static inline uint64_t send_slot(int opcode, int slot, int kind, int64_t ivalue,
 static PyObject *range_emit(int opcode, int slot, int index, int kind, int64_t ivalue, double fvalue)
 {
     uint64_t id = send_slot(opcode, slot, kind, ivalue, fvalue);
+    if (TOOL_RAISED())
+        return NULL;
     if (opcode == NVTXCFFI_OP_START)
         return new_range_id(id, index);
     Py_RETURN_NONE;
@@ -1845,7 +1956,7 @@ static PyObject *push_range_call(PyObject *op, PyObject *const *args, size_t nar
     int slot = message_only_slot(args, nargsf, kwnames);
     if (slot >= 0) {
         nvtxcffi_shim.push(slot);
-        Py_RETURN_NONE;
+        RETURN_NONE_AFTER_NVTX();
     }
     return range_call(op, args, nargsf, kwnames, NVTXCFFI_OP_PUSH);
 }
@@ -1855,7 +1966,7 @@ static PyObject *mark_call(PyObject *op, PyObject *const *args, size_t nargsf, P
     int slot = message_only_slot(args, nargsf, kwnames);
     if (slot >= 0) {
         nvtxcffi_shim.mark(slot);
-        Py_RETURN_NONE;
+        RETURN_NONE_AFTER_NVTX();
     }
     return range_call(op, args, nargsf, kwnames, NVTXCFFI_OP_MARK);
 }
@@ -1869,27 +1980,27 @@ static PyObject *pop_range_call(PyObject *op, PyObject *const *args, size_t narg
 {
     if (PyVectorcall_NARGS(nargsf) == 0 && kwnames == NULL) { /* pop_range(): the commonest call */
         nvtxcffi_shim.pop_default();
-        Py_RETURN_NONE;
+        RETURN_NONE_AFTER_NVTX();
     }
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     const site_entry *site = site_find(SITE_POP, args, nargs, kwnames); /* pop_range("d"), (domain="d") */
     if (site != NULL) {
         nvtxcffi_shim.pop(site->domain_index);
-        Py_RETURN_NONE;
+        RETURN_NONE_AFTER_NVTX();
     }
     PyObject *a[1];
     if (!bind(args, nargs, kwnames, pop_params, 1, 0, a))
         return twin(op, args, nargsf, kwnames);
     if (a[0] == NULL || a[0] == Py_None) {
         nvtxcffi_shim.pop_default();
-        Py_RETURN_NONE;
+        RETURN_NONE_AFTER_NVTX();
     }
     int index = domain_index_by_name(a[0]);
     if (index < 0)
         return twin(op, args, nargsf, kwnames); /* a new domain, or a bad name: Python creates/raises */
     site_put(SITE_POP, args, nargs, kwnames, 0, 0, index, NULL); /* a name maps to one Domain for good */
     nvtxcffi_shim.pop(index);
-    Py_RETURN_NONE;
+    RETURN_NONE_AFTER_NVTX();
 }
 
 /* An exact int that fits a uint64_t, into *out; 0 when not (nothing raised). */
@@ -1920,14 +2031,14 @@ static PyObject *end_range_call(PyObject *op, PyObject *const *args, size_t narg
         if (PyLong_CheckExact(index) && !overflow && domain >= INT32_MIN && domain <= INT32_MAX
             && as_range_id(PyTuple_GET_ITEM(range_id, 0), &id)) {
             nvtxcffi_shim.end((int)domain, id); /* an index the shim does not know is ignored there */
-            Py_RETURN_NONE;
+            RETURN_NONE_AFTER_NVTX();
         }
         PyErr_Clear();
     } else if (range_id == Py_None) {
         Py_RETURN_NONE;
     } else if (as_range_id(range_id, &id)) {
         nvtxcffi_shim.end_default(id);
-        Py_RETURN_NONE;
+        RETURN_NONE_AFTER_NVTX();
     }
     return twin(op, args, nargsf, kwnames); /* anything else: Python's checks and messages */
 }
@@ -2059,6 +2170,8 @@ static PyObject *domain_emit(int opcode, int slot, int kind, int64_t ivalue, dou
         if (slot < 0)
             return NULL;
         id = send_slot(opcode, slot, kind, ivalue, fvalue);
+        if (TOOL_RAISED())
+            return NULL;
     }
     if (opcode == NVTXCFFI_OP_START)
         return PyLong_FromUnsignedLongLong(id);
@@ -2172,7 +2285,7 @@ static PyObject *domain_push_call(PyObject *op, PyObject *const *args, size_t na
     int slot = domain_attrs_slot(args, nargsf, kwnames);
     if (slot >= 0) {
         nvtxcffi_shim.push(slot);
-        Py_RETURN_NONE;
+        RETURN_NONE_AFTER_NVTX();
     }
     if (slot == -1 && !active)
         Py_RETURN_NONE;
@@ -2189,7 +2302,7 @@ static PyObject *domain_mark_call(PyObject *op, PyObject *const *args, size_t na
     int slot = domain_attrs_slot(args, nargsf, kwnames);
     if (slot >= 0) {
         nvtxcffi_shim.mark(slot);
-        Py_RETURN_NONE;
+        RETURN_NONE_AFTER_NVTX();
     }
     if (slot == -1 && !active)
         Py_RETURN_NONE;
@@ -2204,8 +2317,10 @@ static PyObject *domain_start_call(PyObject *op, PyObject *const *args, size_t n
             return done;
     }
     int slot = domain_attrs_slot(args, nargsf, kwnames);
-    if (slot >= 0)
-        return PyLong_FromUnsignedLongLong(nvtxcffi_shim.start(slot));
+    if (slot >= 0) {
+        uint64_t id = nvtxcffi_shim.start(slot);
+        return TOOL_RAISED() ? NULL : PyLong_FromUnsignedLongLong(id);
+    }
     if (slot == -1 && !active)
         return PyLong_FromLong(0);
     return twin(op, args, nargsf, kwnames);
@@ -2311,7 +2426,7 @@ static PyObject *domain_end_call(PyObject *op, PyObject *const *args, size_t nar
         int index = domain_index_of(args[0]);
         if (index >= 0 && as_range_id(args[1], &id)) {
             nvtxcffi_shim.end(index, id);
-            Py_RETURN_NONE;
+            RETURN_NONE_AFTER_NVTX();
         }
     }
     return twin(op, args, nargsf, kwnames);
@@ -2579,6 +2694,10 @@ static PyObject *setup_annotate(PyObject *module, PyObject *const *args, Py_ssiz
     if (nargs == 6)
         store(&payload_emit, args[5]);
     store((PyObject **)&annotate_cls, args[0]);
+#if PY_VERSION_HEX >= 0x030E0000
+    if (own_special_methods(annotate_cls) < 0) /* (before tp_vectorcall: setting attributes may clear it) */
+        return NULL;
+#endif
     annotate_cls->tp_vectorcall = annotate_class_vectorcall;
     Py_RETURN_NONE;
 }
@@ -2673,8 +2792,8 @@ static PyObject *setup_domain(PyObject *module, PyObject *const *args, Py_ssize_
 
 PyDoc_STRVAR(setup_first_sight_doc,
 "setup_first_sight(FirstSight, ranges_sight, annotate_sight, inline_style, first_sight_attributes, pop_default, "
-"first_sight_reused)\n--\n\n"
-"Send messages met for the first time inline: ``ranges_sight`` and ``annotate_sight`` are the FirstSight "
+"first_sight_reused, prepare_at)\n--\n\n"
+"Send a message inline for its first ``prepare_at - 1`` calls: ``ranges_sight`` and ``annotate_sight`` are the FirstSight "
 "objects of the module-level calls and of annotate(); ``inline_style(color, domain, category)`` gives "
 "(domain index, ARGB, category id); ``first_sight_attributes(annotate)`` makes such an object's "
 "attributes; ``pop_default`` is the _close of a default-domain object; ``first_sight_reused(annotate)`` "
@@ -2683,25 +2802,25 @@ PyDoc_STRVAR(setup_first_sight_doc,
 static PyObject *setup_first_sight(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    if (nargs != 7 || !PyCallable_Check(args[6]) || !PyType_Check(args[0]) || !PyObject_TypeCheck(args[1], (PyTypeObject *)args[0])
+    long prepare = nargs == 8 && PyLong_Check(args[7]) ? PyLong_AsLong(args[7]) : -1;
+    if (prepare == -1 && PyErr_Occurred())
+        return NULL;
+    if (nargs != 8 || prepare < 2 || prepare > NVTXCFFI_PREPARE_AT_MAX || !PyCallable_Check(args[6]) || !PyType_Check(args[0]) || !PyObject_TypeCheck(args[1], (PyTypeObject *)args[0])
         || !PyObject_TypeCheck(args[2], (PyTypeObject *)args[0]) || !PyCallable_Check(args[3])
         || !PyCallable_Check(args[4]) || !PyCallable_Check(args[5])) {
         PyErr_SetString(PyExc_TypeError, "setup_first_sight(FirstSight, ranges_sight, annotate_sight, inline_style, "
-                                         "first_sight_attributes, pop_default, first_sight_reused)");
+                                         "first_sight_attributes, pop_default, first_sight_reused, prepare_at)");
         return NULL;
     }
-    Py_ssize_t seen_offset = slot_offset((PyTypeObject *)args[0], "_seen");
-    Py_ssize_t bound_offset = seen_offset < 0 ? -1 : slot_offset((PyTypeObject *)args[0], "_bound");
-    if (bound_offset < 0)
+    if (str_met == NULL && (str_met = PyUnicode_InternFromString("met")) == NULL)
         return NULL;
-    sight_seen_offset = seen_offset;
-    sight_bound_offset = bound_offset;
     store(&ranges_sight, args[1]);
     store(&annotate_sight, args[2]);
     store(&inline_style_of, args[3]);
     store(&first_sight_attributes, args[4]);
     store(&pop_default_function, args[5]);
     store(&first_sight_reused, args[6]);
+    prepare_at = (uint64_t)prepare;
     Py_RETURN_NONE;
 }
 
@@ -2722,7 +2841,7 @@ static PyObject *domain_pop(PyObject *self, PyObject *unused)
         return NULL;
     }
     nvtxcffi_shim.pop(value);
-    Py_RETURN_NONE;
+    RETURN_NONE_AFTER_NVTX();
 }
 
 static PyMethodDef domain_pop_def = {"pop_range", domain_pop, METH_NOARGS, domain_pop_doc};
@@ -2904,7 +3023,6 @@ int nvtxcffi_accel_init(PyObject *module)
         return -1;
     if ((str_emit == NULL && (str_emit = PyUnicode_InternFromString("_emit")) == NULL)
         || (str_dtype == NULL && (str_dtype = PyUnicode_InternFromString("dtype")) == NULL)
-        || (str_ndim == NULL && (str_ndim = PyUnicode_InternFromString("ndim")) == NULL)
         || (op_push == NULL && (op_push = PyLong_FromLong(NVTXCFFI_OP_PUSH)) == NULL))
         return -1;
     if (PyType_Ready(&annotate_base_type) < 0 || PyType_Ready(&function_type) < 0)

@@ -230,7 +230,7 @@ static PyObject *counter_sample(PyObject *self, PyObject *const *args, Py_ssize_
         long long x;
         if (small_int(v, &x)) {
             g_i64(c->counter, (int64_t)x);
-            Py_RETURN_NONE;
+            return PyErr_Occurred() ? NULL : Py_NewRef(Py_None); /* a tool's callback may raise */
         }
         if (sample_int64_of(v, &x) < 0)
             return NULL;
@@ -239,7 +239,7 @@ static PyObject *counter_sample(PyObject *self, PyObject *const *args, Py_ssize_
         PyErr_SetString(PyExc_NotImplementedError, "Use Domain.get_counter() to create a concrete counter.");
         return NULL;
     }
-    Py_RETURN_NONE;
+    return PyErr_Occurred() ? NULL : Py_NewRef(Py_None); /* a tool's callback may raise */
 }
 
 static PyObject *counter_bind_sample(PyObject *self, PyObject *const *args, Py_ssize_t nargs)

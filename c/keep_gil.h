@@ -14,8 +14,21 @@
 #ifndef PYPY_VERSION
 #undef Py_BEGIN_ALLOW_THREADS
 #define Py_BEGIN_ALLOW_THREADS {
+/* An NVTX tool may run Python code in its callbacks (NVIDIA's python test tool does) and leave an
+ * exception set: the wrapper then returns NULL, so the exception propagates from the call (a
+ * value returned with it would be CPython's SystemError "returned a result with an exception
+ * set"). The wrapper's temporary copies of array arguments (its local large_args_free; wrappers
+ * without one see the NULL below) are freed first. PyErr_Occurred is stable ABI and reads the
+ * thread state: a nanosecond. */
+static struct _cffi_freeme_s *const large_args_free = NULL;
 #undef Py_END_ALLOW_THREADS
-#define Py_END_ALLOW_THREADS }
+#define Py_END_ALLOW_THREADS                                                                        \
+    }                                                                                               \
+    if (PyErr_Occurred()) {                                                                         \
+        if (large_args_free != NULL)                                                                \
+            _cffi_free_array_arguments(large_args_free);                                            \
+        return NULL;                                                                                \
+    }
 #undef _cffi_restore_errno
 #define _cffi_restore_errno() ((void)0)
 #undef _cffi_save_errno
@@ -37,6 +50,37 @@ int nvtxcffi_gil_held(void)
 #else
     int (*check)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "PyGILState_Check");
     return check ? check() : -1;
+#endif
+}
+
+/* c/shim_internal.h: whether the calling thread has a Python exception set (a tool's callback
+ * raised). Only called with the GIL held (cffi's wrappers keep it, see above); 0 on PyPy. */
+int nvtxcffi_tool_raised(void)
+{
+#ifdef PYPY_VERSION
+    return 0;
+#else
+    return PyErr_Occurred() != NULL;
+#endif
+}
+
+/* c/shim_internal.h: a registration lock's wait lets the GIL go (every call of this module holds it
+ * on CPython, cffi's wrappers keeping it; PyPy's cffi calls C without it). */
+void *nvtxcffi_lock_wait_begin(void)
+{
+#ifdef PYPY_VERSION
+    return NULL;
+#else
+    return PyEval_SaveThread();
+#endif
+}
+
+void nvtxcffi_lock_wait_end(void *state)
+{
+#ifndef PYPY_VERSION
+    PyEval_RestoreThread((PyThreadState *)state);
+#else
+    (void)state;
 #endif
 }
 

@@ -81,7 +81,14 @@ static void register_atfork(void) { pthread_atfork(lock_before_fork, unlock_afte
 void nvtxcffi_internal_lock(int which)
 {
     pthread_once(&atfork_once, register_atfork);
-    pthread_mutex_lock(&locks[which]);
+    if (pthread_mutex_trylock(&locks[which]) != 0) {
+        /* Held by another thread, maybe inside an NVTX tool's callback that lets other Python
+         * threads run (a tool written in Python): waiting with the GIL held would deadlock, so the
+         * GIL is let go while waiting (c/keep_gil.h; nothing where the caller holds none). */
+        void *state = nvtxcffi_lock_wait_begin();
+        pthread_mutex_lock(&locks[which]);
+        nvtxcffi_lock_wait_end(state);
+    }
     locks_held |= 1u << which;
 }
 
@@ -126,11 +133,100 @@ int nvtxcffi_domain_create(const char *name)
     int n = atomic_load_explicit(&domain_count, memory_order_relaxed);
     if (n < NVTXCFFI_MAX_DOMAINS) {
         domains[n] = nvtxDomainCreateA(name);
-        atomic_store_explicit(&domain_count, n + 1, memory_order_release);
-        index = n;
+        if (!nvtxcffi_tool_raised()) { /* (raised: the call fails, its entry stays free) */
+            atomic_store_explicit(&domain_count, n + 1, memory_order_release);
+            index = n;
+        }
     }
     registry_release();
     return index;
+}
+
+/* ---- registered texts ---------------------------------------------------------------------------
+ * (domain, text) -> the nvtxStringHandle_t NVTX gave for it, so that a text is registered once per
+ * domain whichever call meets it first (a prepared slot, or an event whose message goes per call),
+ * as nvtx 0.2.16 registers each message once before its first event. Bounded: 4-way buckets whose
+ * oldest entry makes room (a text met again after leaving is registered again; NVTX handles stay
+ * valid for the process, so the slots and strings holding one are unaffected), texts up to
+ * NVTXCFFI_MAX_STRING_BYTES, NVTXCFFI_MAX_STRING_TOTAL_BYTES kept in all. Under the registry lock. */
+#define KEPT_BUCKETS 16384 /* a power of two; x 4 ways = NVTXCFFI_MAX_STRINGS */
+#define KEPT_WAYS 4
+
+typedef struct {
+    uint64_t hash; /* 0: empty */
+    char *text;
+    size_t size;
+    int domain;
+    nvtxStringHandle_t handle;
+} kept_text_t;
+
+static kept_text_t kept[KEPT_BUCKETS][KEPT_WAYS];
+static size_t kept_bytes;
+
+static uint64_t kept_hash(int domain, const char *text, size_t size)
+{
+    uint64_t h = 1469598103934665603ull ^ (uint64_t)(unsigned)domain; /* FNV-1a */
+    for (size_t i = 0; i < size; i++) {
+        h ^= (unsigned char)text[i];
+        h *= 1099511628211ull;
+    }
+    h ^= h >> 29;
+    return h | 1;
+}
+
+/* The handle of `text` in domain `domain` (valid), registering it if it is not kept. Registry lock held. */
+static nvtxStringHandle_t registered_handle(int domain, const char *text)
+{
+    size_t size = strlen(text);
+    uint64_t h = kept_hash(domain, text, size);
+    kept_text_t *bucket = kept[(h >> 32) & (KEPT_BUCKETS - 1)];
+    for (int way = 0; way < KEPT_WAYS; way++) {
+        kept_text_t *e = &bucket[way];
+        if (e->hash == h && e->domain == domain && e->size == size && memcmp(e->text, text, size) == 0) {
+            nvtxStringHandle_t handle = e->handle;
+            if (way > 0) { /* most recent first: the oldest is the one to go */
+                kept_text_t found = *e;
+                memmove(bucket + 1, bucket, (size_t)way * sizeof *bucket);
+                bucket[0] = found;
+            }
+            return handle;
+        }
+    }
+    nvtxStringHandle_t handle = nvtxDomainRegisterStringA(domains[domain], text);
+    if (size > NVTXCFFI_MAX_STRING_BYTES || nvtxcffi_tool_raised()) /* (registered again next time) */
+        return handle;
+    kept_text_t *last = &bucket[KEPT_WAYS - 1];
+    size_t freed = last->hash ? last->size + 1 : 0;
+    if (kept_bytes - freed + size + 1 > NVTXCFFI_MAX_STRING_TOTAL_BYTES)
+        return handle;
+    char *copy = malloc(size + 1);
+    if (copy == NULL)
+        return handle;
+    memcpy(copy, text, size + 1);
+    if (last->hash)
+        free(last->text);
+    kept_bytes = kept_bytes - freed + size + 1;
+    memmove(bucket + 1, bucket, (KEPT_WAYS - 1) * sizeof *bucket);
+    bucket[0] = (kept_text_t){.hash = h, .text = copy, .size = size, .domain = domain, .handle = handle};
+    return handle;
+}
+
+nvtxStringHandle_t nvtxcffi_internal_string(int domain, const char *text)
+{
+    if (text == NULL || !domain_valid(domain))
+        return NULL;
+    registry_acquire();
+    nvtxStringHandle_t handle = registered_handle(domain, text);
+    registry_release();
+    return handle;
+}
+
+int nvtxcffi_string_keep(int domain, const char *text)
+{
+    if (text == NULL || !domain_valid(domain))
+        return -1;
+    nvtxcffi_internal_string(domain, text);
+    return 0;
 }
 
 int nvtxcffi_string_register(int domain, const char *text)
@@ -146,10 +242,12 @@ int nvtxcffi_string_register(int domain, const char *text)
             *chunk = calloc(CHUNK_SIZE, sizeof(string_t));
         if (*chunk != NULL) {
             string_t *entry = &(*chunk)[n & CHUNK_MASK];
-            entry->handle = nvtxDomainRegisterStringA(domains[domain], text);
+            entry->handle = registered_handle(domain, text);
             entry->domain_index = domain;
-            atomic_store_explicit(&string_count, n + 1, memory_order_release);
-            index = n;
+            if (!nvtxcffi_tool_raised()) { /* (raised: the call fails, its entry stays free) */
+                atomic_store_explicit(&string_count, n + 1, memory_order_release);
+                index = n;
+            }
         }
     }
     registry_release();
@@ -318,9 +416,11 @@ uint64_t nvtxcffi_emit(int op, int domain, const char *message, uint32_t color, 
         return 0;
     nvtxEventAttributes_t attr;
     attributes_init(&attr, color, category);
-    if (message != NULL) {
-        attr.messageType = NVTX_MESSAGE_TYPE_ASCII; /* UTF-8 travels through the A form */
-        attr.message.ascii = message;
+    if (message != NULL) { /* registered, as nvtx 0.2.16 sends every message (some tools take no other) */
+        attr.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
+        attr.message.registered = nvtxcffi_internal_string(domain, message);
+        if (nvtxcffi_tool_raised()) /* the registration raised: the call fails, no event */
+            return 0;
     }
     payload_set(&attr, payload_kind, ivalue, fvalue);
     return dispatch(op, domains[domain], &attr);

@@ -20,6 +20,18 @@
 #define NVTXCFFI_MAX_DOMAINS 256
 #define NVTXCFFI_MAX_STRINGS 65536
 #define NVTXCFFI_MAX_SLOTS 131072
+/* Texts longer than this are registered with NVTX at each use (not kept); the texts kept for
+ * registration (see nvtxcffi_string_register) take at most NVTXCFFI_MAX_STRING_TOTAL_BYTES. */
+#define NVTXCFFI_MAX_STRING_BYTES 4096
+#define NVTXCFFI_MAX_STRING_TOTAL_BYTES 16777216
+
+/* A message's first NVTXCFFI_PREPARE_AT - 1 calls (module-level calls, annotate(), Domain keyword
+ * calls) send it with the call, registered (nvtxcffi_emit); its NVTXCFFI_PREPARE_AT-th prepares it
+ * (a string entry, a slot, a cached call). A preparation costs about as much as twenty calls sent
+ * with their message, so a message used a few times never pays it and one used often pays it once. */
+#define NVTXCFFI_PREPARE_AT 32
+/* The most NVTX_CFFI_PREPARE_AT may set (nvtx_cffi/_domain.py PREPARE_AT; c/accel.c counts in 6 bits). */
+#define NVTXCFFI_PREPARE_AT_MAX 64
 
 /* op for nvtxcffi_emit / nvtxcffi_emit_slot */
 #define NVTXCFFI_OP_PUSH 0
@@ -44,9 +56,17 @@ const char *nvtxcffi_build_version(void);
  * 1 yes, 0 no, -1 not CPython. */
 int nvtxcffi_gil_held(void);
 
-/* Registration (thread-safe, takes a mutex). All return -1 on a full table or a bad argument. */
+/* Registration (thread-safe, takes a mutex). All return -1 on a full table or a bad argument.
+ * A text is registered with NVTX (nvtxDomainRegisterStringA) once per domain while it stays in the
+ * shim's bounded table of registered texts, whichever call meets it first (string_register, or an
+ * event sent with its message per call): NVTX tools see what nvtx 0.2.16 sends, a registration
+ * before the text's first event and registered messages only. */
 int nvtxcffi_domain_create(const char *name);
 int nvtxcffi_string_register(int domain, const char *text);
+/* Register `text` in domain `domain` now if it is not kept (no string-table entry: an event whose
+ * message goes with it registers it before what else the event registers, as nvtx does). 0, or -1
+ * for a bad argument. */
+int nvtxcffi_string_keep(int domain, const char *text);
 int nvtxcffi_category_name(int domain, uint32_t category, const char *name);
 int nvtxcffi_slot_create(int domain, int string_id, uint32_t color, uint32_t category);
 int nvtxcffi_domain_count(void);
@@ -68,7 +88,8 @@ void nvtxcffi_mark(int slot);
 /* A prepared slot with a per-call payload (kind NVTXCFFI_PAYLOAD_*; ints travel as int64 bits). */
 uint64_t nvtxcffi_emit_slot(int op, int slot, int payload_kind, int64_t ivalue, double fvalue);
 
-/* Nothing prepared: message (UTF-8, may be NULL), colour, category and payload given per call. */
+/* Nothing prepared: message (UTF-8, may be NULL), colour, category and payload given per call. The
+ * message is registered (see above) and sent as NVTX_MESSAGE_TYPE_REGISTERED. */
 uint64_t nvtxcffi_emit(int op, int domain, const char *message, uint32_t color, uint32_t category,
                        int payload_kind, int64_t ivalue, double fvalue);
 

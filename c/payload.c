@@ -33,7 +33,7 @@ static counter_t fast_f64[NVTXCFFI_FAST_COUNTERS];
  * that makes the counter visible is published. */
 static int16_t *fast_chunks[NVTXCFFI_MAX_COUNTERS / CHUNK_SIZE];
 
-static void fill_counter_semantics(nvtxSemanticsCounter_t *dst, const nvtxcffi_counter_semantics *src)
+void nvtxcffi_internal_counter_semantics(nvtxSemanticsCounter_t *dst, const nvtxcffi_counter_semantics *src)
 {
     memset(dst, 0, sizeof *dst);
     dst->header.structSize = sizeof(nvtxSemanticsCounter_t);
@@ -49,24 +49,24 @@ static void fill_counter_semantics(nvtxSemanticsCounter_t *dst, const nvtxcffi_c
     memcpy(&dst->max, &src->max_bits, sizeof dst->max);
 }
 
-uint64_t nvtxcffi_schema_register(int domain, uint64_t field_mask, uint64_t schema_type,
-                                  uint64_t schema_flags, size_t static_size,
-                                  const nvtxcffi_schema_entry *entries, size_t count,
+int nvtxcffi_internal_schema_attr(nvtxPayloadSchemaAttr_t *attr, nvtxcffi_schema_storage *storage,
+                                  uint64_t field_mask, uint64_t schema_type, uint64_t schema_flags,
+                                  size_t static_size, const nvtxcffi_schema_entry *entries, size_t count,
                                   const nvtxcffi_counter_semantics *semantics, size_t semantics_count)
 {
-    nvtxDomainHandle_t handle;
-    if (nvtxcffi_internal_domain(domain, &handle) != 0 || entries == NULL || count == 0
-        || count > NVTXCFFI_MAX_SCHEMA_ENTRIES || semantics_count > count)
-        return 0;
+    storage->entries = NULL;
+    storage->semantics = NULL;
+    if (entries == NULL || count == 0 || count > NVTXCFFI_MAX_SCHEMA_ENTRIES || semantics_count > count)
+        return -1;
     nvtxPayloadSchemaEntry_t *e = calloc(count, sizeof *e);
     nvtxSemanticsCounter_t *s = semantics_count ? calloc(semantics_count, sizeof *s) : NULL;
     if (e == NULL || (semantics_count && s == NULL)) {
         free(e);
         free(s);
-        return 0;
+        return -2;
     }
     for (size_t i = 0; i < semantics_count; ++i)
-        fill_counter_semantics(&s[i], &semantics[i]);
+        nvtxcffi_internal_counter_semantics(&s[i], &semantics[i]);
     for (size_t i = 0; i < count; ++i) {
         e[i].flags = entries[i].flags;
         e[i].type = entries[i].type;
@@ -78,18 +78,39 @@ uint64_t nvtxcffi_schema_register(int domain, uint64_t field_mask, uint64_t sche
         e[i].semantics = (k >= 0 && (size_t)k < semantics_count) ? &s[k].header : NULL;
         e[i].reserved = NULL;
     }
+    memset(attr, 0, sizeof *attr);
+    attr->fieldMask = field_mask;
+    attr->name = NULL;
+    attr->type = schema_type;
+    attr->flags = schema_flags;
+    attr->entries = e;
+    attr->numEntries = count;
+    attr->payloadStaticSize = static_size;
+    storage->entries = e;
+    storage->semantics = s;
+    return 0;
+}
+
+void nvtxcffi_internal_schema_free(nvtxcffi_schema_storage *storage)
+{
+    free(storage->entries);
+    free(storage->semantics);
+}
+
+uint64_t nvtxcffi_schema_register(int domain, uint64_t field_mask, uint64_t schema_type,
+                                  uint64_t schema_flags, size_t static_size,
+                                  const nvtxcffi_schema_entry *entries, size_t count,
+                                  const nvtxcffi_counter_semantics *semantics, size_t semantics_count)
+{
+    nvtxDomainHandle_t handle;
     nvtxPayloadSchemaAttr_t attr;
-    memset(&attr, 0, sizeof attr);
-    attr.fieldMask = field_mask;
-    attr.name = NULL;
-    attr.type = schema_type;
-    attr.flags = schema_flags;
-    attr.entries = e;
-    attr.numEntries = count;
-    attr.payloadStaticSize = static_size;
+    nvtxcffi_schema_storage storage;
+    if (nvtxcffi_internal_domain(domain, &handle) != 0
+        || nvtxcffi_internal_schema_attr(&attr, &storage, field_mask, schema_type, schema_flags, static_size,
+                                         entries, count, semantics, semantics_count) != 0)
+        return 0;
     uint64_t id = nvtxPayloadSchemaRegister(handle, &attr);
-    free(e);
-    free(s);
+    nvtxcffi_internal_schema_free(&storage);
     return id;
 }
 
@@ -123,7 +144,7 @@ int nvtxcffi_counter_register(int domain, uint64_t schema_id, const char *name,
     time_semantics.timeDomainId = time_domain;
     nvtxSemanticsCounter_t counter_semantics;
     if (semantics != NULL) {
-        fill_counter_semantics(&counter_semantics, semantics);
+        nvtxcffi_internal_counter_semantics(&counter_semantics, semantics);
         time_semantics.header.next = &counter_semantics.header;
     }
     nvtxCounterAttr_t attr;
@@ -252,9 +273,11 @@ uint64_t nvtxcffi_emit_ext(int op, int slot, int domain, const char *message, ui
         attr.colorType = NVTX_COLOR_ARGB;
         attr.color = color;
         attr.category = category;
-        if (message != NULL) {
-            attr.messageType = NVTX_MESSAGE_TYPE_ASCII;
-            attr.message.ascii = message;
+        if (message != NULL) { /* registered, as nvtx_shim.c's nvtxcffi_emit sends it */
+            attr.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
+            attr.message.registered = nvtxcffi_internal_string(domain, message);
+            if (nvtxcffi_tool_raised()) /* the registration raised: the call fails, no event */
+                return 0;
         }
     }
     nvtxPayloadData_t payload;

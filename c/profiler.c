@@ -346,6 +346,18 @@ static void push_through_python(PyObject *function, PyObject *obj)
     pending_restore(&pending);
 }
 
+/* An NVTX call made by a hook: a tool's callback may run Python and leave an exception set (see
+ * c/accel.c's TOOL_RAISED). Profiling must not break the program (a hook that returns with an
+ * exception set makes an unrelated call fail with SystemError): it is reported as unraisable. An
+ * exception pending before the call (a hook runs during unwinding) is the program's own. */
+#define NVTX_FROM_HOOK(call)                                                                        \
+    do {                                                                                            \
+        int clean_ = PyErr_Occurred() == NULL;                                                      \
+        call;                                                                                       \
+        if (clean_ && UNLIKELY(PyErr_Occurred() != NULL))                                           \
+            PyErr_WriteUnraisable(NULL);                                                            \
+    } while (0)
+
 /* Open a range for an accepted call (slot >= 0 or SLOT_INLINE). */
 static void enter_code(thread_state_t *t, int slot, PyObject *code)
 {
@@ -353,7 +365,7 @@ static void enter_code(thread_state_t *t, int slot, PyObject *code)
         return;
     t->open++;
     if (LIKELY(slot >= 0))
-        nvtxcffi_shim.push(slot);
+        NVTX_FROM_HOOK(nvtxcffi_shim.push(slot));
     else
         push_through_python(E.push_code, code);
 }
@@ -388,7 +400,7 @@ static void enter_cfunc(thread_state_t *t, PyObject *func)
         return;
     t->open++;
     if (LIKELY(slot >= 0)) {
-        nvtxcffi_shim.push(slot);
+        NVTX_FROM_HOOK(nvtxcffi_shim.push(slot));
     } else {
         PyObject *text = PyUnicode_FromString(name);
         if (text == NULL)
@@ -405,7 +417,7 @@ static inline void leave(thread_state_t *t)
         return; /* its call began before enable(): it opened nothing */
     if (t->depth-- <= E.limit) {
         t->open--;
-        nvtxcffi_shim.pop(t->domain);
+        NVTX_FROM_HOOK(nvtxcffi_shim.pop(t->domain));
     }
 }
 
@@ -491,7 +503,7 @@ static void profile_stale(token_t *token)
     thread_state_t *t = my_thread;
     if (t != NULL && t->generation == token->generation) {
         for (; t->open > 0; t->open--)
-            nvtxcffi_shim.pop(t->domain);
+            NVTX_FROM_HOOK(nvtxcffi_shim.pop(t->domain));
         t->depth = 0;
     }
     PyEval_SetProfile(NULL, NULL);
@@ -858,7 +870,7 @@ static PyObject *prof_stop(PyObject *module, PyObject *unused)
     thread_state_t *me = my_thread;
     if (me != NULL && me->generation == E.generation) {
         for (; me->open > 0; me->open--, closed++)
-            nvtxcffi_shim.pop(me->domain);
+            NVTX_FROM_HOOK(nvtxcffi_shim.pop(me->domain));
         me->depth = 0;
     }
     /* Other threads' open ranges: collected under the lock, reported to Python after it. */

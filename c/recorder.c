@@ -27,7 +27,10 @@
  *  - fork: the prepare handler takes the registry lock so the child never inherits it held; the
  *    child handler drops the parent's mappings (nothing of the parent is unwritten: it all lives
  *    in the parent's file already), and the child opens its own file at its first event,
- *    re-recording the inherited domain, category and string definitions (flagged, not events).
+ *    re-recording the inherited domain, category and string definitions and payload schema,
+ *    counter and scope registrations (flagged, not events).
+ *  - The file's descriptor is checked (device, inode) before each new chunk: a program that closed
+ *    it and reused the number for a file of its own never gets the recording (see file_fd).
  *  - exec: a new image of the same process writes a new file with the next exec generation.
  */
 #define _GNU_SOURCE
@@ -96,9 +99,13 @@ static pthread_key_t g_key;
 static _Atomic int g_mode = MODE_OFF;
 static char g_dir[PATH_MAX];
 static char g_path[PATH_MAX + 64];
-static int g_fd = -1;
+static int g_fd = -1;                    /* checked before each use: see file_fd() */
+static dev_t g_dev;                      /* the record file's identity (g_fd may stop being it) */
+static ino_t g_ino;
+static pthread_mutex_t g_fd_lock = PTHREAD_MUTEX_INITIALIZER; /* g_fd, reopen */
 static struct nvtxrec_file_header *g_hdr;
 static uint64_t g_max_bytes = DEFAULT_MAX_BYTES;
+static uint64_t g_run_id; /* NVTX_CFFI_RECORD_RUN: the run this process belongs to (0: none given) */
 static uint32_t g_chunk_max = DEFAULT_CHUNK_BYTES;
 static uint32_t g_page = 4096;
 static uint32_t g_text_cap = MAX_TEXT; /* longest text / blob a data record may carry */
@@ -159,6 +166,25 @@ struct category_entry {
 };
 static struct category_entry *g_categories;
 static uint32_t g_ncategories, g_catcap;
+
+/* Extension registrations (payload schemas, counter groups, scopes: recorder_ext.c's blobs) as
+ * recorded, kept for a forked child to re-record like domains and strings (see remember_def). */
+struct def_blob {
+    struct def_blob *chain;            /* hash chain */
+    struct def_blob *prev, *next;      /* registration order */
+    uint64_t arg;
+    uint32_t domain, len;
+    uint8_t kind, flags;
+    unsigned char data[];
+};
+#define DEF_BUCKETS 4096u
+#define MAX_DEFS 65536u
+#define MAX_DEF_BYTES (16u << 20)
+static struct def_blob **g_def_buckets;
+static struct def_blob *g_defs_first, *g_defs_last;
+static uint32_t g_ndefs;
+static uint64_t g_def_bytes;
+static int g_defs_warned;
 
 static void global_init(void);
 static int ensure_open(void);
@@ -237,6 +263,45 @@ static void count_write_error(int err) {
     struct nvtxrec_file_header *h = g_hdr;
     if (h) __atomic_fetch_add(&h->write_errors, 1, __ATOMIC_RELAXED);
     warn_once("cannot extend", err);
+}
+
+/* ---- the record file's descriptor
+ * A program may close descriptors it does not own (os.closerange(3, ...), as daemonising code and
+ * some test runners do) and open files of its own, which then get the recorder's old number: a
+ * chunk reserved and mapped through it would be written into the program's file. So the descriptor
+ * is checked (fstat: the record file's device and inode) before each use (new chunk, hole punch),
+ * and when it is no longer the record file the file is reopened by path (O_RDWR, never O_CREAT),
+ * checked the same way, and locked LOCK_SH again. Where that fails (the file was moved or removed),
+ * the recorder stops claiming chunks: events that need one are dropped and counted, with one
+ * warning. The old number is left alone (it is the program's now); mappings already made stay the
+ * record file's. A descriptor closed and reused by another thread during a claim's few syscalls
+ * is not covered. */
+static int same_file(int fd) {
+    struct stat st;
+    return fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == g_dev && st.st_ino == g_ino;
+}
+
+/* The record file's descriptor, reopened if the program took its number; -1 when it is lost. */
+static int file_fd(void) {
+    pthread_mutex_lock(&g_fd_lock);
+    int fd = g_fd;
+    if (fd >= 0 && !same_file(fd)) {
+        int nfd = g_path[0] ? open(g_path, O_RDWR | O_CLOEXEC | O_NOFOLLOW) : -1;
+        int err = nfd < 0 ? errno : ESTALE; /* ESTALE: a file of that name, but not the record file */
+        if (nfd >= 0 && !same_file(nfd)) {
+            close(nfd);
+            nfd = -1;
+        }
+        if (nfd >= 0) {
+            (void)flock(nfd, LOCK_SH | LOCK_NB); /* "still recording", on the new open file too */
+        } else {
+            atomic_store_explicit(&g_full, 1, memory_order_relaxed); /* no more claims */
+            warn_once("lost its descriptor and cannot reopen", err);
+        }
+        g_fd = fd = nfd;
+    }
+    pthread_mutex_unlock(&g_fd_lock);
+    return fd;
 }
 
 /* "4096", "64k", "16M", "2G", "1T" (binary, case-insensitive, optional trailing B's) -> bytes;
@@ -462,8 +527,8 @@ static struct tstate *get_tstate(void) {
 /* Map [off, off + sz) of the file and fault its pages in (MADV_POPULATE_WRITE; a store per page where
  * the kernel lacks it): fresh file pages cost microseconds each, better here than on the hot path.
  * NULL (errno set) when it cannot. */
-static void *map_chunk(uint64_t off, uint64_t sz) {
-    void *p = map_file(g_fd, off, sz);
+static void *map_chunk(int fd, uint64_t off, uint64_t sz) {
+    void *p = map_file(fd, off, sz);
     if (!p) return NULL;
     if (madvise(p, sz, MADV_POPULATE_WRITE) != 0) {
         for (uint64_t i = 0; i < sz; i += g_page) ((volatile unsigned char *)p)[i] = 0;
@@ -549,7 +614,8 @@ static uint64_t claim_space(uint64_t need, uint64_t size, uint64_t margin, uint6
 }
 
 static void punch(uint64_t off, uint64_t len) { /* give a claimed, unused range's blocks back */
-    (void)fallocate(g_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len);
+    int fd = file_fd();
+    if (fd >= 0) (void)fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len);
 }
 
 static void *pool_main(void *arg) {
@@ -573,11 +639,12 @@ static void *pool_main(void *arg) {
         pthread_mutex_unlock(&g_pool_lock);
         uint64_t off = 0;
         void *p = NULL;
+        int fd = -1;
         if (atomic_load_explicit(&g_mode, memory_order_acquire) == MODE_OPEN &&
             !atomic_load_explicit(&g_full, memory_order_relaxed) &&
-            claim_space(sz, sz, (uint64_t)POOL_MARGIN * sz, &off) == sz &&
-            posix_fallocate(g_fd, (off_t)off, (off_t)sz) == 0) {
-            p = map_file(g_fd, off, sz);
+            claim_space(sz, sz, (uint64_t)POOL_MARGIN * sz, &off) == sz && (fd = file_fd()) >= 0 &&
+            posix_fallocate(fd, (off_t)off, (off_t)sz) == 0) {
+            p = map_file(fd, off, sz);
         }
         /* claimed space that fails here stays unused (zeros): the inline path meets the same
          * failure at its next claim and counts it */
@@ -703,12 +770,14 @@ static int claim_chunk(struct tstate *t, uint32_t words) {
         atomic_store_explicit(&g_full, 1, memory_order_relaxed);
         return 0;
     }
-    int err = posix_fallocate(g_fd, (off_t)off, (off_t)sz);
+    int fd = file_fd();
+    if (fd < 0) return 0; /* lost (warned): dropped and counted, as past the bound */
+    int err = posix_fallocate(fd, (off_t)off, (off_t)sz);
     if (err != 0) {
         count_write_error(err);
         return 0;
     }
-    void *p = map_chunk(off, sz);
+    void *p = map_chunk(fd, off, sz);
     if (!p) {
         count_write_error(errno);
         return 0;
@@ -917,6 +986,59 @@ static void remember_category(uint32_t domain, uint32_t id, const char *name) {
 done:
     pthread_mutex_unlock(&g_lock);
     free(copy);
+}
+
+/* A payload schema, counter group or scope registration (a blob of that kind), kept for forked
+ * children: the program registers once and goes on using the id in processes it forks, whose files
+ * must carry the registration like the domains and strings they inherit (open_file_locked).
+ * Keyed by (kind, domain, id): a registration of the same id replaces the earlier one, in its
+ * place in registration order. Bounded by MAX_DEFS entries and MAX_DEF_BYTES of data; past that a
+ * registration is recorded but not kept, and a warning says that forked children will miss it. */
+static void remember_def(uint8_t kind, uint32_t domain, uint64_t arg, const void *data, uint32_t len,
+                         uint8_t flags) {
+    if (kind != NVTXREC_BLOB_SCHEMA && kind != NVTXREC_BLOB_COUNTER_GROUP && kind != NVTXREC_BLOB_SCOPE) return;
+    struct def_blob *d = malloc(sizeof *d + (len ? len : 1));
+    if (!d) return;
+    d->arg = arg;
+    d->domain = domain;
+    d->len = len;
+    d->kind = kind;
+    d->flags = flags;
+    if (len) memcpy(d->data, data, len);
+    uint64_t h = (arg * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)domain << 8) ^ kind;
+    h ^= h >> 29;
+    int warn = 0;
+    pthread_mutex_lock(&g_lock);
+    if (!g_def_buckets) g_def_buckets = calloc(DEF_BUCKETS, sizeof *g_def_buckets);
+    struct def_blob **pp = g_def_buckets ? &g_def_buckets[h & (DEF_BUCKETS - 1)] : NULL;
+    while (pp && *pp && !((*pp)->kind == kind && (*pp)->domain == domain && (*pp)->arg == arg))
+        pp = &(*pp)->chain;
+    struct def_blob *old = pp ? *pp : NULL;
+    if (!pp || (!old && g_ndefs >= MAX_DEFS) ||
+        g_def_bytes - (old ? old->len : 0) + len > MAX_DEF_BYTES) {
+        warn = !g_defs_warned;
+        g_defs_warned = 1;
+    } else {
+        d->chain = old ? old->chain : NULL;
+        *pp = d;
+        d->prev = old ? old->prev : g_defs_last;
+        d->next = old ? old->next : NULL;
+        if (d->prev) d->prev->next = d;
+        else g_defs_first = d;
+        if (d->next) d->next->prev = d;
+        else g_defs_last = d;
+        g_def_bytes += len;
+        if (old) g_def_bytes -= old->len;
+        else ++g_ndefs;
+        free(old);
+        d = NULL;
+    }
+    pthread_mutex_unlock(&g_lock);
+    free(d);
+    if (warn)
+        fprintf(stderr, "nvtx-cffi recorder: more than %u payload schema / counter registrations (or %u MiB of "
+                        "them) in this process; processes it forks from now on will not have the later ones\n",
+                MAX_DEFS, MAX_DEF_BYTES >> 20);
 }
 
 /* ---------------------------------------------------------------- messages -> string ids */
@@ -1207,8 +1329,14 @@ static void open_file_locked(void) {
     hdr->ns_per_tick = g_use_tsc ? g_ns_per_tick : 0;
     hdr->dropped = atomic_load(&g_dropped);
     hdr->write_errors = atomic_load(&g_write_errors);
+    hdr->run_id = g_run_id;
     if (pwrite(fd, &buf, sizeof buf, 0) != (ssize_t)sizeof buf) {
         fail_open(fd, "cannot write", errno ? errno : EIO);
+        return;
+    }
+    struct stat st; /* the file's identity: file_fd() checks the descriptor against it */
+    if (fstat(fd, &st) != 0) {
+        fail_open(fd, "cannot stat", errno);
         return;
     }
     window_open(g_limit); /* the header at its start, then the chunks (see map_file) */
@@ -1224,7 +1352,11 @@ static void open_file_locked(void) {
     if (!opened_before && g_exec_gen) /* range ids of an exec()ed image must not repeat the earlier ones' */
         atomic_store(&g_range_ids, ((uint64_t)g_exec_gen << 40) + 1);
     opened_before = 1;
+    pthread_mutex_lock(&g_fd_lock);
+    g_dev = st.st_dev;
+    g_ino = st.st_ino;
     g_fd = fd;
+    pthread_mutex_unlock(&g_fd_lock);
     g_base = g_use_tsc ? tsc0 : start;
     atomic_store(&g_next, NVTXREC_HEADER_SIZE);
     atomic_store(&g_full, 0);
@@ -1249,6 +1381,10 @@ static void open_file_locked(void) {
                         msg ? 0 : e->domain, 0, e->id, 0, e->text, e->len > MAX_TEXT ? MAX_TEXT + 1 : e->len);
         }
     }
+    for (struct def_blob *d = g_defs_first; d; d = d->next) /* schemas, counters, scopes */
+        if (!data_record(t, NVTXREC_D_BLOB, (uint8_t)(NVTXREC_DFLAG_INHERITED | d->flags), d->domain, 0, d->arg,
+                         d->kind, d->data, d->len))
+            count_drop();
     t->busy = 0;
 }
 
@@ -1311,7 +1447,10 @@ static void atfork_child(void) {
     if (g_hdr) munmap(g_hdr, NVTXREC_HEADER_SIZE);
     g_hdr = NULL;
     window_drop(atomic_load(&g_next)); /* this child opens a file (and a window) of its own */
-    if (g_fd >= 0) close(g_fd); /* the parent's lock stays: it still has the file open */
+    pthread_mutex_init(&g_fd_lock, NULL); /* another thread may have held it at the fork */
+    /* the parent's lock stays: it still has the file open. Closed only if it is still the record
+     * file: the program may have its own file under that number now */
+    if (same_file(g_fd)) close(g_fd);
     g_fd = -1;
     g_path[0] = 0;
     atomic_store(&g_warned, 0);
@@ -1340,6 +1479,9 @@ static void global_init(void) {
     uint64_t chunk = size_from_env("NVTX_CFFI_RECORD_CHUNK_BYTES", DEFAULT_CHUNK_BYTES);
     g_chunk_max = chunk > (1u << 30) ? (1u << 30) : (uint32_t)chunk;
     g_use_tsc = tsc_usable();
+    const char *run = getenv("NVTX_CFFI_RECORD_RUN"); /* 1 to 16 hex digits; anything else: no run id */
+    if (run && *run && strlen(run) <= 16 && strspn(run, "0123456789abcdefABCDEF") == strlen(run))
+        g_run_id = strtoull(run, NULL, 16);
     const char *dir = getenv("NVTX_CFFI_RECORD_DIR");
     if (dir && *dir && strlen(dir) < sizeof g_dir) {
         strcpy(g_dir, dir);
@@ -1601,6 +1743,7 @@ void nvtxrec_blob_write(struct tstate *t, uint8_t kind, uint32_t domain, uint64_
         len = NVTXREC_BLOB_MAX_BYTES;
         flags = NVTXREC_DFLAG_TRUNCATED;
     }
+    remember_def(kind, domain, arg, data, data ? len : 0, flags); /* for forked children */
     if (!data_record(t, NVTXREC_D_BLOB, flags, domain, ts, arg, kind, data ? data : "", data ? len : 0))
         count_drop();
 }

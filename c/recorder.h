@@ -10,6 +10,9 @@
  *   largest per-thread chunk (default 1M). Both take a size like 4096, 64k, 16M, 2G, 1T (binary
  *   suffixes, case-insensitive, an optional trailing B), as the tracer's --max-bytes; anything else
  *   is warned about on stderr and the default is used.
+ *   NVTX_CFFI_RECORD_RUN  the run id (1 to 16 hex digits, recorder.environment() draws one per
+ *   call) written into every file's header: files of one run carry the same id, so a reader can
+ *   tell two runs recorded into one directory apart (0 / unset: no id).
  *
  * ---- Files (version 2) ----
  * "<dir>/nvtx-<pid>-e<exec generation>-<monotonic ns hex>.nvtxrec", little-endian, one per process
@@ -61,7 +64,8 @@
  *       BLOB 0x25         arg: caller's; aux: NVTXREC_BLOB_* (recorder_internal.h); raw bytes
  *       CLOCK 0x26        time: a TSC value (relative, see Time); arg: CLOCK_MONOTONIC ns then
  *   String ids are per file: every message (ASCII, wide, registered) is interned once per process
- *   and events carry its id; a forked child re-records the definitions it inherited (flag INHERITED).
+ *   and events carry its id; a forked child re-records the definitions it inherited (flag INHERITED):
+ *   domains, categories, strings, and the payload schema, counter group and scope BLOBs.
  *
  * ---- Time ----
  * header.clock NVTXREC_CLOCK_MONOTONIC: a time is CLOCK_MONOTONIC ns - header.start_ns.
@@ -166,6 +170,7 @@ struct nvtxrec_file_header {
     double ns_per_tick;       /* calibration made at start (clock TSC; 0 otherwise) */
     uint64_t dropped;         /* live: events not recorded (bound reached, write errors) */
     uint64_t write_errors;    /* live: chunk allocation failures (disk full, ...) */
+    uint64_t run_id;          /* NVTX_CFFI_RECORD_RUN (hex): the same in every process of one run; 0: none given */
 };
 
 struct nvtxrec_chunk_header {

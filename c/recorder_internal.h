@@ -10,6 +10,9 @@
  * record; a call while the recorder is off is a no-op, one that cannot be recorded (bound reached,
  * disk full, re-entered from a signal handler) is counted in the file's dropped counter.
  *
+ * SCHEMA, COUNTER_GROUP and SCOPE blobs are registrations: the recorder keeps a copy (bounded,
+ * the latest per (kind, domain, arg)) and a forked child's file starts with them (flag INHERITED).
+ *
  * The reader yields each blob as an Event of kind "blob" (name: the kind's name below, target: arg,
  * data: the bytes, truncated) and, in the columnar API, as recorder.Blob entries of EventBlock.blobs.
  */

@@ -243,3 +243,56 @@ void nvtxcffi_fixed_rows(const int64_t *values, int64_t n, int64_t ncols, const 
 {
     WITHOUT_GIL(n, fixed_rows(values, n, ncols, offsets, widths, zero_pad, tmpl, row_len, out));
 }
+
+/* Rows of variable length: row i is pre[pre_start[i]..+pre_len[i]] + data[start[i]..+length[i]] + the
+ * post_width bytes of post row i, one after another in out (the sum of the three lengths over every
+ * row; the caller sizes it). Returns the bytes written. */
+static int64_t join_rows(int64_t n, const uint8_t *pre, const int64_t *pre_start, const int64_t *pre_len,
+                         const uint8_t *data, const int64_t *start, const int64_t *length, const uint8_t *post,
+                         int64_t post_width, uint8_t *out)
+{
+    uint8_t *p = out;
+    for (int64_t i = 0; i < n; i++) {
+        memcpy(p, pre + pre_start[i], (size_t)pre_len[i]);
+        p += pre_len[i];
+        memcpy(p, data + start[i], (size_t)length[i]);
+        p += length[i];
+        if (post_width > 0) {
+            memcpy(p, post + i * post_width, (size_t)post_width);
+            p += post_width;
+        }
+    }
+    return (int64_t)(p - out);
+}
+
+int64_t nvtxcffi_join_rows(int64_t n, const uint8_t *pre, const int64_t *pre_start, const int64_t *pre_len,
+                           const uint8_t *data, const int64_t *start, const int64_t *length, const uint8_t *post,
+                           int64_t post_width, uint8_t *out)
+{
+    int64_t result;
+    WITHOUT_GIL(n, result = join_rows(n, pre, pre_start, pre_len, data, start, length, post, post_width, out));
+    return result;
+}
+
+/* The data bytes of records in recorder words (format 2: each 8-byte word a tag byte, then 7 data
+ * bytes): for record i, length[i] bytes from data byte skip[i] of the record whose data begins at
+ * word first_word[i], one record after another in out. Returns the bytes written. */
+static int64_t word_bytes(const uint8_t *words, const int64_t *first_word, const int64_t *skip,
+                          const int64_t *length, int64_t n, uint8_t *out)
+{
+    uint8_t *p = out;
+    for (int64_t i = 0; i < n; i++) {
+        const uint8_t *base = words + first_word[i] * 8;
+        for (int64_t m = skip[i], end = skip[i] + length[i]; m < end; m++)
+            *p++ = base[(m / 7) * 8 + 1 + m % 7];
+    }
+    return (int64_t)(p - out);
+}
+
+int64_t nvtxcffi_word_bytes(const uint8_t *words, const int64_t *first_word, const int64_t *skip,
+                            const int64_t *length, int64_t n, uint8_t *out)
+{
+    int64_t result;
+    WITHOUT_GIL(n, result = word_bytes(words, first_word, skip, length, n, out));
+    return result;
+}

@@ -46,4 +46,11 @@ void nvtxcffi_fixed_rows(const int64_t *values, int64_t n, int64_t ncols, const 
                          const int64_t *widths, const uint8_t *zero_pad, const uint8_t *tmpl, int64_t row_len,
                          uint8_t *out);
 
+int64_t nvtxcffi_join_rows(int64_t n, const uint8_t *pre, const int64_t *pre_start, const int64_t *pre_len,
+                           const uint8_t *data, const int64_t *start, const int64_t *length, const uint8_t *post,
+                           int64_t post_width, uint8_t *out);
+
+int64_t nvtxcffi_word_bytes(const uint8_t *words, const int64_t *first_word, const int64_t *skip,
+                            const int64_t *length, int64_t n, uint8_t *out);
+
 #endif

@@ -1,9 +1,12 @@
-"""``python -m nvtx_cffi``: ``trace`` runs the tracer; anything else is the Profile CLI.
+"""``python -m nvtx_cffi``: ``trace`` runs the tracer, ``convert`` converts a kept recording,
+``overhead`` measures what annotations cost a function; anything else is the Profile CLI.
 
     python -m nvtx_cffi trace [--stats] [-o trace.json] script.py [args...]   # see nvtx_cffi._trace.cli
+    python -m nvtx_cffi convert RECORDING_DIR [-o trace.json] [--stats]       # the same module
+    python -m nvtx_cffi overhead mypkg.mod:fn [--budget 1%] [--json]          # see nvtx_cffi.overhead
     python -m nvtx_cffi [--linenos] script.py [args...]                        # see nvtx_cffi._profile_cli
 
-Both are imported only when asked for, so one's import cost or absence never affects the other.
+Each is imported only when asked for, so one's import cost or absence never affects the others.
 """
 from __future__ import annotations
 
@@ -21,6 +24,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         from ._trace.cli import main as trace_main
 
         return trace_main(argv[1:])
+    if argv and argv[0] == "convert":
+        from ._trace.cli import convert_main
+
+        return convert_main(argv[1:])
+    if argv and argv[0] == "overhead":
+        from .overhead import main as overhead_main
+
+        return overhead_main(argv[1:])
     try:
         from . import _profile_cli
     except ModuleNotFoundError as exc:

@@ -23,17 +23,47 @@ True
 from __future__ import annotations
 
 import sys
-import sysconfig
-from importlib.machinery import PathFinder
-from types import ModuleType
-from typing import Optional
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import ModuleType
+    from typing import Optional
 
 from . import _state
 from ._env import env_flag
 from ._native import ffi, lib
 from ._version import __version__
 
-__all__ = ["PURE_PYTHON", "speedups", "accel", "why_not"]
+__all__ = ["PURE_PYTHON", "speedups", "accel", "why_not", "update_wrapper", "partial"]
+
+try:  # functools.partial is _functools.partial (CPython): without importing functools (and collections)
+    from _functools import partial
+except ImportError:  # PyPy
+    from functools import partial
+
+#: functools.WRAPPER_ASSIGNMENTS of this Python (tests/test_import_cost.py compares them).
+WRAPPER_ASSIGNMENTS = ("__module__", "__name__", "__qualname__", "__doc__", "__annotations__") + (
+    ("__type_params__",) if sys.version_info >= (3, 12) else ())
+
+
+def update_wrapper(wrapper, wrapped):
+    """``functools.update_wrapper(wrapper, wrapped)``, without importing ``functools`` at import time
+    (it imports ``collections``, ``reprlib``, ...); 3.14+ (``__annotate__``): functools' own."""
+    if sys.version_info >= (3, 14):
+        import functools
+
+        return functools.update_wrapper(wrapper, wrapped)
+    for attr in WRAPPER_ASSIGNMENTS:
+        try:
+            value = getattr(wrapped, attr)
+        except AttributeError:
+            pass
+        else:
+            setattr(wrapper, attr, value)
+    wrapper.__dict__.update(getattr(wrapped, "__dict__", {}))
+    wrapper.__wrapped__ = wrapped  # last: not copied from the wrapped function's __dict__
+    return wrapper
+
 
 #: ``NVTX_CFFI_PURE_PYTHON`` is set: use the Python implementation even on CPython.
 PURE_PYTHON: bool = env_flag("NVTX_CFFI_PURE_PYTHON")
@@ -45,12 +75,25 @@ speedups: Optional[ModuleType] = None
 why_not: str = ""
 
 
+def _free_threaded_build() -> bool:
+    """A free-threaded CPython build (``Py_GIL_DISABLED``, 3.13+): its ABI flags have a ``t``
+    (read without importing ``sysconfig``, where there are ABI flags)."""
+    if sys.version_info < (3, 13):
+        return False
+    abiflags = getattr(sys, "abiflags", None)
+    if abiflags is not None:
+        return "t" in abiflags
+    import sysconfig
+
+    return bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+
+
 def _load() -> Optional[ModuleType]:
     global why_not
     if sys.implementation.name != "cpython":
         why_not = f"{sys.implementation.name} runs the Python implementation"
         return None
-    if sysconfig.get_config_var("Py_GIL_DISABLED"):
+    if _free_threaded_build():
         why_not = "free-threaded CPython: the accelerator relies on the GIL"
         return None
     if PURE_PYTHON:
@@ -60,6 +103,8 @@ def _load() -> Optional[ModuleType]:
         from . import _speedups  # type: ignore[attr-defined]
     except ImportError as exc:
         # (not built, `from . import` says "cannot import name ... circular import": say what it is)
+        from importlib.machinery import PathFinder
+
         built = PathFinder.find_spec(f"{__package__}._speedups", sys.modules[__package__].__path__)
         why_not = (f"not importable ({exc})" if built is not None else
                    "not built (an abi3 wheel, NVTX_CFFI_SPEEDUPS=0, or its compile failed when installing)")

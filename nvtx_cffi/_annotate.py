@@ -1,38 +1,42 @@
 """``annotate``: a range as a decorator or a context manager (``with`` and ``async with``)."""
 from __future__ import annotations
 
-import contextvars
-import functools
+import _thread
 import sys
-import threading
-from types import TracebackType
-from typing import TYPE_CHECKING, Callable, Optional, Type, TypeVar, Union
+from _contextvars import ContextVar  # contextvars.ContextVar (contextvars.py only re-exports it)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import TracebackType
+    from typing import Callable, Optional, Type, TypeVar, Union
+
+    from ._colors import ColorLike
+    from ._validate import Category, Message, Payload
+
+    F = TypeVar("F", bound=Callable)  # (what annotate(...)(f) gives back: f's own type)
 
 from . import _ranges, _state
-from ._accel import accel as _accel
-from ._colors import ColorLike
+from ._accel import accel as _accel, partial as _partial
 from ._locks import hold_across_fork
-from ._domain import OP_PUSH, OP_START, EventAttributes, FirstSight, _inline_style, get_domain, make_room
+from ._domain import OP_PUSH, OP_START, PREPARE_AT, EventAttributes, FirstSight, _inline_style, get_domain, make_room
 from ._native import lib
-from ._validate import _DOUBLE, _INT64, _INT64_MAX, _INT64_MIN, ArgumentTypeError, Category, Message, Payload, keyable, payload_fields
+from ._validate import _DOUBLE, _INT64, _INT64_MAX, _INT64_MIN, ArgumentTypeError, keyable, payload_fields
 from ._payload import KIND_EXT as _KIND_EXT, emit as _payload_emit
 from ._wrappers import wrap
 
 __all__ = ["annotate"]
 
-F = TypeVar("F", bound=Callable)  # (what annotate(...)(f) gives back: f's own type)
-
 #: Bound of the cache of annotate objects (they are immutable, so equal arguments share one).
 MAX_CACHED_ANNOTATIONS = 4096
 
-#: Messages annotate() has met once (see annotate.__new__): prepared at their second annotate().
+#: How often annotate() has met each message (see annotate.__new__): prepared at its PREPARE_AT-th annotate().
 _first_sight = FirstSight()
 
 _cache: dict = {}
 # annotate(message) with every other argument at its default, the commonest form: keyed by the
 # message alone (no 7-tuple to build and hash). Same objects as in _cache, same bound.
 _by_message: dict = {}
-_cache_lock = threading.Lock()
+_cache_lock = _thread.allocate_lock()
 hold_across_fork(_cache_lock)
 _push = lib.nvtxcffi_push
 _pop = lib.nvtxcffi_pop
@@ -47,7 +51,7 @@ _emit_slot = lib.nvtxcffi_emit_slot
 # * inside an async generator (or code it awaits): a stack per generator frame, in
 #   ``_agen_ranges`` keyed by the frame's id. An async generator runs in its consumer's context
 #   and is suspended at ``yield`` with its ranges open while the consumer goes on, so a stack
-#   per context would pop the consumer's range (issue 11, item 1). Entries live until the
+#   per context would pop the consumer's range. Entries live until the
 #   ``async with`` exits (an async generator that is never finished keeps its few ids here);
 # * otherwise: a stack per context (each asyncio task runs in its own), where entries and exits
 #   of one owner are strictly nested (``async with`` blocks, ``AsyncExitStack``).
@@ -59,7 +63,7 @@ _emit_slot = lib.nvtxcffi_emit_slot
 # of it ends. _async_open keeps the newest MAX_ASYNC_OPEN entries (an entry never exited, as an
 # AsyncExitStack never closed, would otherwise stay forever); an older one is still ended by an
 # exit in its own task.
-_async_ranges: contextvars.ContextVar = contextvars.ContextVar("nvtx_cffi_async_ranges", default=())
+_async_ranges: ContextVar = ContextVar("nvtx_cffi_async_ranges", default=())
 _agen_ranges: dict = {}
 _async_open: dict = {}
 MAX_ASYNC_OPEN = 65536
@@ -214,9 +218,9 @@ class annotate(_Base):  # noqa: N801 - the name nvtx users know
                 return found
         self = _Base.__new__(cls)
         domain_object = get_domain(domain)
-        # A message met for the first time: an object sending it inline, neither prepared nor
-        # cached; its second annotate() prepares and caches one. A stream of messages that never
-        # repeat (with annotate(f"request {n}")) registers nothing and fills no table.
+        # A message among its first PREPARE_AT - 1 sights: an object sending it inline, neither
+        # prepared nor cached; its PREPARE_AT-th annotate() prepares and caches one. A stream of
+        # messages that never repeat (with annotate(f"request {n}")) fills no table.
         first = (not own and message.__class__ is str and (domain is None or domain.__class__ is str)
                  and _first_sight.first_in(message, domain))
         if first:
@@ -229,7 +233,7 @@ class annotate(_Base):  # noqa: N801 - the name nvtx users know
         self._slot = attributes.fast_slot
         self._domain_index = index = domain_object._index
         # What closes the range: a C function called with no argument (no frame, no conversion).
-        self._close = _pop_default if index == 0 else functools.partial(_pop, index)
+        self._close = _pop_default if index == 0 else _partial(_pop, index)
         if first:
             self._first_sight = 1  # (see _entered)
             return self
@@ -325,6 +329,13 @@ def _call_active(self, func: F) -> F:
         # made at its message's first sight (inline): a decorated function is called again and
         # again, so the object prepares itself now, as one entered a second time does
         _first_sight_reused(annotation)
+    elif annotation._slot < 0:
+        # (an object with a payload copies its template's attributes, which may still send their
+        # message with each call): register the message now, as nvtx registers it when the
+        # decorator is made, not at the function's first call
+        message = annotation._args[0]
+        if message.__class__ is str or message.__class__ is bytes:
+            get_domain(annotation._args[2]).get_registered_string(message)
     domain_index = annotation._domain_index
     if annotation._slot >= 0:
         begin, begin_arg = _push, annotation._slot
@@ -473,12 +484,12 @@ def _payload_attributes(template: annotate, payload, fields=None) -> EventAttrib
 
 def _first_sight_reused(annotation: annotate) -> bool:
     """An object made at its message's first sight, entered a second time: it prepares itself
-    (its message's second sight; the attributes of an object cached for its arguments meanwhile,
+    (its message counted as met often enough; the attributes of an object cached for its arguments meanwhile,
     if any) and becomes the cached object of its arguments (True: c/accel.c may then keep its
     bound methods, as for any cached object; an object it replaces stays valid)."""
     message, color, domain, category, _ = annotation._args
     annotation._first_sight = 0
-    _first_sight.first_in(message, domain)
+    _first_sight.met_in(message, domain)
     cls = type(annotation)
     key = (cls, message, color, domain, category, None, _NONE_TYPE)
     found = _cache.get(key)
@@ -517,4 +528,4 @@ if _accel is not None:
     # and messages met for the first time sent inline as __new__ and _ranges._slow send them.
     _accel.setup_annotate(annotate, _by_message, _cache, _payload_attributes, payload_fields, _payload_emit)
     _accel.setup_first_sight(FirstSight, _ranges._first_sight, _first_sight, _inline_style,
-                             _first_sight_attributes, _pop_default, _first_sight_reused)
+                             _first_sight_attributes, _pop_default, _first_sight_reused, PREPARE_AT)

@@ -7,12 +7,25 @@ matplotlib happens to be installed -- anything else matplotlib understands (``"t
 """
 from __future__ import annotations
 
-from typing import SupportsIndex, Tuple, Union
-
 from ._validate import ArgumentColorError, ArgumentRangeError, as_index, describe_int, short_repr
 
-#: A colour: a name, an ARGB int (or what has ``__index__``: a NumPy integer), an RGB(A) tuple.
-ColorLike = Union[str, int, SupportsIndex, Tuple[float, float, float], Tuple[float, float, float, float], None]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import SupportsIndex, Tuple, Union
+
+    #: A colour: a name, an ARGB int (or what has ``__index__``: a NumPy integer), an RGB(A) tuple.
+    ColorLike = Union[str, int, SupportsIndex, Tuple[float, float, float], Tuple[float, float, float, float], None]
+else:
+    def __getattr__(name: str):
+        """The ``ColorLike`` alias, built (with ``typing``) at its first use at run time."""
+        if name == "ColorLike":
+            from typing import SupportsIndex, Tuple, Union
+
+            value = globals()[name] = Union[str, int, SupportsIndex, Tuple[float, float, float],
+                                            Tuple[float, float, float, float], None]
+            return value
+        msg = f"module {__name__!r} has no attribute {name!r}"
+        raise AttributeError(msg)
 
 __all__ = ["ColorLike", "NVTX_COLORS", "CSS_COLORS", "to_argb"]
 

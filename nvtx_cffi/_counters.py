@@ -10,20 +10,22 @@ do-nothing counter, like nvtx.
 from __future__ import annotations
 
 import array as pyarray
-import dataclasses
+import _thread
 import enum
 import functools
 import struct
-import threading
-from typing import Dict, Iterable, Optional, Union
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Dict, Iterable, Optional, Union
 
 from . import _state
 from ._locks import hold_across_fork
 from ._native import ffi, lib
-from ._validate import ArgumentTypeError
-from ._payload import (
-    ENTRY_TYPE_FLOAT64, ENTRY_TYPE_INT64, TimestampType, _numpy, registry,
-)
+from ._validate import ArgumentEncodeError, ArgumentTypeError
+from ._payload import ENTRY_TYPE_FLOAT64, ENTRY_TYPE_INT64, _numpy, registry
+from ._payload_enums import TimestampType
 
 __all__ = [
     "Counter", "Int64Counter", "Float64Counter", "ExtCounter", "CounterSemantics", "CounterValueType",
@@ -62,66 +64,25 @@ class CounterInterpolation(enum.Enum):
     LINEAR = 4 << 8
 
 
-@dataclasses.dataclass(frozen=True)
-class CounterSemantics:
-    """How a counter's values are to be read (``nvtxSemanticsCounter_t``): unit, value type,
-    interpolation, limits and unit scale. Same fields, checks and errors as nvtx's."""
+if TYPE_CHECKING:
+    from ._semantics import CounterSemantics
+else:
+    def __getattr__(name: str):
+        """``CounterSemantics``, a frozen dataclass made at its first use (in ``_semantics``: importing
+        nvtx_cffi does not import ``dataclasses``, which imports ``inspect``)."""
+        if name == "CounterSemantics":
+            from ._semantics import CounterSemantics
 
-    unit: Optional[Union[str, bytes]] = None
-    value_type: CounterValueType = CounterValueType.ABSOLUTE
-    interpolation: CounterInterpolation = CounterInterpolation.POINT
-    min: Optional[Union[int, float]] = None
-    max: Optional[Union[int, float]] = None
-    unit_scale_numerator: int = 1
-    unit_scale_denominator: int = 1
-    _limit_type: int = dataclasses.field(init=False, repr=False, compare=False)
+            return CounterSemantics
+        msg = f"module {__name__!r} has no attribute {name!r}"
+        raise AttributeError(msg)
 
-    def __post_init__(self):
-        if self.unit is not None and not isinstance(self.unit, (str, bytes)):
-            raise TypeError("Counter semantic unit must be str, bytes, or None.")
-        if not isinstance(self.value_type, CounterValueType):
-            raise TypeError("Counter semantic value_type must be a CounterValueType.")
-        if not isinstance(self.interpolation, CounterInterpolation):
-            raise TypeError("Counter semantic interpolation must be a CounterInterpolation.")
-        for name in ("unit_scale_numerator", "unit_scale_denominator"):
-            value = getattr(self, name)
-            if not isinstance(value, int):
-                raise TypeError(f"Counter semantic {name} must be an int.")
-            if value <= 0 or value > _UINT64_MAX:
-                raise ValueError(f"Counter semantic {name} must be in range [1, 2**64 - 1].")
-        if isinstance(self.unit, str):
-            if "\x00" in self.unit:
-                raise ValueError("Counter semantic unit must not contain NUL characters.")
-            object.__setattr__(self, "unit", self.unit.encode())
-        elif isinstance(self.unit, bytes) and b"\x00" in self.unit:
-            raise ValueError("Counter semantic unit must not contain NUL bytes.")
-        integer_limits = []
-        signed = False
-        limit_type = _LIMIT_UNDEFINED
-        for limit in (self.min, self.max):
-            if limit is None:
-                continue
-            if isinstance(limit, int):
-                integer_limits.append(limit)
-                signed = signed or limit < 0
-            elif isinstance(limit, float):
-                limit_type = _LIMIT_F64
-            else:
-                raise TypeError("Counter semantic limits must be int, float, or None.")
-        if integer_limits and limit_type == _LIMIT_F64:
-            raise ValueError("Counter semantic min and max must have the same type.")
-        if self.min is not None and self.max is not None and self.min > self.max:
-            raise ValueError("Counter semantic min cannot exceed max.")
-        if integer_limits:
-            if signed:
-                if any(v < _INT64_MIN or v > _INT64_MAX for v in integer_limits):
-                    raise ValueError("Signed counter semantic limits must fit in int64.")
-                limit_type = _LIMIT_I64
-            else:
-                if any(v > _UINT64_MAX for v in integer_limits):
-                    raise ValueError("Unsigned counter semantic limits must fit in uint64.")
-                limit_type = _LIMIT_U64
-        object.__setattr__(self, "_limit_type", limit_type)
+
+def _is_semantics(value) -> bool:
+    """``isinstance(value, CounterSemantics)``, without making the class: before it is made, nothing
+    is one."""
+    module = sys.modules.get(__package__ + "._semantics")
+    return module is not None and isinstance(value, module.CounterSemantics)
 
 
 def _limit_bits(value, limit_type: int) -> int:
@@ -531,7 +492,7 @@ _NO_OP_COUNTER = _NoOpCounter()
 
 # --------------------------------------------------------------------------- Domain.get_counter
 
-_lock = threading.RLock()
+_lock = _thread.RLock()
 hold_across_fork(_lock)  # a fork while another thread registers: see _locks
 _counters: Dict[tuple, Counter] = {}
 _scopes: Dict[tuple, int] = {}
@@ -539,7 +500,10 @@ _scopes: Dict[tuple, int] = {}
 
 def _to_bytes(value, argument: str) -> bytes:
     if isinstance(value, str):
-        value = value.encode("utf-8", "surrogatepass")
+        try:
+            value = value.encode("utf-8")
+        except UnicodeEncodeError as exc:  # a lone surrogate: not UTF-8 (nvtx's error, by name)
+            raise ArgumentEncodeError(exc.encoding, exc.object, exc.start, exc.end, exc.reason, argument) from None
     elif not isinstance(value, bytes):
         msg = f"{argument} must be a str or bytes, not {type(value).__name__}"
         raise ArgumentTypeError(msg)
@@ -602,9 +566,9 @@ def get_counter(self, name, dtype, *, description=None, scope=None, semantics=No
         _to_bytes(description, "description")
     if scope is not None:
         _to_bytes(scope, "scope")  # a path (nvtx takes no PredefinedScope here either)
-    if semantics is not None and not isinstance(semantics, CounterSemantics):
+    if semantics is not None and not _is_semantics(semantics):
         msg = f"semantics must be a CounterSemantics or None, not {type(semantics).__name__}"
-        raise TypeError(msg)
+        raise ArgumentTypeError(msg)  # (nvtx: the AttributeError of reading its fields)
     if not isinstance(time_domain, TimestampType):
         msg = f"time_domain must be a TimestampType, not {type(time_domain).__name__}"
         raise ArgumentTypeError(msg)

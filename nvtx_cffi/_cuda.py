@@ -11,7 +11,9 @@ library: CuPy objects (``cupy.cuda.Stream``/``Event`` via ``.ptr``, ``cupy.cuda.
 """
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 from . import _state
 from ._native import lib

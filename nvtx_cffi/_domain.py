@@ -2,36 +2,40 @@
 
 Each domain interns its messages as NVTX registered strings and keeps one C attribute slot per
 (message, colour, category) it has seen. All of that is bounded: messages longer than
-``MAX_REGISTERED_BYTES`` or beyond the C tables' capacity are sent inline with each call instead
-(an unregistered UTF-8 message), which is correct, just slower.
+``MAX_REGISTERED_BYTES`` or beyond the C tables' capacity are sent with each call instead (the C
+shim registers the text with NVTX, keeping it in its own bounded table), which is correct, just slower.
 """
 from __future__ import annotations
 
-import functools
-import inspect
-import threading
-from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple, Union
+import _thread
+
+TYPE_CHECKING = False
 
 from . import _state
-from ._accel import accel as _accel
-from ._colors import ColorLike, to_argb
+from ._accel import accel as _accel, partial as _partial, update_wrapper as _update_wrapper
+from ._colors import to_argb
+from ._env import env_int
 from ._locks import hold_across_fork
 from ._native import ffi, lib
-from ._validate import (_DOUBLE, _INT64, _INT64_MAX, _INT64_MIN, ArgumentRangeError, ArgumentTypeError, Category, Message, Payload,
+from ._validate import (_DOUBLE, _INT64, _INT64_MAX, _INT64_MIN, ArgumentRangeError, ArgumentTypeError,
                         as_index, describe_int, keyable, payload_fields, short_repr, text_of, to_category_id, to_utf8)
 from . import _payload
-from ._payload import KIND_EXT as _KIND_EXT
+from ._payload import KIND_EXT as _KIND_EXT, ExtFields as _ExtFields
 
 if TYPE_CHECKING:
+    from typing import Any, Dict, Optional, Tuple, Union
+
+    from ._colors import ColorLike
     from ._counters import Counter, CounterSemantics
-    from ._payload import TimestampType
+    from ._validate import Category, Message, Payload
+    from ._payload_enums import TimestampType
 
 __all__ = ["Domain", "EventAttributes", "RegisteredString", "get_domain", "MAX_REGISTERED_BYTES"]
 
-#: Longer messages are not registered (interned) but sent with each call.
-MAX_REGISTERED_BYTES = 4096
-#: Total UTF-8 bytes of registered messages per process; past it, new messages are sent inline.
-MAX_REGISTERED_TOTAL_BYTES = 16 << 20
+#: Longer messages are not kept registered (interned) but registered again with each call.
+MAX_REGISTERED_BYTES = lib.NVTXCFFI_MAX_STRING_BYTES
+#: Total UTF-8 bytes of registered messages kept per process; past it, new messages are registered per call.
+MAX_REGISTERED_TOTAL_BYTES = lib.NVTXCFFI_MAX_STRING_TOTAL_BYTES
 #: Distinct category names per process; later names share category OTHER_CATEGORY_ID.
 MAX_CATEGORY_NAMES = 65536
 #: The category of names past MAX_CATEGORY_NAMES (named OTHER_CATEGORY_NAME in their domain).
@@ -60,31 +64,57 @@ def make_room(cache, bound: int, *companions) -> bool:
     return len(cache) < bound
 
 
-class FirstSight:
-    """Which messages a cache has met once (the doorkeeper of the caches of prepared calls).
+#: A message's first ``PREPARE_AT - 1`` calls send it with the call (registered by the C shim,
+#: nothing prepared); its ``PREPARE_AT``-th call prepares it (a C slot, a cache entry). A
+#: preparation costs about as much as twenty calls sent with their message, so a message used a few
+#: times never pays it and one used often pays it once. ``NVTX_CFFI_PREPARE_AT`` (2 to 64) sets
+#: it for the process, read at import.
+PREPARE_AT = env_int("NVTX_CFFI_PREPARE_AT", lib.NVTXCFFI_PREPARE_AT, 2, lib.NVTXCFFI_PREPARE_AT_MAX)
 
-    ``first(key)`` is True the first time ``key`` is met (and remembers it), False after. Bounded:
-    forgotten all at once when full (a message then counts as new once more). Races between threads
-    only send one more event inline or prepare one more time."""
+
+class FirstSight:
+    """How often the caches of prepared calls have met each message (their doorkeeper).
+
+    ``first(key)`` is True for the first ``PREPARE_AT - 1`` times ``key`` is met (counting them),
+    False after; ``met(key)`` counts ``key`` as met that often (c/accel.c counts the sights it
+    answers itself and hands a message over so). A call sends a message that ``first`` lets through
+    with the call (the C shim registers its text with NVTX once, as nvtx 0.2.16 does, and keeps
+    the handle) and prepares it otherwise. Bounded: forgotten all at once when full (a message is
+    then counted from the start once more). Races between threads only send one more event with
+    its message or prepare one more time.
+
+    >>> sight = FirstSight()
+    >>> [sight.first("x") for _ in range(PREPARE_AT)] == [True] * (PREPARE_AT - 1) + [False]
+    True
+    """
 
     __slots__ = ("_seen", "_bound")
 
     def __init__(self, bound: int = 65536) -> None:
-        self._seen: set = set()
+        self._seen: dict = {}
         self._bound = bound
 
     def first(self, key) -> bool:
         seen = self._seen
-        if key in seen:
+        count = seen.get(key, 0)
+        if count >= PREPARE_AT - 1:
             return False
-        if make_room(seen, self._bound):
-            seen.add(key)
+        if count or make_room(seen, self._bound):
+            seen[key] = count + 1
         return True
+
+    def met(self, key) -> None:
+        if key in self._seen or make_room(self._seen, self._bound):
+            self._seen[key] = PREPARE_AT - 1
 
     def first_in(self, message: str, domain: Optional[str]) -> bool:
         """``first`` of a message in a domain (a name, or None: the default one), keyed as
-        c/accel.c keys it when it hands a message met twice to the Python path."""
+        c/accel.c keys it when it hands a message met often enough to the Python path (``met``)."""
         return self.first(message if domain is None else (message, domain))
+
+    def met_in(self, message: str, domain: Optional[str]) -> None:
+        """``met`` of a message in a domain, keyed as ``first_in`` keys it."""
+        self.met(message if domain is None else (message, domain))
 
 
 # Bound once: the hot methods below pay neither the ``lib`` global nor cffi's attribute lookup.
@@ -94,7 +124,7 @@ _mark = lib.nvtxcffi_mark
 _end = lib.nvtxcffi_end
 
 # Slow-path state is guarded by one re-entrant lock; the hot paths only read finished entries.
-_lock = threading.RLock()
+_lock = _thread.RLock()
 hold_across_fork(_lock)
 _domains: Dict[Optional[str], "Domain"] = {}
 _category_names = 0
@@ -153,13 +183,27 @@ class EventAttributes:
         self._payload = payload
         self._prepare()
 
-    def _prepare(self) -> None:
+    def _prepare(self, fields=None) -> None:
+        """Prepare the slot; ``fields``: the payload's fields when the payload did not change (kept
+        as they were taken), else they are taken from it now (see :func:`_payload.taken`)."""
         # Everything is computed before anything is stored: a bad argument leaves the object as it was.
-        fields = _NO_PAYLOAD if self._payload is None else payload_fields(self._payload)
+        if fields is None:
+            fields = _NO_PAYLOAD if self._payload is None else _payload.taken(payload_fields(self._payload))
         slot, inline = self._domain._slot_for(self._message, self._color, self._category)
+        _payload.register(self._domain._index, fields)  # (as nvtx: when taken, after the message)
         self._fields, self._slot, self._inline = fields, slot, inline
         # The hot calls read this one attribute: a slot when one C call with no payload suffices.
         self._fast = slot if inline is None and self._payload is None else -1
+
+    @classmethod
+    def _for_one_event(cls, domain: "Domain", message: Message, color: ColorLike, category: Category,
+                       payload: Payload, fields=None) -> "EventAttributes":
+        """Attributes made for one event sent at once (checked as ``__init__`` checks them): the
+        payload is read as it is now, not copied first (``fields``: its fields, when known)."""
+        self = cls.__new__(cls)
+        self._domain, self._message, self._color, self._category, self._payload = domain, message, color, category, payload
+        self._prepare(payload_fields(payload) if fields is None and payload is not None else fields)
+        return self
 
     @classmethod
     def _unprepared(cls, domain: "Domain", message: Message, color: ColorLike, category: Category) -> "EventAttributes":
@@ -214,7 +258,7 @@ class EventAttributes:
             old = getattr(self, name)
             setattr(self, name, value)
             try:
-                self._prepare()
+                self._prepare(None if name == "_payload" else self._fields)
             except BaseException:
                 setattr(self, name, old)
                 raise
@@ -333,6 +377,8 @@ class Domain:
         its keyword calls share, so that attributes made afresh at every call cost a copy.
         """
         fields = _NO_PAYLOAD if payload is None else payload_fields(payload)  # first, as __init__ checks
+        if fields.__class__ is _ExtFields:  # an array's or a list's values: taken now, as nvtx takes them
+            fields = _payload.taken(fields)
         # Only exact str/int/None arguments are answered by an equal key: the copy keeps the
         # objects given, and another type (a str enum, a NumPy integer, an odd __eq__) may be equal
         # to a key yet mean something else, or be an error.
@@ -341,6 +387,7 @@ class Domain:
             template = self._by_keywords.get((message, color, category))
             if template is None:
                 template = self._keyword_attributes(message, color, category)
+            _payload.register(self._index, fields)  # (as nvtx: when taken, after the message)
             return template._copy(message, color, category, payload, fields)
         return EventAttributes(self, message, color, category, payload)
 
@@ -356,8 +403,8 @@ class Domain:
         old = (attributes._message, attributes._color, attributes._category, attributes._payload)
         new = tuple(o if n is _KEEP else n for o, n in zip(old, (message, color, category, payload)))
         (attributes._message, attributes._color, attributes._category, attributes._payload) = new
-        try:
-            attributes._prepare()
+        try:  # (a payload not given again keeps the values taken when it was given)
+            attributes._prepare(attributes._fields if payload is _KEEP else None)
         except BaseException:
             (attributes._message, attributes._color, attributes._category, attributes._payload) = old
             raise
@@ -420,9 +467,10 @@ class Domain:
         checked as preparing the arguments would check them (``no_tool``: the answer without a tool).
 
         The calls that cache what they prepare (module-level ``mark``/``push_range``/``start_range``,
-        ``Domain`` keyword calls) send a message this way the first time they meet it and prepare it
-        the second time: a stream of messages that never repeat (``f"request {n}"``) costs no
-        registration and fills no table."""
+        ``Domain`` keyword calls) send a message this way the first ``PREPARE_AT - 1`` times they
+        meet it and prepare it at the ``PREPARE_AT``-th: a stream of messages that never repeat
+        (``f"request {n}"``), or come a few times each, costs no string-table entry and fills no
+        table (the shim registers each text with NVTX once)."""
         fields = _NO_PAYLOAD if payload is None else payload_fields(payload)
         text, argb, category_id = self._inline_fields(message, color, category)
         if not _state.active():
@@ -461,8 +509,8 @@ class Domain:
         elif not _ACTIVE:
             return 0 if op == OP_START else None
         else:  # an inline message: the general call with this payload
-            result = EventAttributes(self, attributes._message, attributes._color, attributes._category,
-                                     payload)._emit(op)
+            result = EventAttributes._for_one_event(self, attributes._message, attributes._color,
+                                                    attributes._category, payload)._emit(op)
         return result if op == OP_START else None
 
     def _changed(self, attributes, message, color, category, payload) -> EventAttributes:
@@ -477,7 +525,8 @@ class Domain:
             text = attributes._message
             if isinstance(text, RegisteredString):
                 text = text.string
-            return EventAttributes(self, text, attributes._color, attributes._category, attributes._payload)
+            return EventAttributes._for_one_event(self, text, attributes._color, attributes._category,
+                                                  attributes._payload, attributes._fields)
         self.set_event_attributes(attributes, message=message, color=color, category=category,
                                   payload=payload)
         return attributes
@@ -584,19 +633,25 @@ def _event_method(name: str, op: int, send, doc: str):
     method.__name__ = name
     method.__qualname__ = f"Domain.{name}"  # CPython's argument errors name it so
     method.__doc__ = doc
-    method.__signature__ = _DOCUMENTED_SIGNATURE
+    method.__wrapped__ = _documented(name, method, doc)
     return method
 
 
 _NO_EXTRA = object()  # _event_method's guard: nothing was passed after ``attributes``
 
 
-def _documented_signature(self, attributes: Optional[EventAttributes] = None, *, message=_KEEP, color=_KEEP,
-                          category=_KEEP, payload=_KEEP):
-    pass
+def _documented(name: str, method, doc: str):
+    """``method`` with its documented signature, ``(self, attributes=None, *, message, color, category,
+    payload)``: the method's ``__wrapped__``, which ``inspect.signature`` and ``help`` follow. (A
+    ``__signature__`` would need ``inspect`` at import; this costs nothing until someone asks.)"""
+    def documented(self, attributes: Optional[EventAttributes] = None, *, message=_KEEP, color=_KEEP,
+                   category=_KEEP, payload=_KEEP):
+        return method(self, attributes, message=message, color=color, category=category, payload=payload)
 
-
-_DOCUMENTED_SIGNATURE = inspect.signature(_documented_signature)
+    documented.__name__ = name
+    documented.__qualname__ = f"Domain.{name}"
+    documented.__doc__ = doc
+    return documented
 
 
 def _positional_error(name: str) -> TypeError:
@@ -613,15 +668,25 @@ Domain.start_range = _event_method(
 Domain.mark = _event_method("mark", OP_MARK, _mark, "An instantaneous event.")
 
 
-def _counter_methods() -> None:
-    # Domain.get_counter / Domain.get_timestamp live in _counters.py (nvtx 0.2.16's counter API).
-    from . import _counters
+class _CounterMethod:
+    """Domain.get_counter / Domain.get_timestamp (nvtx 0.2.16's counter API) live in _counters.py,
+    imported at the first use of either (importing nvtx_cffi does not import ``enum``): this stand-in
+    replaces itself with the function then, so ``Domain.get_counter`` is that function."""
 
-    Domain.get_counter = _counters.get_counter
-    Domain.get_timestamp = _counters.get_timestamp
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, instance, owner=None):
+        from . import _counters
+
+        function = getattr(_counters, self.name)
+        setattr(Domain, self.name, function)
+        return function if instance is None else function.__get__(instance, owner)
 
 
-_counter_methods()
+if not TYPE_CHECKING:
+    Domain.get_counter = _CounterMethod("get_counter")
+    Domain.get_timestamp = _CounterMethod("get_timestamp")
 
 if _accel is not None:
     # C fast paths for calls with pre-built attributes (d.push_range(attrs), d.end_range(rid), ...)
@@ -630,7 +695,7 @@ if _accel is not None:
     _accel.setup_domain(Domain, EventAttributes, _domains)
     for _name in ("push_range", "start_range", "mark", "end_range", "get_event_attributes"):
         _method = getattr(Domain, _name)
-        setattr(Domain, _name, functools.update_wrapper(_accel.accelerate("Domain." + _name, _method), _method))
+        setattr(Domain, _name, _update_wrapper(_accel.accelerate("Domain." + _name, _method), _method))
     del _name, _method
     Domain.pop_range = _accel.domain_pop_method()
 
@@ -712,7 +777,7 @@ def get_domain(name: Optional[str] = None) -> Domain:
         if _accel is None:
             # A C function, not a method: d.pop_range() is one cffi call with no Python frame
             # (the 0-argument form for the default domain, the cheapest cffi call there is).
-            domain.pop_range = lib.nvtxcffi_pop_default if index == 0 else functools.partial(lib.nvtxcffi_pop, index)
+            domain.pop_range = lib.nvtxcffi_pop_default if index == 0 else _partial(lib.nvtxcffi_pop, index)
         _domains[name] = domain
         return domain
 

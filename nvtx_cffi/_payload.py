@@ -9,13 +9,10 @@ payload is given; without it these payloads warn and are not sent, as with nvtx.
 """
 from __future__ import annotations
 
-import dataclasses
-import enum
-import math
+import _thread
 import sys
-import threading
-from typing import Dict, Optional
 
+from . import _state
 from ._accel import accel as _accel
 from ._locks import hold_across_fork
 from ._native import ffi, lib
@@ -61,96 +58,15 @@ class NvtxWarning(UserWarning):
     """A payload that cannot be sent (nvtx's ``NvtxWarning``)."""
 
 
-class TimestampType(enum.Enum):
-    """Timestamp domains (``NVTX_TIMESTAMP_TYPE_*``), the ``time_domain`` of :meth:`Domain.get_counter`."""
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Dict, Optional
 
-    NONE = 0
-    TOOL_PROVIDED = 1
-    CPU_TSC = 10
-    CPU_TSC_NONVIRTUALIZED = 11
-    CPU_CLOCK_GETTIME_REALTIME = 12
-    CPU_CLOCK_GETTIME_REALTIME_COARSE = 13
-    CPU_CLOCK_GETTIME_MONOTONIC = 14
-    CPU_CLOCK_GETTIME_MONOTONIC_RAW = 15
-    CPU_CLOCK_GETTIME_MONOTONIC_COARSE = 16
-    CPU_CLOCK_GETTIME_BOOTTIME = 17
-    CPU_CLOCK_GETTIME_PROCESS_CPUTIME_ID = 18
-    CPU_CLOCK_GETTIME_THREAD_CPUTIME_ID = 19
-    WIN_QPC = 30
-    WIN_GSTAFT = 31
-    WIN_GSTAFTP = 32
-    C_TIME = 40
-    C_CLOCK = 41
-    C_TIMESPEC_GET = 42
-    CPP_STEADY_CLOCK = 50
-    CPP_HIGH_RESOLUTION_CLOCK = 51
-    CPP_SYSTEM_CLOCK = 52
-    CPP_UTC_CLOCK = 53
-    CPP_TAI_CLOCK = 54
-    CPP_GPS_CLOCK = 55
-    CPP_FILE_CLOCK = 56
-    GPU_GLOBALTIMER = 80
+    from ._payload_enums import BatchOrdering, EntryKind, EventKind, PayloadEntryType, PredefinedScope, TimestampType
 
-
-class PredefinedScope(enum.Enum):
-    """Predefined NVTX execution scopes (``NVTX_SCOPE_*``)."""
-
-    NONE = 0
-    ROOT = 1
-    CURRENT_HW_MACHINE = 2
-    CURRENT_HW_SOCKET = 3
-    CURRENT_HW_CPU_PHYSICAL = 4
-    CURRENT_HW_CPU_LOGICAL = 5
-    CURRENT_HW_INNERMOST = 15
-    CURRENT_HYPERVISOR = 16
-    CURRENT_VM = 17
-    CURRENT_KERNEL = 18
-    CURRENT_CONTAINER = 19
-    CURRENT_OS = 20
-    CURRENT_SW_PROCESS = 21
-    CURRENT_SW_THREAD = 22
-    CURRENT_SW_INNERMOST = 31
-
-
-class EntryKind(enum.Enum):
-    """Role of a field in a structured payload dtype (attach with :func:`numpy_dtype`)."""
-
-    RANGE_BEGIN = PAYLOAD_ENTRY_FLAG_RANGE_BEGIN | PAYLOAD_ENTRY_FLAG_TIMESTAMP
-    RANGE_END = PAYLOAD_ENTRY_FLAG_RANGE_END | PAYLOAD_ENTRY_FLAG_TIMESTAMP
-    MARK = PAYLOAD_ENTRY_FLAG_MARK | PAYLOAD_ENTRY_FLAG_TIMESTAMP
-    MESSAGE = PAYLOAD_ENTRY_FLAG_EVENT_MESSAGE
-    COUNTER_TIMESTAMP = PAYLOAD_ENTRY_FLAG_TIMESTAMP
-
-
-class PayloadEntryType(enum.Enum):
-    """NVTX interpretation of a specially typed payload field (attach with :func:`numpy_dtype`)."""
-
-    RANGE_ID = 67
-    CATEGORY = 68
-    COLOR_ARGB = 69
-    SCOPE_ID = 70
-    REGISTERED_STRING = 80
-
-
-class EventKind(enum.Enum):
-    """Schema-level event kinds (``NVTX_PAYLOAD_SCHEMA_FLAG_*``), as in nvtx."""
-
-    MARK = 4 << 3
-    RANGE_PUSHPOP = 2 << 3
-    RANGE_STARTEND = 3 << 3
-    RANGE_PUSH = 5 << 3
-    RANGE_POP = 6 << 3
-    RANGE_START = 7 << 3
-    RANGE_END = 8 << 3
-
-
-class BatchOrdering(enum.Enum):
-    """Timestamp ordering within a batch (``NVTX_BATCH_FLAG_*``)."""
-
-    SORTED = 0
-    PARTIALLY_SORTED = 1 << 1
-    SORTED_PER_SCOPE = 2 << 1
-    UNSORTED = 3 << 1
+#: nvtx 0.2.16's payload enums, in ``_payload_enums`` (imported at their first use: importing
+#: nvtx_cffi does not import ``enum``), and what :func:`__getattr__` gives from there.
+_ENUMS = frozenset(("BatchOrdering", "EntryKind", "EventKind", "PayloadEntryType", "PredefinedScope", "TimestampType"))
 
 
 _DTYPE_TO_ENTRY_TYPE: dict = {}  # NumPy scalar type -> entry type (filled by _numpy())
@@ -158,6 +74,14 @@ _DTYPE_TO_ENTRY_TYPE: dict = {}  # NumPy scalar type -> entry type (filled by _n
 #: modules hold it) when NumPy is loaded, empty without it.
 FAST_TYPES: set = set()
 _ndarray = None  # numpy.ndarray once loaded
+
+
+def _prod(shape) -> int:
+    """``math.prod(shape)`` (a dtype's shape: a few ints), without importing ``math``."""
+    n = 1
+    for size in shape:
+        n *= size
+    return n
 
 
 def _numpy():
@@ -202,11 +126,20 @@ def _numpy_if_imported():
 # --------------------------------------------------------------------------- numpy_dtype
 
 
-@dataclasses.dataclass(frozen=True)
-class _PayloadMetadata:
-    counter_semantics: Optional[object] = None
-    entry_kind: Optional[EntryKind] = None
-    entry_type: Optional[PayloadEntryType] = None
+if not TYPE_CHECKING:
+    def __getattr__(name: str):
+        """``_PayloadMetadata`` (what ``numpy_dtype`` attaches), a frozen dataclass made at its first
+        use, in ``_semantics`` (importing nvtx_cffi does not import ``dataclasses``)."""
+        if name == "_PayloadMetadata":
+            from ._semantics import _PayloadMetadata
+
+            return _PayloadMetadata
+        if name in _ENUMS:
+            from . import _payload_enums
+
+            return getattr(_payload_enums, name)
+        msg = f"module {__name__!r} has no attribute {name!r}"
+        raise AttributeError(msg)
 
 
 # What each role needs of a field's storage (nvtx's _dtype_validation).
@@ -216,16 +149,21 @@ _STORAGE = {
     "u32": (frozenset("u"), 4, True, "native uint32 storage"),
     "ptr": (frozenset("u"), ffi.sizeof("void *"), True, "native pointer-sized unsigned integer storage"),
 }
-_ROLE_STORAGE = {
-    EntryKind.RANGE_BEGIN: "timestamp", EntryKind.RANGE_END: "timestamp", EntryKind.MARK: "timestamp",
-    EntryKind.COUNTER_TIMESTAMP: "timestamp", PayloadEntryType.RANGE_ID: "u64",
-    PayloadEntryType.CATEGORY: "u32", PayloadEntryType.COLOR_ARGB: "u32", PayloadEntryType.SCOPE_ID: "u64",
-    PayloadEntryType.REGISTERED_STRING: "ptr",
-}
+def _role_storage() -> dict:
+    from ._payload_enums import EntryKind, PayloadEntryType
+
+    return {
+        EntryKind.RANGE_BEGIN: "timestamp", EntryKind.RANGE_END: "timestamp", EntryKind.MARK: "timestamp",
+        EntryKind.COUNTER_TIMESTAMP: "timestamp", PayloadEntryType.RANGE_ID: "u64",
+        PayloadEntryType.CATEGORY: "u32", PayloadEntryType.COLOR_ARGB: "u32", PayloadEntryType.SCOPE_ID: "u64",
+        PayloadEntryType.REGISTERED_STRING: "ptr",
+    }
 
 
 def _validate_storage(dtype, role) -> None:
-    need = _ROLE_STORAGE.get(role)
+    if role is None:
+        return
+    need = _role_storage().get(role)
     if need is None:
         return
     kinds, itemsize, native, description = _STORAGE[need]
@@ -239,6 +177,8 @@ def numpy_dtype(*args, counter_semantics=None, entry_kind: Optional[EntryKind] =
     """``numpy.dtype(*args, **kwargs)``, optionally carrying NVTX payload metadata (as nvtx's):
     ``counter_semantics`` for a field of a counter group, ``entry_kind`` (a field's role) and
     ``entry_type`` (a field's special interpretation)."""
+    from ._payload_enums import EntryKind, PayloadEntryType
+
     np = _numpy()
     if np is None:
         raise RuntimeError("Install numpy to construct NVTX NumPy dtypes.")
@@ -260,6 +200,8 @@ def numpy_dtype(*args, counter_semantics=None, entry_kind: Optional[EntryKind] =
     metadata = dict(base.metadata or {})
     if NVTX_DTYPE_METADATA_KEY_NAME in metadata:
         warn_at_caller("NVTX dtype metadata key already exists; leaving it unchanged.", NvtxWarning)
+    from ._semantics import _PayloadMetadata
+
     metadata[NVTX_DTYPE_METADATA_KEY_NAME] = _PayloadMetadata(counter_semantics, entry_kind, entry_type)
     return np.dtype(base, metadata=metadata)
 
@@ -301,9 +243,20 @@ def _semantics_of(meta):
 
 # --------------------------------------------------------------------------- schemas
 
-_lock = threading.RLock()
+_lock = _thread.RLock()
 hold_across_fork(_lock)  # a fork while another thread registers: see _locks
 _registered = 0
+
+
+def _field_name(name: str) -> bytes:
+    """A structured dtype's field name as UTF-8 (a lone surrogate: nvtx's UnicodeEncodeError, by name)."""
+    try:
+        return name.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        from ._validate import ArgumentEncodeError
+
+        raise ArgumentEncodeError(exc.encoding, exc.object, exc.start, exc.end, exc.reason,
+                                  f"dtype field name {name!r}") from None
 
 
 class SchemaRegistry:
@@ -344,10 +297,15 @@ class SchemaRegistry:
                 keep.append(semantics_struct(sem, c_sems + k))
                 e.semantics = k
                 k += 1
-        schema_id = lib.nvtxcffi_schema_register(self.domain_index, field_mask, schema_type, flags, static_size,
-                                                 c_entries, len(entries), c_sems, k)
+        schema_id = self._submit(field_mask, schema_type, flags, static_size, c_entries, len(entries), c_sems, k)
         _registered += 1
         return schema_id
+
+    def _submit(self, field_mask, schema_type, flags, static_size, c_entries, count, c_sems, n_sems) -> int:
+        """Register the C description (nvtxPayloadSchemaRegister); the schema id, 0 on failure.
+        nvtx_cffi.writer's registry sends it to an NVTXW backend instead."""
+        return lib.nvtxcffi_schema_register(self.domain_index, field_mask, schema_type, flags, static_size,
+                                            c_entries, count, c_sems, n_sems)
 
     def dtype_schema(self, dtype, counter_group: bool = False, schema_flags: int = 0) -> int:
         key = (dtype, counter_group, schema_flags, _metadata_key(dtype))
@@ -357,7 +315,7 @@ class SchemaRegistry:
                 return found
             if dtype.subdtype:
                 sub, shape = dtype.subdtype
-                result = self.fixed_schema(self.dtype_schema(sub), math.prod(shape), dtype.itemsize)
+                result = self.fixed_schema(self.dtype_schema(sub), _prod(shape), dtype.itemsize)
             elif dtype.type in _DTYPE_TO_ENTRY_TYPE:
                 result = self._builtin(dtype, _metadata(dtype))
             elif dtype.names is not None:
@@ -400,7 +358,7 @@ class SchemaRegistry:
                 sub, shape = field_type.subdtype
                 if sub.type in _DTYPE_TO_ENTRY_TYPE:
                     entry_type = _DTYPE_TO_ENTRY_TYPE[sub.type]
-                    detail = math.prod(shape)
+                    detail = _prod(shape)
                     eflags = PAYLOAD_ENTRY_FLAG_ARRAY_FIXED_SIZE
                 else:
                     entry_type = self.dtype_schema(field_type)
@@ -420,7 +378,7 @@ class SchemaRegistry:
             eflags |= role
             if counter_group and not role & PAYLOAD_ENTRY_FLAG_TIMESTAMP:
                 eflags |= PAYLOAD_ENTRY_FLAG_COUNTER
-            entries.append((eflags, entry_type, name.encode(), detail, offset, _semantics_of(meta)))
+            entries.append((eflags, entry_type, _field_name(name), detail, offset, _semantics_of(meta)))
         return self._register(mask, SCHEMA_TYPE_STATIC, flags, dtype.itemsize, entries)
 
     def array_schema(self, scalar_schema: int) -> int:
@@ -500,6 +458,22 @@ def _ext_fields(payload) -> ExtFields:
     fields = _new_ext_fields(ExtFields)
     fields.payload = payload
     return fields
+
+
+def taken(fields):
+    """``fields`` (payload_fields()' answer) as prepared attributes keep them: nvtx 0.2.16 takes the
+    values of an array or a sequence when its attributes are made (it copies an array's elements,
+    and a list's through ``np.array(list)``), so later changes to the object given are not sent.
+    A 0-d array is the exception, as in nvtx: its attributes point at the array itself."""
+    if fields.__class__ is not ExtFields:
+        return fields
+    payload = fields.payload
+    np = _numpy()
+    if isinstance(payload, np.ndarray):
+        if not payload.ndim:
+            return fields
+        return _ext_fields(np.array(payload, order="C"))  # a C-contiguous copy of the elements
+    return _ext_fields(np.array(payload))  # a list, tuple, range or bytes: converted once
 
 
 _checked_dtypes: Dict[int, object] = {}  # id -> dtype objects check_dtype() passed (kept alive; bounded)
@@ -666,8 +640,23 @@ def _remember(domain_index: int, array) -> None:
         cached[id(dtype)] = (dtype, scalar, vector)
 
 
+def register(domain_index: int, fields) -> None:
+    """Register the payload schemas of ``fields`` (payload_fields()' answer) in a domain now: nvtx
+    0.2.16 registers them when attributes take a payload, not at their first event. Nothing
+    without a tool or for other payloads; an error is left to the event (which raises or warns)."""
+    if fields.__class__ is not ExtFields or not _state.active():
+        return
+    try:
+        encode(domain_index, fields.payload)
+    except (TypeError, ValueError):
+        pass
+
+
 def _emit_general(op: int, slot: int, domain_index: int, inline, payload) -> int:
     """emit() for first uses, empty and non-contiguous arrays: encode() (checks, registers)."""
+    if inline is not None and inline[0] != _NULL:
+        # the message is registered before the payload's schemas, as nvtx registers them
+        lib.nvtxcffi_string_keep(domain_index, inline[0])
     try:
         encoded = encode(domain_index, payload)
     except ValueError as exc:

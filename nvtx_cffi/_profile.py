@@ -31,12 +31,17 @@ Without an NVTX tool (or with ``NVTX_DISABLE``), ``enable()`` and ``disable()`` 
 """
 from __future__ import annotations
 
-import fnmatch
+import _thread
 import os
 import sys
-import threading
 import warnings
-from typing import Dict, Iterable, List, Optional, Sequence, Set, Union
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import threading
+    from typing import Dict, Iterable, List, Optional, Sequence, Set, Union
+
+    Patterns = Union[str, Iterable[str], None]
 
 from . import _state
 from ._domain import OP_PUSH, get_domain
@@ -79,10 +84,8 @@ _OWN_FILES = frozenset(
 
 _C_TYPES = (type(len), type(list.append))  # builtin_function_or_method, method_descriptor
 
-_enabled_lock = threading.Lock()
+_enabled_lock = _thread.allocate_lock()
 _enabled_profile: Optional["Profile"] = None
-
-Patterns = Union[str, Iterable[str], None]
 
 
 def _patterns(value: Patterns, argument: str) -> tuple:
@@ -140,6 +143,8 @@ class _Filter:
 
     @staticmethod
     def _matches(pattern: str, module: Optional[str], filename: str) -> bool:
+        import fnmatch  # (here: fnmatch imports re)
+
         if module is not None and (module == pattern or module.startswith(pattern + ".")
                                    or fnmatch.fnmatchcase(module, pattern)):
             return True
@@ -183,6 +188,7 @@ class Profile:
     def __init__(self, linenos: bool = True, annotate_cfuncs: bool = True, *, include: Patterns = None,
                  exclude: Patterns = None, max_depth: Optional[int] = None,
                  domain: str = DEFAULT_DOMAIN) -> None:
+        _import_threading()
         if max_depth is not None:
             depth = as_index(max_depth)
             if depth is None:
@@ -1007,6 +1013,12 @@ def _restore_profile(previous) -> None:
     enable = getattr(previous, "enable", None)
     if callable(enable):
         enable()
+
+
+def _import_threading() -> None:
+    """Bind this module's ``threading`` (first Profile): importing nvtx_cffi does not import it."""
+    global threading
+    import threading
 
 
 def _threading_getprofile():

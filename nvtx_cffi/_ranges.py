@@ -14,25 +14,40 @@ argument is checked. :class:`~nvtx_cffi.annotate` and :class:`~nvtx_cffi.Domain`
 """
 from __future__ import annotations
 
-import functools
-import threading
-from typing import Optional, Tuple, Union
+import _thread
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Optional, Tuple, Union
+
+    from ._colors import ColorLike
+    from ._validate import Category, Message, Payload
+
+    #: What :func:`start_range` returns: ``(range_id, domain_index)``, nvtx's ``(id, domain)`` shape.
+    RangeId = Tuple[int, int]
+else:
+    def __getattr__(name: str):
+        """``RangeId`` (``typing.Tuple[int, int]``), built at its first use at run time: importing
+        nvtx_cffi needs no ``typing``."""
+        if name == "RangeId":
+            from typing import Tuple
+
+            value = globals()[name] = Tuple[int, int]
+            return value
+        msg = f"module {__name__!r} has no attribute {name!r}"
+        raise AttributeError(msg)
 
 from . import _state
-from ._accel import accel as _accel
-from ._colors import ColorLike
+from ._accel import accel as _accel, update_wrapper as _update_wrapper
 from ._locks import hold_across_fork
 from ._domain import OP_MARK, OP_PUSH, OP_START, EventAttributes, FirstSight, _bad_range_id, get_domain, make_room
 from ._native import lib
-from ._validate import Category, Message, Payload, as_index, keyable, payload_fields
+from ._validate import as_index, keyable, payload_fields
 from . import _payload
 from ._payload import KIND_EXT as _KIND_EXT
 from ._payload import FAST_TYPES as _FAST_TYPES
 
 __all__ = ["push_range", "pop_range", "start_range", "end_range", "mark", "RangeId"]
-
-#: What :func:`start_range` returns: ``(range_id, domain_index)``, nvtx's ``(id, domain)`` shape.
-RangeId = Tuple[int, int]
 
 #: Bound of the argument-tuple cache; past it calls still work through the per-domain tables.
 MAX_CACHED_CALLS = 65536
@@ -45,7 +60,7 @@ _slot_cache: dict = {}
 _BLUE = "blue"
 _blue_slots: dict = {}
 _uncoloured_slots: dict = {}
-_cache_lock = threading.Lock()
+_cache_lock = _thread.allocate_lock()
 hold_across_fork(_cache_lock)
 
 _push = lib.nvtxcffi_push
@@ -58,7 +73,7 @@ _DEFAULT_DOMAIN = 0
 _mark = lib.nvtxcffi_mark
 
 
-#: Messages met once by the calls below: prepared (registered, a C slot, cached) at their second call.
+#: How often the calls below met each message: prepared (a string entry, a C slot, cached) at its PREPARE_AT-th call.
 _first_sight = FirstSight()
 
 
@@ -69,7 +84,7 @@ def _slow(op: int, message, color, domain, category, payload) -> Optional[int]:
     if (message.__class__ is str and (domain is None or domain.__class__ is str)
             and _first_sight.first_in(message, domain)):
         return get_domain(domain)._emit_unprepared(op, message, color, category, payload)
-    attributes = EventAttributes(get_domain(domain), message, color, category, payload)
+    attributes = EventAttributes._for_one_event(get_domain(domain), message, color, category, payload)
     if attributes._inline is None:
         key = (message, color, domain, category)
         with _cache_lock:
@@ -114,8 +129,7 @@ def _dispatch(op: int, fast, message, color, domain, category, payload):
 
 def _with_payload(op: int, slot: int, payload) -> int:
     cls = payload.__class__
-    if cls in _FAST_TYPES and getattr(payload, "ndim", 1):
-        # arrays (not 0-d: an integer one is an int payload), lists...: binary, checked by emit()
+    if cls in _FAST_TYPES:  # arrays (0-d too), lists...: binary, checked by emit()
         return _payload.emit(op, slot, _payload.slot_domain(slot), None, payload)
     kind, ivalue, fvalue = payload_fields(payload)
     if kind == _KIND_EXT:  # a binary payload (nvtx_cffi/_payload.py)
@@ -265,5 +279,5 @@ if _accel is not None:
     # (__wrapped__) for first use, payloads, new domains and errors, and give them their metadata.
     _accel.setup_ranges(_BLUE, _blue_slots, _uncoloured_slots, _slot_cache)
     push_range, pop_range, start_range, end_range, mark = (
-        functools.update_wrapper(_accel.accelerate(f.__name__, f), f)
+        _update_wrapper(_accel.accelerate(f.__name__, f), f)
         for f in (push_range, pop_range, start_range, end_range, mark))

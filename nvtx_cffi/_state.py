@@ -3,7 +3,8 @@
 NVTX initialises at its first call and loads the tool named by ``NVTX_INJECTION64_PATH`` then or
 never; NVIDIA's ``nvtx`` makes that first call at the first annotation. So does nvtx-cffi: importing
 it makes no NVTX call, and a tool named in ``os.environ`` after ``import nvtx_cffi`` but before the
-first annotation, decoration, domain, range, mark, ``enabled()`` or ``tool_attached()`` is used.
+first annotation, decoration, domain, range, mark or ``tool_attached()`` is used. ``enabled()``
+decides nothing (nvtx's reads only ``NVTX_DISABLE``): see :func:`enabled`.
 
 :func:`decide` then initialises NVTX, asks its dispatch table whether a tool filled the slots, and
 runs the callbacks that the modules registered with :func:`on_decide`: each binds its real or
@@ -14,14 +15,19 @@ call) skips NVTX entirely.
 """
 from __future__ import annotations
 
-import threading
-from typing import Callable, List, Optional, Tuple
+import _thread
+import os
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable, List, Optional, Tuple
 
 from ._env import env_flag
 from ._locks import hold_across_fork
 from ._native import lib
 
-__all__ = ["DISABLED", "TOOL_ATTACHED", "ACTIVE", "decide", "active", "tool_attached", "decided",
+__all__ = ["DISABLED", "TOOL_ATTACHED", "ACTIVE", "decide", "active", "enabled", "tool_attached", "decided",
            "on_decide", "rebind"]
 
 #: ``NVTX_DISABLE`` is set to a true value: nvtx-cffi never calls NVTX. (False until decided.)
@@ -35,10 +41,13 @@ TOOL_ATTACHED: bool = False
 #: only where a decision has been made, e.g. after an object that needed one exists.)
 ACTIVE: bool = False
 
+#: Where NVTX looks for the tool to load at its first call (the variable of this pointer size).
+_INJECTION_PATH = "NVTX_INJECTION64_PATH" if sys.maxsize > 1 << 32 else "NVTX_INJECTION32_PATH"
+
 _decision: Optional[Tuple[bool, bool]] = None  # (tool attached, active), once decided
 _deciding: Optional[Tuple[bool, bool]] = None  # the same while the callbacks run
 _callbacks: List[Callable[[bool], None]] = []
-_lock = threading.RLock()
+_lock = _thread.RLock()
 hold_across_fork(_lock)
 
 
@@ -86,6 +95,18 @@ def _decide_slowly() -> bool:
 def active() -> bool:
     """Annotations reach a tool (decides first)."""
     return decide()
+
+
+def enabled() -> bool:
+    """nvtx_cffi.enabled(): once decided, whether annotations reach a tool; before, whether they
+    would if NVTX's first call came now (``NVTX_DISABLE`` is off and a tool is named), read
+    without initialising NVTX, so a tool named later is still loaded at that first call."""
+    decision = _decision
+    if decision is not None:
+        return decision[1]
+    if env_flag("NVTX_DISABLE"):
+        return False
+    return bool(os.environ.get(_INJECTION_PATH))
 
 
 def tool_attached() -> bool:

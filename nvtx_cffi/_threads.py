@@ -18,10 +18,14 @@ Ranges and marks pay nothing for this: no check runs per event. Threads that Pyt
 """
 from __future__ import annotations
 
+import _thread
 import os
 import sys
-import threading
-from typing import Optional
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import threading
+    from typing import Optional
 
 from . import _state
 from ._locks import hold_across_fork
@@ -31,7 +35,7 @@ from ._validate import to_utf8
 __all__ = ["install", "name_current_thread", "name_thread"]
 
 _installed = False
-_install_lock = threading.Lock()
+_install_lock = _thread.allocate_lock()
 hold_across_fork(_install_lock)
 
 
@@ -54,6 +58,8 @@ def name_current_thread(name: str) -> None:
 
 def name_thread(thread: threading.Thread) -> bool:
     """Name ``thread`` in NVTX by its OS id; False when it has none yet (not started)."""
+    import threading  # (a Thread exists: threading is imported; not at nvtx_cffi's import)
+
     native_id = getattr(thread, "native_id", None)
     data = _encode(thread.name)
     if not _state.active() or native_id is None or data is None:
@@ -76,6 +82,8 @@ def install() -> bool:
     global _installed
     if not _state.active():
         return False
+    import threading  # (here: importing nvtx_cffi does not import threading)
+
     with _install_lock:
         if _installed:
             return True
@@ -98,6 +106,10 @@ def install() -> bool:
                                              name_property.__doc__)
         for thread in threading.enumerate():
             name_thread(thread)
+        if hasattr(os, "register_at_fork"):
+            # Registered after threading's own after-fork hook (threading is imported by now, and
+            # hooks run in the order of registration): current_thread() is the child's then.
+            os.register_at_fork(after_in_child=_name_forked_thread)
         _installed = True
         return True
 
@@ -107,18 +119,25 @@ _forked_tid: Optional[int] = None
 
 
 def _after_fork_in_child() -> None:
-    """The thread that forked is the child's main thread, under a new OS id: name it (when hooks
-    are installed) and remember the id (threading keeps the parent's ``native_id`` on 3.9-3.11)."""
+    """The thread that forked is the child's main thread, under a new OS id: remember the id
+    (threading keeps the parent's ``native_id`` on 3.9-3.11)."""
     global _forked_tid
     try:
         _forked_tid = lib.nvtxcffi_os_thread_id()
-        if _installed:
-            name_current_thread(threading.current_thread().name)
+    except Exception:  # noqa: BLE001 - never fail a fork over a thread name
+        pass
+
+
+def _name_forked_thread() -> None:
+    """In a forked child, once the hooks are installed: name the thread that forked (the child's
+    main thread, under its new OS id). Registered by :func:`install`, after threading's hook."""
+    try:
+        import threading
+
+        name_current_thread(threading.current_thread().name)
     except Exception:  # noqa: BLE001 - never fail a fork over a thread name
         pass
 
 
 if hasattr(os, "register_at_fork"):
-    # Runs after threading's own after-fork hook (registered when threading was imported, before
-    # this module): current_thread() and main_thread() are the child's then.
     os.register_at_fork(after_in_child=_after_fork_in_child)

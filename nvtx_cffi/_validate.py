@@ -1,12 +1,17 @@
 """Argument checks shared by every public call: clear errors that name the argument."""
 from __future__ import annotations
 
-import numbers
-import operator
-from typing import TYPE_CHECKING, Optional, SupportsIndex, Tuple, Union
+try:  # operator.index, without importing operator.py
+    from _operator import index as _index
+except ImportError:
+    from operator import index as _index
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Optional, SupportsIndex, Tuple, Union
 
 from ._native import lib
-from ._payload import FAST_TYPES as _BINARY_TYPES, fields_for as _fields_for
+from ._payload import FAST_TYPES as _BINARY_TYPES, _numpy_if_imported, fields_for as _fields_for
 
 
 class ArgumentTypeError(TypeError, AttributeError):
@@ -49,11 +54,25 @@ if TYPE_CHECKING:
 
     from ._domain import RegisteredString
 
-Payload = Union[int, float, list, tuple, range, bytes, None, "numpy.ndarray"]
-#: A message: text, UTF-8 bytes (as nvtx takes them), or a string registered in the call's domain.
-Message = Union[str, bytes, "RegisteredString", None]
-#: A category: a name (text or UTF-8 bytes) or a number (an int, or what has ``__index__``).
-Category = Union[str, bytes, int, SupportsIndex, None]
+    Payload = Union[int, float, list, tuple, range, bytes, None, "numpy.ndarray"]
+    #: A message: text, UTF-8 bytes (as nvtx takes them), or a string registered in the call's domain.
+    Message = Union[str, bytes, "RegisteredString", None]
+    #: A category: a name (text or UTF-8 bytes) or a number (an int, or what has ``__index__``).
+    Category = Union[str, bytes, int, SupportsIndex, None]
+else:
+    def __getattr__(name: str):
+        """The ``Payload``, ``Message`` and ``Category`` aliases, built (with ``typing``) at their
+        first use at run time: type checkers read them above, and importing needs no ``typing``."""
+        if name in ("Payload", "Message", "Category"):
+            from typing import SupportsIndex, Union
+
+            module = globals()
+            module.setdefault("Payload", Union[int, float, list, tuple, range, bytes, None, "numpy.ndarray"])
+            module.setdefault("Message", Union[str, bytes, "RegisteredString", None])
+            module.setdefault("Category", Union[str, bytes, int, SupportsIndex, None])
+            return module[name]
+        msg = f"module {__name__!r} has no attribute {name!r}"
+        raise AttributeError(msg)
 
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
@@ -94,7 +113,7 @@ def as_index(value: object) -> Optional[int]:
     if isinstance(value, bool):
         return None
     try:
-        return operator.index(value)
+        return _index(value)
     except TypeError:
         return None
 
@@ -170,8 +189,11 @@ def payload_fields(payload: object) -> Tuple[int, int, float]:
         return _INT64, payload, 0.0
     if cls is float or isinstance(payload, float):
         return _DOUBLE, 0, float(payload)
-    if cls in _BINARY_TYPES and getattr(payload, "ndim", 1):
-        # arrays (not 0-d: an integer one is an int), lists, tuples, ranges, bytes (with NumPy)
+    if cls in _BINARY_TYPES:
+        # arrays (0-d too: the scalar schema of its dtype, as nvtx), lists, tuples, ranges, bytes (with NumPy)
+        return _fields_for(payload)
+    np = _numpy_if_imported()
+    if np is not None and isinstance(payload, np.ndarray):  # (before the payload types fill FAST_TYPES)
         return _fields_for(payload)
     value = int(payload) if isinstance(payload, bool) else as_index(payload)  # bool: an int, as before
     if value is not None:
@@ -181,6 +203,8 @@ def payload_fields(payload: object) -> Tuple[int, int, float]:
             return lib.NVTXCFFI_PAYLOAD_UINT64, value - (1 << 64), 0.0
         msg = f"payload {describe_int(value)} is out of range: it must fit in int64 or uint64"
         raise OverflowError(msg)
+    import numbers  # (here: only a payload of another number type gets this far)
+
     if isinstance(payload, numbers.Real):
         try:
             return lib.NVTXCFFI_PAYLOAD_DOUBLE, 0, float(payload)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import sys
-import warnings
-from typing import Type
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Type
 
 __all__ = ["warn_at_caller"]
 
@@ -30,4 +31,6 @@ def warn_at_caller(message: str, category: Type[Warning]) -> None:
             break
         frame = frame.f_back
         level += 1
+    import warnings  # (here: importing nvtx_cffi need not import it)
+
     warnings.warn(message, category, stacklevel=level)

@@ -8,10 +8,10 @@ meanwhile, so they get a start/end range (not push/pop) spanning their whole exe
 """
 from __future__ import annotations
 
-import functools
-import inspect
-import keyword
-from typing import Any, Callable, Optional, Tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, Optional, Tuple
 
 from ._accel import accel as _accel
 
@@ -21,6 +21,8 @@ _INTERNAL = ("_nvtx_func", "_nvtx_begin", "_nvtx_close", "_nvtx_arg")
 # A class body turns these into classmethods only when they are plain Python functions (type.__new__
 # checks the type), so decorated ones keep a Python wrapper, never the accelerator's C callable.
 _IMPLICIT_CLASSMETHODS = frozenset({"__init_subclass__", "__class_getitem__"})
+_CO_VARARGS, _CO_VARKEYWORDS = 0x04, 0x08  # inspect.CO_VARARGS, inspect.CO_VARKEYWORDS
+_FunctionType = type(lambda: None)  # types._FunctionType (without importing types)
 
 
 def wrap(func: Callable, begin: Callable, begin_arg: Any, close: Callable,
@@ -32,6 +34,9 @@ def wrap(func: Callable, begin: Callable, begin_arg: Any, close: Callable,
     C from ``c_args`` = ``(slot, domain_index, attributes)``;
     generators and coroutines run ``rid = start()`` when first resumed and ``end(rid)`` when done.
     """
+    import functools
+    import inspect  # (here, not at import: only decorating with a tool attached needs them)
+
     if inspect.isasyncgenfunction(func):
         wrapper = _async_generator_wrapper(func, start, end)
     elif inspect.iscoroutinefunction(func):
@@ -48,13 +53,13 @@ def wrap(func: Callable, begin: Callable, begin_arg: Any, close: Callable,
 
 
 def _implicit_classmethod(func: Callable) -> bool:
-    return inspect.isfunction(func) and func.__name__ in _IMPLICIT_CLASSMETHODS
+    return isinstance(func, _FunctionType) and func.__name__ in _IMPLICIT_CLASSMETHODS
 
 
 def _generic_wrapper(func, begin, begin_arg, close):
     def wrapper(*args, **kwargs):
-        begin(begin_arg)
-        try:
+        try:  # the push inside: a push whose tool callback raised is closed too
+            begin(begin_arg)
             return func(*args, **kwargs)
         finally:
             close()
@@ -69,16 +74,17 @@ def _fixed_signature_wrapper(func, begin, begin_arg, close):
     ``inspect.signature``: that would trust a ``__signature__`` set on the function (a wrapper
     taking ``**kwargs`` that advertises fewer), and the wrapper would refuse arguments that work.
     """
-    if not inspect.isfunction(func):
+    if not isinstance(func, _FunctionType):  # (inspect.isfunction)
         return None
+    import keyword
     code = func.__code__
     n_positional, n_keyword_only = code.co_argcount, code.co_kwonlyargcount
     names = list(code.co_varnames[:n_positional + n_keyword_only])
     star = star_star = None
     position = n_positional + n_keyword_only
-    if code.co_flags & inspect.CO_VARARGS:
+    if code.co_flags & _CO_VARARGS:
         star, position = code.co_varnames[position], position + 1
-    if code.co_flags & inspect.CO_VARKEYWORDS:
+    if code.co_flags & _CO_VARKEYWORDS:
         star_star = code.co_varnames[position]
     for name in (*names, star, star_star):
         if name is not None and (not name.isidentifier() or keyword.iskeyword(name) or name in _INTERNAL):
@@ -113,8 +119,8 @@ def _fixed_signature_wrapper(func, begin, begin_arg, close):
     source = (
         f"def _nvtx_make({outer}):\n"
         f"    def wrapper({', '.join(params)}):\n"
-        f"        _nvtx_begin(_nvtx_arg)\n"
         f"        try:\n"
+        f"            _nvtx_begin(_nvtx_arg)\n"
         f"            return _nvtx_func({', '.join(args)})\n"
         f"        finally:\n"
         f"            _nvtx_close()\n"

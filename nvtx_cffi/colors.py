@@ -6,7 +6,20 @@
 """
 from __future__ import annotations
 
-from ._colors import NVTX_COLORS, ColorLike, to_argb
+from ._colors import NVTX_COLORS, to_argb
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ._colors import ColorLike
+else:
+    def __getattr__(name: str):
+        """``ColorLike`` (a ``typing`` alias), built at its first use: see nvtx_cffi/_colors.py."""
+        if name == "ColorLike":
+            from . import _colors
+
+            return _colors.ColorLike
+        msg = f"module {__name__!r} has no attribute {name!r}"
+        raise AttributeError(msg)
 
 __all__ = ["color_to_hex"]
 

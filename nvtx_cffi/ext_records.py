@@ -14,15 +14,24 @@ them into values::
 Counter samples come out with the counter's name, unit and scope and one value per field
 (``{"value": v}`` for an int or float counter); binary payloads as Python values by their schema
 (a list for arrays, a dict for structures, a number/str/bytes for scalars).
+
+Registrations (schemas, counters, scopes) may be recorded by another thread than the one that uses
+them, in a chunk read later: :meth:`ExtDecoder.preload` takes a process image's registrations,
+gathered by the reader before its events (``ProcessInfo.registrations``), so decoding does not
+depend on the order of the chunks. ``sample_no_value`` samples come out as nvtx's reasons mean
+them: ZERO as 0 in every numeric field, UNCHANGED as the counter's previous values (as read),
+UNAVAILABLE as None in every field (a gap); ``no_value`` says which. Batch timestamps are mapped
+from the counter's time domain onto the trace's clock (:class:`Clocks`).
 """
 from __future__ import annotations
 
 import struct
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Set, Tuple
 
-__all__ = ["Schema", "SchemaEntry", "CounterInfo", "CounterSample", "ExtDecoder", "parse_schema",
-           "parse_counter", "decode"]
+__all__ = ["Schema", "SchemaEntry", "CounterInfo", "CounterSample", "ExtDecoder", "Clocks", "parse_schema",
+           "parse_counter", "decode", "TIME_DOMAINS"]
 
 _Q = struct.Struct("<Q")
 _SCHEMA_HEAD = struct.Struct("<QQQQQII")
@@ -84,12 +93,24 @@ class CounterInfo:
     """The recorder cut the registration (a name past 2048 bytes, a description past 1024, a unit
     past the semantics' 4 KiB) or the scope path (past 64 KiB): what is here is what was kept."""
 
+    title: Optional[str] = None
+    """The name its counter track goes by: ``"domain: name"`` (the name alone in the default domain),
+    with the value type or the counter id added when another counter of the process has the same."""
+
     @property
     def unit(self) -> Optional[str]:
         for s in self.semantics:
             if s.get("unit"):
                 return s["unit"]
         return None
+
+    @property
+    def time_domain(self) -> int:
+        """The time domain of its batch timestamps (``TimestampType``; 0 when none was given)."""
+        for s in self.semantics:
+            if s.get("kind") == "time":
+                return int(s["time_domain"])
+        return 0
 
 
 @dataclass
@@ -102,7 +123,9 @@ class CounterSample:
     counter: CounterInfo
     values: Dict[str, Any]
     no_value: Optional[int] = None
-    """``CounterNoValueReason`` value for ``sample_no_value`` (values are then empty)."""
+    """``CounterNoValueReason`` value of a ``sample_no_value`` sample (None otherwise): its ``values``
+    are then 0 (ZERO), the counter's previous values (UNCHANGED) or None (UNAVAILABLE, or UNCHANGED
+    before any value: a gap) in each field."""
     units: Dict[str, Optional[str]] = field(default_factory=dict)
     truncated: bool = False
     """The recorder cut the sample at its 64 KiB record bound: fields past the cut are missing
@@ -242,19 +265,151 @@ def decode(schema_id: int, data: bytes, schemas: Dict[int, Schema]) -> Any:
     return _decode(schema, data, 0, schemas, 0)
 
 
+#: ``NVTX_TIMESTAMP_TYPE_*`` names (nvToolsExtPayload.h), for messages
+TIME_DOMAINS = {
+    0: "NONE", 1: "TOOL_PROVIDED", 10: "CPU_TSC", 11: "CPU_TSC_NONVIRTUALIZED", 12: "CPU_CLOCK_GETTIME_REALTIME",
+    13: "CPU_CLOCK_GETTIME_REALTIME_COARSE", 14: "CPU_CLOCK_GETTIME_MONOTONIC", 15: "CPU_CLOCK_GETTIME_MONOTONIC_RAW",
+    16: "CPU_CLOCK_GETTIME_MONOTONIC_COARSE", 17: "CPU_CLOCK_GETTIME_BOOTTIME",
+    18: "CPU_CLOCK_GETTIME_PROCESS_CPUTIME_ID", 19: "CPU_CLOCK_GETTIME_THREAD_CPUTIME_ID", 30: "WIN_QPC",
+    31: "WIN_GSTAFT", 32: "WIN_GSTAFTP", 40: "C_TIME", 41: "C_CLOCK", 42: "C_TIMESPEC_GET", 50: "CPP_STEADY_CLOCK",
+    51: "CPP_HIGH_RESOLUTION_CLOCK", 52: "CPP_SYSTEM_CLOCK", 53: "CPP_UTC_CLOCK", 54: "CPP_TAI_CLOCK",
+    55: "CPP_GPS_CLOCK", 56: "CPP_FILE_CLOCK", 80: "GPU_GLOBALTIMER",
+}
+# CLOCK_MONOTONIC ns already (the recorder's nvtxTimestampGet, Linux's steady_clock)
+_MONOTONIC_DOMAINS = frozenset((0, 1, 14, 16, 50))
+# ns since the Unix epoch (CLOCK_REALTIME, libstdc++'s system_clock)
+_REALTIME_DOMAINS = frozenset((12, 13, 52))
+_FILETIME_EPOCH = 116444736000000000  # 1601-01-01 to 1970-01-01 in 100 ns
+
+
+class Clocks:
+    """Maps a batch timestamp of a counter's time domain onto the trace's clock (CLOCK_MONOTONIC ns)
+    for one process image, from its record file's header.
+
+    * NONE, TOOL_PROVIDED (the recorder's ``nvtxTimestampGet``), CLOCK_MONOTONIC(_COARSE) and
+      ``std::chrono::steady_clock``: the trace's clock already;
+    * CLOCK_REALTIME(_COARSE) and ``std::chrono::system_clock`` (ns), ``time()`` (s) and Windows'
+      FILETIME (100 ns since 1601): by the (monotonic, realtime) pair the recorder read at its start
+      (a wall-clock step during the run shifts them by the step);
+    * CPU_TSC: by the recorder's TSC calibration, when it recorded with the TSC;
+    * the others (CPU_TSC_NONVIRTUALIZED, MONOTONIC_RAW, BOOTTIME, CPU time, QPC, GPU timer, C++
+      high_resolution (system or steady, by library)/utc/tai/gps/file clocks, ``clock()``,
+      ``timespec_get``, a registered time domain) have no known relation to it:
+      :meth:`to_trace` answers None (the decoder leaves those samples out, with a warning).
+    """
+
+    __slots__ = ("monotonic_ns", "realtime_ns", "tsc_to_ns")
+
+    def __init__(self, monotonic_ns: int, realtime_ns: int, tsc_to_ns: Any = None) -> None:
+        self.monotonic_ns = monotonic_ns
+        self.realtime_ns = realtime_ns
+        self.tsc_to_ns = tsc_to_ns
+
+    def to_trace(self, time_domain: int, ts: int) -> Optional[int]:
+        """``ts`` of ``time_domain`` as the trace's CLOCK_MONOTONIC ns; None when it cannot be mapped."""
+        if time_domain in _MONOTONIC_DOMAINS:
+            return ts
+        if time_domain == 10:
+            return self.tsc_to_ns(ts & 0xFFFFFFFFFFFFFFFF) if self.tsc_to_ns is not None else None
+        if not self.realtime_ns:
+            return None
+        if time_domain in _REALTIME_DOMAINS:
+            wall = ts
+        elif time_domain == 40:
+            wall = ts * 1_000_000_000
+        elif time_domain in (31, 32):
+            wall = (ts - _FILETIME_EPOCH) * 100
+        else:
+            return None
+        return wall - self.realtime_ns + self.monotonic_ns
+
+
+_NO_HEADER = Clocks(0, 0)
+
+
+def time_domain_name(time_domain: int) -> str:
+    """``NVTX_TIMESTAMP_TYPE_*`` name of a time domain id (a registered one says so)."""
+    return TIME_DOMAINS.get(time_domain, f"registered time domain {time_domain}")
+
+
+def _type_label(info: CounterInfo) -> str:
+    fmt = _SCALARS.get(info.schema_id)
+    if fmt is None:
+        return f"schema {info.schema_id}"
+    bits = 8 * struct.calcsize("<" + fmt)
+    return (f"float{bits}" if fmt in "efd" else f"uint{bits}" if fmt.isupper() else f"int{bits}")
+
+
+_NO_ZERO, _NO_UNCHANGED, _NO_UNAVAILABLE = 0, 1, 2
+
+
 class ExtDecoder:
-    """Follows the blob events of a recording (any order of processes; per process in time order)."""
+    """Follows the blob events of a recording (any order of processes; per process in time order).
+
+    Give it each process image's registrations first (:meth:`preload`): then a schema or counter
+    registered by a thread whose chunk is read later still decodes the samples and payloads of the
+    threads read before.
+    """
 
     def __init__(self) -> None:
         self.schemas: Dict[Tuple[int, Optional[str]], Dict[int, Schema]] = {}
         self.counters: Dict[Tuple[int, Optional[str], int], CounterInfo] = {}
         self.scopes: Dict[Tuple[int, Optional[str], int], str] = {}
         self.truncated_scopes: Set[Tuple[int, Optional[str], int]] = set()  # scopes whose path the recorder cut
+        #: (pid, counter title, time domain) -> batch samples left out: their time domain has no
+        #: known relation to the trace's clock
+        self.unmapped: Dict[Tuple[int, str, int], int] = {}
         self._pending: Dict[Tuple[int, int], List[Tuple[int, bytes, bool]]] = {}
         self._payloads: Dict[int, Any] = {}
+        self._clocks: Dict[int, Clocks] = {}
+        self._preloaded: Set[int] = set()
+        self._last: Dict[Tuple[int, Optional[str], int], Dict[str, Any]] = {}  # values held for UNCHANGED
+        self._alike: Dict[Tuple[int, Optional[str], str], List[CounterInfo]] = {}  # counters by (pid, domain, name)
 
     def _schemas(self, pid: int, domain: Optional[str]) -> Dict[int, Schema]:
         return self.schemas.setdefault((pid, domain), {})
+
+    def preload(self, info: Any) -> None:
+        """Take a process image's registrations (``info``: a :class:`~nvtx_cffi.recorder.ProcessInfo`,
+        its ``registrations`` and ``clocks``) before its events: what an earlier image of the same
+        pid registered is forgotten, and registrations met again in the events change nothing."""
+        pid = info.pid
+        tables: Tuple[Dict[Any, Any], ...] = (self.schemas, self.counters, self.scopes, self._last, self._alike)
+        for table in tables:
+            for key in [k for k in table if k[0] == pid]:
+                del table[key]
+        self.truncated_scopes = {k for k in self.truncated_scopes if k[0] != pid}
+        self._preloaded.discard(pid)
+        regs = list(getattr(info, "registrations", None) or ())
+        order = {"scope": 0, "unknown(5)": 0, "schema": 1, "counter_group": 2}
+        regs.sort(key=lambda e: order.get(e.name, 3))  # scopes before the counters naming them
+        for event in regs:
+            self.feed(event)
+        self._preloaded.add(pid)
+        clocks = getattr(info, "clocks", None)
+        if clocks is not None:
+            self._clocks[pid] = clocks
+        else:
+            self._clocks.pop(pid, None)
+
+    def _add_counter(self, pid: int, info: CounterInfo) -> None:
+        """Keep ``info`` and give it (and the counters of the process named alike) a track title
+        unique within the process."""
+        old = self.counters.get((pid, info.domain, info.id))
+        if old is not None:
+            group = self._alike.get((pid, old.domain, old.name), [])
+            group[:] = [i for i in group if i is not old]
+        self.counters[(pid, info.domain, info.id)] = info
+        infos = self._alike.setdefault((pid, info.domain, info.name), [])
+        infos.append(info)
+        base = info.name if info.domain is None else f"{info.domain}: {info.name}"
+        if len(infos) == 1:
+            info.title = base
+            return
+        labels = [_type_label(i) for i in infos]
+        unique = len(set(labels)) == len(labels)
+        for other, label in zip(infos, labels):
+            other.title = f"{base} ({label if unique else f'counter {other.id}'})"
 
     def feed(self, event: Any) -> List[CounterSample]:
         """Take one event; returns the counter samples it carries (usually none)."""
@@ -269,14 +424,21 @@ class ExtDecoder:
                                                  any(t for *_, t in pending))
             return []
         name, pid, domain, arg, data = event.name, event.pid, event.domain, event.target, event.data or b""
+        known = pid in self._preloaded  # registrations taken already: those met again change nothing
         if name == "schema":
-            self._schemas(pid, domain)[arg] = parse_schema(arg, data, event.truncated)
+            schemas = self._schemas(pid, domain)
+            if not known or arg not in schemas:
+                schemas[arg] = parse_schema(arg, data, event.truncated)
         elif name == "counter_group":
+            if known and (pid, domain, arg) in self.counters:
+                return []
             info = parse_counter(arg, domain, data, event.truncated)
             info.scope = self.scopes.get((pid, domain, info.scope_id))
             info.truncated = info.truncated or (pid, domain, info.scope_id) in self.truncated_scopes
-            self.counters[(pid, domain, arg)] = info
+            self._add_counter(pid, info)
         elif name == "unknown(5)" or name == "scope":
+            if known and (pid, domain, arg) in self.scopes:
+                return []
             self.scopes[(pid, domain, arg)] = _text(data)
             if event.truncated:
                 self.truncated_scopes.add((pid, domain, arg))
@@ -285,9 +447,9 @@ class ExtDecoder:
         elif name == "payload":
             self._pending.setdefault((pid, event.tid), []).append((arg, data, event.truncated))
         elif name == "counter_sample":
-            info = self.counters.get((pid, domain, arg))
-            if info is not None:
-                return self._samples(event, info, data)
+            counter = self.counters.get((pid, domain, arg))
+            if counter is not None:
+                return self._samples(event, counter, data)
         return []
 
     def payload_of(self, event: Any) -> Tuple[Any, bool]:
@@ -321,21 +483,47 @@ class ExtDecoder:
             units["value"] = info.unit
         return units
 
+    def _no_value(self, info: CounterInfo, pid: int, reason: Optional[int]) -> Dict[str, Any]:
+        """A ``sample_no_value`` sample's values: ZERO 0 in every numeric field, UNCHANGED the values
+        held, UNAVAILABLE (and UNCHANGED before the counter had values) None in every field: a gap."""
+        key = (pid, info.domain, info.id)
+        held = self._last.get(key)
+        if reason == _NO_UNCHANGED and held is not None:
+            return dict(held)
+        # the fields a sample of zero bytes decodes to: the same names as the counter's samples
+        size = _size_of(info.schema_id, self._schemas(pid, info.domain)) or 4096
+        fields = self._value(info, pid, bytes(size))
+        if reason == _NO_ZERO:
+            self._last[key] = fields
+            return dict(fields)
+        # UNAVAILABLE, or UNCHANGED before any value: a gap
+        return {name: None for name in fields} if reason in (_NO_UNAVAILABLE, _NO_UNCHANGED) else {}
+
     def _samples(self, event: Any, info: CounterInfo, data: bytes) -> List[CounterSample]:
         if len(data) < _SAMPLE_HEAD.size:
             return []
         mode, flags, _, item, n = _SAMPLE_HEAD.unpack_from(data)
         body = data[_SAMPLE_HEAD.size:]
-        units = self._units(info, event.pid)
-        base = dict(pid=event.pid, tid=event.tid, counter=info, units=units)
+        pid = event.pid
+        units = self._units(info, pid)
+        base = dict(pid=pid, tid=event.tid, counter=info, units=units)
         truncated = bool(event.truncated)
+        key = (pid, info.domain, info.id)
         if mode in (0, 1, 2):
-            return [CounterSample(time_ns=event.time_ns, values=self._value(info, event.pid, body), truncated=truncated,
-                                  **base)]
+            values = self._value(info, pid, body)
+            self._last[key] = values
+            return [CounterSample(time_ns=event.time_ns, values=values, truncated=truncated, **base)]
         if mode == 3:
-            return [CounterSample(time_ns=event.time_ns, values={}, no_value=body[0] if body else None, **base)]
+            reason = body[0] if body else None
+            return [CounterSample(time_ns=event.time_ns, values=self._no_value(info, pid, reason), no_value=reason,
+                                  **base)]
         if mode == 4 and item:
             out = []
+            time_domain = info.time_domain
+            clocks = self._clocks.get(pid)
+            if clocks is None:  # no header known (no preload): only the trace's own clock is placed
+                clocks = _NO_HEADER
+            unmapped = 0
             for i in range(n):
                 off = i * (8 + item)
                 end = off + 8 + item
@@ -343,12 +531,34 @@ class ExtDecoder:
                 # a cut record (an item past the record bound goes alone, cut to fit) keeps what fits
                 if off + 8 > len(body) or cut and not truncated:
                     break
-                ts = struct.unpack_from("<q", body, off)[0]
-                out.append(CounterSample(time_ns=ts, values=self._value(info, event.pid, body[off + 8:end]),
-                                         truncated=cut, **base))
+                ts = clocks.to_trace(time_domain, struct.unpack_from("<q", body, off)[0])
+                if ts is None:
+                    unmapped += 1
+                else:
+                    values = self._value(info, pid, body[off + 8:end])
+                    out.append(CounterSample(time_ns=ts, values=values, truncated=cut, **base))
                 if cut:
                     break
-            if out and flags & _BATCH_CUT:  # the batch's last record: the recorder left the rest out
-                out[-1].batch_cut = True
+            if unmapped:
+                self._unmapped(pid, info, time_domain, unmapped)
+            if out:
+                self._last[key] = out[-1].values
+                if flags & _BATCH_CUT:  # the batch's last record: the recorder left the rest out
+                    out[-1].batch_cut = True
             return out
         return []
+
+    def _unmapped(self, pid: int, info: CounterInfo, time_domain: int, count: int) -> None:
+        title = info.title or info.name
+        key = (pid, title, time_domain)
+        if key not in self.unmapped:
+            if self._clocks.get(pid) is None:
+                why = "the decoder was given no record file header for the process (ExtDecoder.preload)"
+            elif time_domain == 10:
+                why = "the recording has no TSC calibration (the recorder used CLOCK_MONOTONIC)"
+            else:
+                why = "it has no known relation to the trace's clock (CLOCK_MONOTONIC)"
+            warnings.warn(f"counter {title!r} (process {pid}): batch timestamps of time domain "
+                          f"{time_domain_name(time_domain)} ({time_domain}) cannot be placed on the trace: {why}; "
+                          "those samples are left out", RuntimeWarning, stacklevel=2)
+        self.unmapped[key] = self.unmapped.get(key, 0) + count

@@ -27,6 +27,7 @@ for converters: see the READER-API contract near the end of this module).
 """
 from __future__ import annotations
 
+import array
 import bisect
 import contextlib
 import ctypes
@@ -37,10 +38,14 @@ import glob
 import io
 import operator
 import os
+import secrets
 import struct
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
+
+from . import _tools
 
 __all__ = [
     "Capture",
@@ -73,7 +78,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 _MAGIC = b"NVTXREC2"
 _HEADER_SIZE = 4096
 # struct nvtxrec_file_header in c/recorder.h
-_HEADER = struct.Struct("<8sIIIIIIQQQQIIQdQQ")
+_HEADER = struct.Struct("<8sIIIIIIQQQQIIQdQQQ")
 _KINDS = (None, "push", "pop", "start", "end", "mark")
 _APIS = ("ex", "ascii", "unicode", "domain")
 _RESOURCES = (None, "cuda_device", "cuda_context", "cuda_stream", "cuda_event")
@@ -122,7 +127,9 @@ class Event:
     """The message (or name) was longer than a record may carry (64 KiB) and was cut."""
     data: Optional[bytes] = None
     """Raw bytes of a ``blob`` event (payload extension: schemas, counters, binary payloads); its
-    ``name`` is the blob kind (:data:`BLOB_KINDS`), ``target`` the 64-bit argument."""
+    ``name`` is the blob kind (:data:`BLOB_KINDS`), ``target`` the 64-bit argument. A forked child's
+    events start with copies of the schema, counter group and scope registrations it inherited (at
+    its file's start time), so its samples and payloads decode on their own."""
     exec_gen: int = 0
     """Which image of the process recorded it: 0, then +1 after each ``exec()`` (same pid)."""
 
@@ -146,6 +153,19 @@ class ProcessInfo:
     """Bytes of the file the reader stepped over as corrupt."""
     skipped_chunks: int = 0
     """Corrupt chunk headers met (reading resumed at the next valid chunk)."""
+    start_ns: int = 0
+    """CLOCK_MONOTONIC ns when the file was created (the trace's clock)."""
+    start_realtime_ns: int = 0
+    """CLOCK_REALTIME ns read together with ``start_ns`` (0: not known): maps wall-clock time onto the trace."""
+    run_id: int = 0
+    """The run the process belongs to (``NVTX_CFFI_RECORD_RUN``, one per :func:`environment` call;
+    0: recorded without one)."""
+    registrations: List["Event"] = field(default_factory=list, repr=False, compare=False)
+    """The file's payload-extension registrations (``blob`` events ``schema``, ``counter_group``,
+    ``scope``) of every thread, gathered before its events are read, so a decoder
+    (:meth:`nvtx_cffi.ext_records.ExtDecoder.preload`) knows them whatever the order of the chunks."""
+    clocks: Any = field(default=None, repr=False, compare=False)
+    """The :class:`nvtx_cffi.ext_records.Clocks` mapping counter time domains onto the trace's clock."""
 
 
 @dataclass
@@ -177,25 +197,37 @@ class Capture(List[Event]):
 
 
 def library_path() -> str:
-    """Absolute path of ``libnvtx_recorder.so`` in the installed package."""
-    return os.path.join(_HERE, "libnvtx_recorder.so")
+    """Absolute path of ``libnvtx_recorder.so`` in the installed package (:func:`nvtx_cffi.recorder_path`;
+    FileNotFoundError if the installation lacks it)."""
+    return _tools.recorder_path()
 
 
 def null_tool_path() -> str:
-    """Absolute path of ``libnvtx_null_tool.so``: an NVTX tool that does nothing (benchmarks)."""
-    return os.path.join(_HERE, "libnvtx_null_tool.so")
+    """Absolute path of ``libnvtx_null_tool.so``: an NVTX tool that does nothing (benchmarks;
+    :func:`nvtx_cffi.null_tool_path`, FileNotFoundError if the installation lacks it)."""
+    return _tools.null_tool_path()
 
 
-def environment(directory: Union[str, "os.PathLike[str]"], *, max_bytes: Optional[int] = None) -> Dict[str, str]:
+def environment(directory: Union[str, "os.PathLike[str]"], *, max_bytes: Optional[int] = None,
+                run_id: Optional[int] = None) -> Dict[str, str]:
     """Environment variables that attach the recorder to a process started with them.
 
     ``directory`` receives one file per process (made absolute here; created if missing).
     ``max_bytes`` bounds each process's file; past it, events are dropped and counted (1 to
     2**64-1 bytes, as the recorder reads sizes; ValueError for one it would not take).
+    Each call is one run: its processes (and their children, which inherit the environment) write
+    ``run_id`` (default: a new random one) into their files' headers (:attr:`ProcessInfo.run_id`),
+    which tells two runs recorded into one directory apart.
     """
+    if run_id is None:
+        run_id = secrets.randbits(64) | 1
+    if not 0 < run_id < 1 << 64:
+        msg = f"run_id must be 1 to 2**64-1, got {run_id}"
+        raise ValueError(msg)
     env = {
         "NVTX_INJECTION64_PATH": library_path(),
         "NVTX_CFFI_RECORD_DIR": os.path.abspath(os.fspath(directory)),
+        "NVTX_CFFI_RECORD_RUN": f"{run_id:016x}",
     }
     if max_bytes is not None:
         env["NVTX_CFFI_RECORD_MAX_BYTES"] = _size_text(int(max_bytes))
@@ -231,7 +263,7 @@ def _loaded_lib() -> Optional[ctypes.CDLL]:
     global _lib_cache
     if _lib_cache is not None:
         return _lib_cache
-    candidates = [library_path()]
+    candidates = [os.path.join(_HERE, _tools.RECORDER)]  # (loaded or not: never an error here)
     injected = os.environ.get("NVTX_INJECTION64_PATH")
     if injected and injected not in candidates:
         candidates.append(injected)
@@ -341,6 +373,7 @@ _W_ATTR, _W_COLOR, _W_CATEGORY, _W_PAYLOAD, _W_PAYLOAD_HI, _W_RANGE_ID, _W_PTYPE
 _D_STRING, _D_DOMAIN, _D_CATEGORY, _D_THREAD, _D_RESOURCE, _D_BLOB, _D_CLOCK = range(0x20, 0x27)
 _W_CONT = 0xFF
 _DF_INHERITED, _DF_TRUNCATED, _DF_MESSAGE = 1, 2, 8
+_REGISTRATIONS = (1, 2, 5)  # blob kinds that register: schema, counter group, scope
 _DATA_FIXED = struct.Struct("<QQB")
 _STRING_OVERFLOW = 0xFFFFFFFF
 _M56 = (1 << 56) - 1
@@ -376,13 +409,19 @@ class _Header:
     """The header of one record file (struct nvtxrec_file_header)."""
 
     __slots__ = ("path", "size", "pid", "ppid", "exec_gen", "page", "start_ns", "clock", "tsc0",
-                 "ns_per_tick", "dropped", "write_errors", "proc_start")
+                 "ns_per_tick", "dropped", "write_errors", "proc_start", "start_realtime_ns", "run_id")
+
+
+#: bound of a header's start_ns (CLOCK_MONOTONIC): 2**62 ns is 146 years of uptime, and it leaves
+#: room in an int64 for the events' times, start_ns plus their offsets
+_START_NS_LIMIT = 1 << 62
 
 
 def _read_header(f: "io.BufferedReader", path: str) -> Optional[_Header]:
     """The header; None for a file still being created (empty, or its reserved header all zeros).
 
-    Raises ValueError, naming the path, for a file that is not a recording or is cut inside its header.
+    Raises ValueError, naming the path, for a file that is not a recording, is cut inside its header
+    or whose header does not check out (the field named).
     """
     size = os.fstat(f.fileno()).st_size
     head = f.read(_HEADER.size)
@@ -395,14 +434,19 @@ def _read_header(f: "io.BufferedReader", path: str) -> Optional[_Header]:
                          f"reads {_MAGIC.decode()})")
     if len(head) < _HEADER.size or size < _HEADER_SIZE:
         raise ValueError(f"{path}: NVTX recording cut inside its header ({size} of {_HEADER_SIZE} bytes)")
-    (_magic, _version, header_size, page, pid, ppid, exec_gen, start_ns, _rt, _max, proc_start, clock,
-     _cmax, tsc0, ns_per_tick, dropped, write_errors) = _HEADER.unpack(head)
+    (_magic, _version, header_size, page, pid, ppid, exec_gen, start_ns, start_rt, _max, proc_start, clock,
+     _cmax, tsc0, ns_per_tick, dropped, write_errors, run_id) = _HEADER.unpack(head)
     if header_size != _HEADER_SIZE or page == 0 or page & (page - 1) or page % 8:
         raise ValueError(f"{path}: corrupt NVTX recording header (header size {header_size}, page {page})")
+    if start_ns >= _START_NS_LIMIT:  # event times are start_ns plus their offset, as int64 nanoseconds
+        raise ValueError(f"{path}: corrupt NVTX recording header (start_ns {start_ns} is not below 2**62, "
+                         "the CLOCK_MONOTONIC time the file was created)")
     h = _Header()
     h.path, h.size, h.pid, h.ppid, h.exec_gen, h.page = path, size, pid, ppid, exec_gen, page
     h.start_ns, h.clock, h.tsc0, h.ns_per_tick = start_ns, clock, tsc0, ns_per_tick
+    h.start_realtime_ns = start_rt
     h.dropped, h.write_errors, h.proc_start = dropped, write_errors, proc_start
+    h.run_id = run_id
     return h
 
 
@@ -569,6 +613,60 @@ def _chunk_words(data: bytes) -> Tuple[int, ...]:
     return struct.unpack_from(f"<{len(data) // 8}q", data)
 
 
+def _np_strings(np, w, tags, heads, strings: StringTable, truncated: set, bounds: list):
+    """Add the string definitions among the data records at ``heads`` (a chunk's words ``w``) to
+    ``strings`` in bulk; returns the heads left to read one by one (other definitions, and all of
+    them when a string record does not check out: the one-by-one reader counts what is torn)."""
+    is_string = tags[heads] == _D_STRING
+    ks = heads[is_string]
+    if not ks.size:
+        return heads
+    n = len(w)
+    head = w[ks]
+    length = (head >> np.uint64(32)).astype(np.int64)
+    words = (length + 6) // 7
+    ends = ks + 1 + words
+    cont = np.concatenate(([0], np.cumsum(tags == _W_CONT)))
+    if not ((length >= _DATA_FIXED.size).all() and (ends <= n).all()
+            and (cont[ends] - cont[ks + 1] == words).all()):
+        return heads
+    text_len = length - _DATA_FIXED.size
+    text_ends = np.cumsum(text_len)
+    native = _native_decoder()
+    if native is not None and hasattr(native[1], "nvtxcffi_word_bytes"):  # only the records' bytes, in C
+        ffi, lib = native
+        words_at = ffi.from_buffer("uint8_t[]", np.ascontiguousarray(w).view(np.uint8))
+
+        def data_bytes(skip: Any, count: Any) -> Any:
+            first, skip, count = (np.ascontiguousarray(a, dtype=np.int64) for a in (ks + 1, skip, count))
+            out = np.empty(int(count.sum()) + 1, dtype=np.uint8)
+            size = lib.nvtxcffi_word_bytes(words_at, ffi.from_buffer("int64_t[]", first),
+                                           ffi.from_buffer("int64_t[]", skip), ffi.from_buffer("int64_t[]", count),
+                                           len(first), ffi.from_buffer("uint8_t[]", out))
+            return out[:size]
+
+        none = np.zeros(len(ks), dtype=np.int64)
+        fixed = data_bytes(none, none + 16).view("<u8").reshape(-1, 2)  # time, arg
+        text = data_bytes(none + _DATA_FIXED.size, text_len).tobytes()
+    else:
+        flat = w.view(np.uint8).reshape(-1, 8)[:, 1:].reshape(-1)  # the 7 data bytes of every word
+        start = (ks + 1) * 7  # each record's data in flat
+        fixed = flat[start[:, None] + np.arange(16)].copy().view("<u8")  # time, arg
+        first = start + _DATA_FIXED.size
+        text = flat[np.repeat(first - (text_ends - text_len), text_len)
+                    + np.arange(int(text_ends[-1]) if len(text_ends) else 0)].tobytes()
+    times, keys = fixed[:, 0], fixed[:, 1]
+    flags = ((head >> np.uint64(8)) & np.uint64(0xFF)).astype(np.int64)
+    strings._add_many(keys, text, text_ends)
+    cut = (flags & _DF_TRUNCATED) != 0
+    if cut.any():
+        truncated.update(keys[cut].tolist())
+    own = (flags & (_DF_INHERITED | _DF_MESSAGE)) == 0
+    if own.any():
+        bounds.append((int(times[own].min()), int(times[own].max())))
+    return heads[~is_string]
+
+
 def _numpy():
     try:
         import numpy
@@ -586,26 +684,34 @@ def _scan(path: str) -> Optional[_Defs]:
     d.header = h
     d.skips = _Skips()
     info = ProcessInfo(pid=h.pid, ppid=h.ppid, path=path, dropped=h.dropped, write_errors=h.write_errors,
-                       exec_gen=h.exec_gen)
+                       exec_gen=h.exec_gen, start_ns=h.start_ns, start_realtime_ns=h.start_realtime_ns,
+                       run_id=h.run_id)
     d.info = info
-    strings: Dict[int, str] = {_STRING_OVERFLOW: _OVERFLOW_TEXT}
+    strings = StringTable({_STRING_OVERFLOW: _OVERFLOW_TEXT})
     truncated: set = set()
     domains: Dict[int, Optional[str]] = {0: None}
     categories: list = []
     pairs = [(0, 0)]
     bounds: list = []  # event times (ticks) seen: (min, max) per chunk
+    registrations: list = []  # (blob kind, domain id, time, arg, bytes, truncated) of schemas, counters, scopes
 
     def definition(tag: int, r: tuple) -> None:
-        flags, dom, t, arg, _aux, raw, _i = r
-        if tag == _D_CLOCK:
+        flags, dom, t, arg, aux, raw, _i = r
+        if tag == _D_BLOB:
+            if aux in _REGISTRATIONS:  # (a forked child's inherited copies too)
+                registrations.append((aux, dom, t, arg, raw, bool(flags & _DF_TRUNCATED)))
+        elif tag == _D_CLOCK:
             pairs.append((t, arg - h.start_ns))
             return
-        text = raw.decode("utf-8", "replace")
         if tag == _D_STRING:
-            strings[arg] = text
+            strings._add(arg, raw)
             if flags & _DF_TRUNCATED:
                 truncated.add(arg)
-        elif tag == _D_DOMAIN:
+            if not (flags & (_DF_INHERITED | _DF_MESSAGE)):
+                bounds.append((t, t))
+            return
+        text = raw.decode("utf-8", "replace")
+        if tag == _D_DOMAIN:
             domains[arg] = text
         elif tag == _D_CATEGORY:
             categories.append((dom, arg, text))
@@ -622,7 +728,10 @@ def _scan(path: str) -> Optional[_Defs]:
                 heads = np.flatnonzero((tags >= 1) & (tags <= 5))
                 if heads.size:  # a chunk is one thread's, in time order
                     bounds.append((int(w[heads[0]]) >> 8, int(w[heads[-1]]) >> 8))
-                for k in np.flatnonzero((tags >= 0x20) & (tags <= 0x26)).tolist():
+                data_heads = np.flatnonzero((tags >= 0x20) & (tags <= 0x26))
+                if data_heads.size > 16:  # many definitions (strings): in bulk where they check out
+                    data_heads = _np_strings(np, w, tags, data_heads, strings, truncated, bounds)
+                for k in data_heads.tolist():
                     words = _np_data_words(w, k)
                     r = _data_record(words, 0, len(words))
                     if r is None:
@@ -685,6 +794,19 @@ def _scan(path: str) -> Optional[_Defs]:
     d.first = d.to_ns(first) if first is not None else None
     d.last = d.to_ns(last) if last is not None else None
     info.skipped_bytes, info.skipped_chunks = d.skips.bytes, d.skips.chunks
+    for aux, dom, t, arg, raw, cut in registrations:
+        ev = object.__new__(Event)
+        _set(ev, "__dict__", {
+            "kind": "blob", "time_ns": d.to_ns(t), "pid": h.pid, "tid": 0,
+            "domain": _domain_name(domains, dom) if dom else None, "message": None, "color": None, "category": 0,
+            "payload": None, "payload_type": None, "range_id": None, "api": "ex", "name": BLOB_KINDS[aux],
+            "target": arg, "resource": None, "truncated": cut, "data": raw, "exec_gen": h.exec_gen})
+        info.registrations.append(ev)
+    from .ext_records import Clocks
+
+    tsc0 = h.tsc0
+    info.clocks = Clocks(h.start_ns, h.start_realtime_ns,
+                         (lambda ticks: d.to_ns(ticks - tsc0)) if h.clock == 1 else None)
     return d
 
 
@@ -698,7 +820,7 @@ _time_key = operator.attrgetter("time_ns")
 _set = object.__setattr__
 
 
-def _string(strings: Dict[int, str], i: int) -> str:
+def _string(strings: "StringTable", i: int) -> str:
     s = strings.get(i)
     return s if s is not None else f"<unknown string {i}>"
 
@@ -770,7 +892,10 @@ def _events(d: _Defs, progress: Optional[ProgressFn], done: int, total: int) -> 
                         i += _torn_words(words, i, n)
                         continue
                     flags, dom, t, arg, aux, raw, i = r
-                    if tag == _D_CLOCK or flags & _DF_INHERITED or (tag == _D_STRING and flags & _DF_MESSAGE):
+                    # inherited definitions are no events, but a forked child's copies of its
+                    # parent's schema / counter / scope registrations are what decodes its blobs
+                    if tag == _D_CLOCK or (flags & _DF_INHERITED and tag != _D_BLOB) or (
+                            tag == _D_STRING and flags & _DF_MESSAGE):
                         continue
                     api = _APIS[(flags >> 4) & 3]
                     domain = _domain_name(domains, dom) if dom else None
@@ -1001,8 +1126,9 @@ def active_files(directory: Union[str, "os.PathLike[str]"]) -> List[str]:
 #       .pid       int;  .exec_gen int (0 for the first image of a pid; +1 per exec())
 #       .events    numpy array of EVENT_DTYPE; each thread's events in time order, threads
 #                  interleaved by chunk (not globally sorted: np.argsort(kind="stable") yourself)
-#       .strings   StringTable (a dict): string id -> text, the file's whole table; [0] -> None (no
-#                  message), an id the file does not define -> "<unknown string N>".
+#       .strings   StringTable (a read-only mapping, compact): string id -> text, the file's whole
+#                  table; [0] -> None (no message), an id the file does not define ->
+#                  "<unknown string N>" (.get() and `in` see only the defined ones).
 #                  Registered strings and messages share it.
 #       .domains   Dict[int, Optional[str]]: domain id -> name (0 -> None: NVTX's default domain)
 #       .blobs     List[Blob]: the block's variable-length extension records (see Blob)
@@ -1050,11 +1176,221 @@ class Blob(NamedTuple):
     truncated: bool
 
 
-class StringTable(dict):
-    """String id -> text of one record file; id 0 -> None, an undefined id -> a placeholder."""
+class StringTable(Mapping):
+    """String id -> text of one record file (a read-only mapping); ``[0]`` -> None, an id the file
+    does not define -> a placeholder (``get`` and ``in`` see only the defined ones).
 
-    def __missing__(self, key: int) -> Optional[str]:
-        return None if key == 0 else f"<unknown string {key}>"
+    Compact: the file's strings are kept as their UTF-8 bytes in one buffer with an offset each
+    (16 bytes a string over its length, not a Python string and a dict entry: a recording
+    of a million distinct range names holds tens of MB, not hundreds); a lookup decodes its text,
+    and a bounded cache keeps the recent ones. ``StringTable({id: text})`` makes one from a dict.
+    """
+
+    _CACHE = 4096
+
+    def __init__(self, items: Any = ()) -> None:
+        self._blob = bytearray()
+        self._starts = array.array("q", [0])
+        self._ids: Optional[array.array] = array.array("q")  # per string, in definition order
+        self._pos: Optional[array.array] = None  # dense: id -> string number (-1: none)
+        self._sorted: Optional[Tuple[array.array, array.array]] = None  # sparse: (ids, string numbers)
+        self._given: Dict[int, Optional[str]] = {}  # texts given as str (the constructor, placeholders)
+        self._cache: Dict[int, str] = {}
+        for key, value in (items.items() if hasattr(items, "items") else items):
+            self._given[int(key)] = value
+
+    # building (the reader's scan): raw UTF-8 texts, later definitions of an id win
+    def _add(self, key: int, raw: bytes) -> None:
+        self._blob += raw
+        self._starts.append(len(self._blob))
+        self._ids.append(key)  # type: ignore[union-attr]
+
+    def _add_many(self, keys: Any, blob: bytes, ends: Any) -> None:
+        """Strings ``keys[j]`` = ``blob[ends[j-1]:ends[j]]`` (``ends`` relative to ``blob``)."""
+        base = len(self._blob)
+        self._blob += blob
+        if hasattr(ends, "dtype"):  # NumPy arrays: their bytes as the arrays' items
+            self._starts.frombytes((ends.astype("=i8") + base).tobytes())
+            self._ids.frombytes(keys.astype("=i8").tobytes())  # type: ignore[union-attr]
+            return
+        self._starts.extend(base + int(e) for e in ends)
+        self._ids.extend(int(k) for k in keys)  # type: ignore[union-attr]
+
+    def _index(self) -> None:
+        ids = self._ids
+        self._ids = None
+        n = len(ids)
+        top = max(ids) if n else -1
+        if 0 <= min(ids, default=0) and top < 2 * n + 1024:  # dense: the recorder numbers them 1, 2, 3...
+            pos = array.array("q", [-1]) * (top + 1)
+            try:
+                import numpy as np
+            except ImportError:  # pragma: no cover - PyPy
+                for k, key in enumerate(ids):
+                    pos[key] = k
+            else:  # (a key given twice: its last number, as the loop gives)
+                view = np.frombuffer(pos, dtype=np.int64)
+                view[np.frombuffer(ids, dtype=np.int64)] = np.arange(n, dtype=np.int64)
+                del view
+            self._pos = pos
+        else:
+            order = sorted(range(n), key=ids.__getitem__)  # stable: an id's last definition last
+            keys, numbers = array.array("q"), array.array("q")
+            for k in order:
+                if keys and keys[-1] == ids[k]:
+                    numbers[-1] = k
+                else:
+                    keys.append(ids[k])
+                    numbers.append(k)
+            self._sorted = (keys, numbers)
+
+    def _number(self, key: Any) -> int:
+        """The string number of ``key`` (-1: not defined here)."""
+        if self._ids is not None:
+            self._index()
+        pos = self._pos
+        if type(key) is not int:
+            try:
+                key = operator.index(key)
+            except TypeError:
+                return -1
+        if pos is not None:
+            return pos[key] if 0 <= key < len(pos) else -1
+        keys, numbers = self._sorted  # type: ignore[misc]
+        j = bisect.bisect_left(keys, key)
+        return numbers[j] if j < len(keys) and keys[j] == key else -1
+
+    def _text(self, k: int) -> str:
+        return self._blob[self._starts[k]:self._starts[k + 1]].decode("utf-8", "replace")
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        cache = self._cache
+        text = cache.get(key)
+        if text is not None:
+            return text
+        if key in self._given:
+            return self._given[key]
+        k = self._number(key)
+        if k < 0:
+            return default
+        if len(cache) >= self._CACHE:
+            cache.clear()
+        text = cache[key] = self._text(k)
+        return text
+
+    def texts(self, keys: Any) -> List[Optional[str]]:
+        """``[self[key] for key in keys]`` (ints), in one pass: what a writer asks for a batch's names."""
+        if self._ids is not None:
+            self._index()
+        if len(keys) >= 1024:
+            try:
+                import numpy  # noqa: F401
+            except ImportError:  # pragma: no cover - PyPy
+                return self._texts(keys)
+            return self._texts_bulk(keys)
+        return self._texts(keys)
+
+    def _texts_bulk(self, keys: Any) -> List[Optional[str]]:
+        """:meth:`texts` for many keys: their bytes gathered at once and, when all ASCII, decoded as
+        one string cut at the offsets; the other keys one by one."""
+        import numpy as np
+
+        data, lengths = self.raw_many(np.asarray(keys, dtype=np.int64), nul=True)
+        text = data.tobytes()
+        if not text.isascii():
+            return self._texts(keys)
+        out: List[Optional[str]] = text.decode("ascii").split("\0")
+        out.pop()  # (after the last separator)
+        if len(out) != len(lengths):  # a NUL inside a text
+            return self._texts(keys)
+        if int(lengths.min()) < 0:
+            other = np.flatnonzero(lengths < 0).tolist()
+            for j, found in zip(other, self._texts([keys[j] for j in other])):
+                out[j] = found
+        return out
+
+    def _texts(self, keys: Any) -> List[Optional[str]]:
+        given, pos, blob, starts = self._given, self._pos, self._blob, self._starts
+        top = len(pos) if pos is not None else 0
+        out: List[Optional[str]] = []
+        for key in keys:
+            if key in given:
+                out.append(given[key])
+                continue
+            if pos is not None:
+                k = pos[key] if 0 <= key < top else -1
+            else:
+                k = self._number(key)
+            if k >= 0:
+                out.append(blob[starts[k]:starts[k + 1]].decode("utf-8", "replace"))
+            else:
+                out.append(None if key == 0 else f"<unknown string {key}>")
+        return out
+
+    def raw_many(self, keys: Any, nul: bool = False) -> Tuple[Any, Any]:
+        """The UTF-8 bytes of ``keys`` (a NumPy int array), without decoding: ``(data, lengths)``,
+        ``data`` a NumPy uint8 array of the texts one after another, ``lengths`` per key (-1: a key
+        this table does not hold as bytes, with no bytes in ``data``: look it up as text).
+        ``nul``: a 0 byte after each text (the keys of length -1 too), not counted in ``lengths``."""
+        import numpy as np
+
+        from ._trace.fixedwidth import join_rows
+
+        if self._ids is not None:
+            self._index()
+        keys = np.asarray(keys, dtype=np.int64)
+        if self._pos is not None:
+            pos = np.frombuffer(self._pos, dtype=np.int64)
+            inside = (keys >= 0) & (keys < len(pos))
+            k = np.full(len(keys), -1, dtype=np.int64)
+            k[inside] = pos[keys[inside]]
+        else:
+            sorted_keys, numbers = (np.frombuffer(a, dtype=np.int64) for a in self._sorted)  # type: ignore[misc]
+            j = np.minimum(np.searchsorted(sorted_keys, keys), max(len(sorted_keys) - 1, 0))
+            found = (sorted_keys[j] == keys) if len(sorted_keys) else np.zeros(len(keys), dtype=bool)
+            k = np.where(found, numbers[j] if len(numbers) else 0, -1)
+        if self._given:
+            k[np.isin(keys, np.fromiter(self._given, dtype=np.int64, count=len(self._given)))] = -1
+        starts = np.frombuffer(self._starts, dtype=np.int64)
+        ok = k >= 0
+        begin = np.where(ok, starts[np.maximum(k, 0)], 0)
+        lengths = np.where(ok, starts[np.maximum(k, 0) + 1] - begin, -1)
+        take = np.maximum(lengths, 0)
+        none = np.zeros(len(keys), dtype=np.int64)
+        blob = np.frombuffer(self._blob, dtype=np.uint8)
+        try:  # (the view is let go at once: the buffer grows as the reader adds strings)
+            data = join_rows(blob, begin, take, np.zeros(1, dtype=np.uint8), none, none + 1 if nul else none)
+        finally:
+            del blob
+        return data, lengths
+
+    def __getitem__(self, key: Any) -> Optional[str]:
+        text = self.get(key, _MISSING)
+        if text is _MISSING:
+            return None if key == 0 else f"<unknown string {key}>"
+        return text
+
+    def __contains__(self, key: object) -> bool:
+        return self.get(key, _MISSING) is not _MISSING
+
+    def __iter__(self) -> Iterator[int]:
+        if self._ids is not None:
+            self._index()
+        given = self._given
+        yield from given
+        if self._pos is not None:
+            keys: Any = (key for key, k in enumerate(self._pos) if k >= 0)
+        else:
+            keys = self._sorted[0]  # type: ignore[index]
+        for key in keys:
+            if key not in given:
+                yield key
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __repr__(self) -> str:
+        return f"StringTable({dict(self.items())!r})"
 
 
 def event_dtype():
@@ -1261,7 +1597,7 @@ class BlockStream:
         dtype = np.dtype(_EVENT_FIELDS)
         done = 0
         for d in self._stream._scans:
-            d.np_strings = StringTable(d.strings)
+            d.np_strings = d.strings
             try:
                 f, h = _open(d.header.path)
             except FileNotFoundError:

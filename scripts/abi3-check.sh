@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The abi3 core (issue 10): `pip wheel .` and what its wheels hold, then one wheel on a newer CPython.
+# The abi3 core: `pip wheel .` and what its wheels hold, then one wheel on a newer CPython.
 #   1. `pip wheel --no-deps .` (PYTHON, default python3 = 3.11): the CFFI shim is _ffi.abi3.so; the
 #      optional accelerator nvtx_cffi/_speedups is the only per-version module.
 #   2. NVTX_CFFI_SPEEDUPS=0 pip wheel --no-deps . in the same tree, as the README's two commands run:

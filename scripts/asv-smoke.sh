@@ -2,8 +2,10 @@
 # The benchmark dashboard as users run it (README, "Benchmark dashboard"), on two commits, checked:
 # a fresh venv with asv and virtualenv; `asv run --quick` builds HEAD and HEAD~1 in asv's own
 # virtualenv, each with pip's ordinary build, and runs every benchmark once on HEAD and the ones
-# matching ASV_SMOKE_OLD_BENCH (default "Baselines|push_pop") on HEAD~1; `asv publish`.
-# Then, from the files (asv's HTML loads its JavaScript from the web, so no page is looked at):
+# matching ASV_SMOKE_OLD_BENCH (default "Baselines|push_pop") on HEAD~1; `asv publish`, and
+# asv_bench/offline_html.py (the page's scripts and styles from asv_bench/www_vendor/, not CDNs).
+# Then, from the files (no browser here):
+#   * the published HTML loads no script or style from the web;
 #   * HEAD: a result for every benchmark, and none failed (a benchmark that errors fails this);
 #   * HEAD~1: built and run (its failures are listed, not fatal: benchmarks may be newer than it),
 #     at least one benchmark has a value;
@@ -39,9 +41,10 @@ for spec in "${hashes[1]}^!" "${hashes[0]}^!"; do
     [ "$rc" = 0 ] || [ "$rc" = 2 ] || { echo "asv-smoke: asv run $spec failed ($rc)" >&2; exit 1; }
 done
 "$asv" publish >/dev/null
+../.venv-asv/bin/python offline_html.py .asv/html
 
 ../.venv-asv/bin/python - "${hashes[@]}" <<'EOF'
-import glob, json, math, os, sys
+import glob, json, math, os, re, sys
 
 old, new = sys.argv[1:3]
 problems = []
@@ -78,6 +81,11 @@ if failed_new:
     problems.append(f"{len(failed_new)} benchmark(s) failed on {new[:8]}: {failed_new}")
 if failed_old:
     print(f"asv-smoke: note: {len(failed_old)} benchmark(s) failed on {old[:8]} (older than the benchmarks?): {failed_old}")
+
+for page in glob.glob(".asv/html/*.html"):
+    remote = re.findall(r"""<(?:script|link)\b[^>]*\b(?:src|href)=["'](https?://[^"']+)""", open(page).read())
+    if remote:
+        problems.append(f"{os.path.basename(page)} still loads from the web: {remote}")
 
 revs = {h: int(r) for r, h in index["revision_to_hash"].items()}
 for h in (old, new):

@@ -17,6 +17,7 @@
 # whose paths exist in the chroot, CI, and the CA-bundle variables: the host's CA bundle, pip.conf
 # and resolv.conf are copied in before each use.
 set -euo pipefail
+. "$(dirname "$0")/_debian.sh"
 
 ROOT="${NVTX_CFFI_SID_CHROOT:-/var/cache/nvtx-cffi/sid}"
 PACKAGES="python3.14-dev,python3.14-venv,python3.15-dev,python3.15-venv,gcc,libc6-dev"
@@ -29,11 +30,7 @@ die() { log "$*"; exit 1; }
 [ "$(id -u)" = 0 ] || die "needs root (debootstrap, chroot, mount)"
 case "$ROOT" in /|"") die "refusing NVTX_CFFI_SID_CHROOT='$ROOT'" ;; esac
 
-# Mount points at or under $ROOT, deepest first (from /proc/self/mountinfo; field 5 is the mount
-# point, with spaces escaped as \040, which a path of ours never contains).
-mounts_under_root() {
-    awk -v r="$ROOT" '$5 == r || index($5, r "/") == 1 { print $5 }' /proc/self/mountinfo | sort -r
-}
+mounts_under_root() { mounts_under "$ROOT"; }
 
 unmount_all() {
     local m
@@ -42,35 +39,11 @@ unmount_all() {
     done
 }
 
-# The Debian archive this machine's apt uses: the first URIs:/deb entry whose path ends in /debian,
-# from /etc/apt/sources.list.d/*.sources (deb822), *.list and /etc/apt/sources.list.
-find_mirror() {
-    local f uris=()
-    shopt -s nullglob
-    for f in /etc/apt/sources.list.d/*.sources; do
-        uris+=($(awk 'tolower($1) == "uris:" { for (i = 2; i <= NF; i++) print $i }' "$f"))
-    done
-    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-        [ -f "$f" ] || continue
-        # deb [options] URI suite components...
-        uris+=($(awk '$1 == "deb" { for (i = 2; i <= NF; i++) if ($i !~ /^\[/ && $i !~ /\]$/ && $i !~ /=/) { print $i; break } }' "$f"))
-    done
-    shopt -u nullglob
-    for f in "${uris[@]}"; do
-        case "${f%/}" in */debian) echo "${f%/}"; return 0 ;; esac
-    done
-    return 1
-}
-
 build() {
     local mirror start=$SECONDS
     mirror="${NVTX_CFFI_SID_MIRROR:-$(find_mirror)}" ||
         die "no Debian mirror (a URIs: or deb line ending in /debian) in /etc/apt/sources*; set NVTX_CFFI_SID_MIRROR"
-    if ! command -v debootstrap >/dev/null; then
-        log "installing debootstrap with apt"
-        apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
-    fi
+    command -v debootstrap >/dev/null || apt_install debootstrap || die "could not install debootstrap"
     unmount_all
     [ -z "$(mounts_under_root)" ] || die "$ROOT still has mounts; not deleting it"
     rm -rf "$ROOT"

@@ -16,6 +16,8 @@ system, whole process: less sensitive to a loaded machine), output size, bytes p
 ``before`` (the object-per-event streaming conversion: ``pair_events`` + ``ChromeTraceWriter.range``),
 then ``json``, ``pftrace`` and ``sqlite`` with the columnar conversion, and ``read`` (the
 recorder's ``blocks()`` alone, no pairing or writing: the reader's share). Prints one table.
+``--formats json,png``: ``png`` is ``json`` with ``--png`` (the picture collected and drawn; the
+output size is the PNG's): its time less ``json``'s is the picture's share.
 """
 from __future__ import annotations
 
@@ -55,6 +57,14 @@ elif mode == "read":  # the recorder's columnar reader alone: what the tracer's 
     for block in recorder.blocks(raw, max_events=BATCH_EVENTS):
         tl.event_count += len(block.events)
     open(out, "w").close()
+elif mode == "png":  # JSON with --png: the picture's collector fed too, then drawn (output: the PNG)
+    import os
+    from nvtx_cffi._trace.convert import convert
+    from nvtx_cffi._trace.png import PngCollector, write_png
+    picture = PngCollector()
+    tl = convert(raw, out + ".json", stats=stats, picture=picture)
+    os.remove(out + ".json")
+    write_png(tl, out, collected=picture)
 else:
     from nvtx_cffi._trace.convert import convert
     tl = convert(raw, out, stats=stats)
@@ -97,7 +107,7 @@ def main() -> int:
                 runs.append((fmt, fmt + " (base)", {**env, "PYTHONPATH": os.path.abspath(args.baseline)}))
         for fmt, label, run_env in runs:
             out = os.path.join(work, {"before": "before.json", "json": "t.json", "pftrace": "t.pftrace",
-                                      "sqlite": "t.sqlite", "read": "nothing"}[fmt])
+                                      "sqlite": "t.sqlite", "read": "nothing", "png": "t.png"}[fmt])
             proc = subprocess.run(["/usr/bin/time", "-v", sys.executable, "-c", CONVERT, fmt, raw, out], env=run_env,
                                   capture_output=True, text=True, cwd=work)
             if proc.returncode:

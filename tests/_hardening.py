@@ -27,7 +27,8 @@ HERE = Path(__file__).resolve().parent
 
 def attached_here() -> bool:
     """Is this process recorded (recorder loaded as NVTX tool, writing a file)?"""
-    return nvtx_cffi.enabled() and recorder.loaded() and recorder.current_file() is not None
+    # (tool_attached() first: it makes NVTX's first call, which loads the recorder; enabled() does not)
+    return nvtx_cffi.tool_attached() and nvtx_cffi.enabled() and recorder.loaded() and recorder.current_file() is not None
 
 
 def child_env(directory: Path, extra: Optional[Dict[str, str]] = None, *, max_bytes: Optional[int] = None

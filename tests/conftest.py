@@ -2,7 +2,7 @@
 
 NVTX loads its tool once, at its first call (nvtx_cffi makes that call at the first annotation, not at
 import, but a test module may annotate at import time). So the environment is set here, at conftest
-import, from the package's location alone (find_spec does not import it).
+import, with the path that ``nvtx_cffi.recorder_path()`` gives (importing nvtx_cffi makes no NVTX call).
 Tests then assert the events the recorder saw, via ``recorder.capture()``; scenarios that need a
 fresh process (no tool, another environment) run in subprocesses with ``run_python``.
 """
@@ -17,8 +17,14 @@ import textwrap
 
 import pytest
 
-_PACKAGE_DIR = importlib.util.find_spec("nvtx_cffi").submodule_search_locations[0]
-RECORDER_LIBRARY = os.path.join(_PACKAGE_DIR, "libnvtx_recorder.so")
+# A message is prepared at its second call in the tests (and their children), so that what a
+# prepared call records is tested without 31 calls first; tests/test_prepare_at.py and the
+# call-stream tests run at the default (nvtx_cffi/_domain.py PREPARE_AT). Read at import: first.
+os.environ["NVTX_CFFI_PREPARE_AT"] = "2"
+
+from nvtx_cffi import recorder_path  # noqa: E402
+
+RECORDER_LIBRARY = recorder_path()
 SESSION_RECORD_DIR = tempfile.mkdtemp(prefix="nvtx-cffi-tests-")
 
 os.environ.pop("NVTX_DISABLE", None)

@@ -210,7 +210,7 @@ def test_domain_end_range_given_module_level_start_ranges_pair_raises_type_error
 
 @pytest.mark.parametrize("payload", [None, 5], ids=["slot", "payload"])
 def test_another_domains_attributes_record_in_the_domain_called(payload):
-    """Issue 11, item 2: d1.push_range(a2) / start_range(a2) / mark(a2) recorded in domain two (and
+    """d1.push_range(a2) / start_range(a2) / mark(a2) recorded in domain two (and
     d1's next pop did not match). As in nvtx, the event is d1's, with d1's equivalent attributes."""
     d1, d2 = nvtx.get_domain("mine"), nvtx.get_domain("theirs")
     foreign = d2.get_event_attributes(message="foreign", payload=payload)
@@ -247,7 +247,7 @@ def test_decorating_a_non_callable():
         nvtx.annotate("x")(3)
 
 
-# -- issue 11, item 9: huge ints are named, never formatted; integer-likes are ints everywhere --
+# -- huge ints are named, never formatted; integer-likes are ints everywhere --
 
 HUGE = 10**5000  # str() of it raises ValueError (4300-digit limit); the message must not try
 

@@ -1,12 +1,16 @@
 """Build decisions of build_ffi.py (setup.py asks it): which NVTX headers, which switches, which wheel tag.
 
 What the wheels and the sdist hold is checked by scripts/abi3-check.sh (CI's abi3 stage): building
-them takes minutes, these decisions take microseconds.
+them takes minutes, these decisions take microseconds. One build does run here, and stops at once:
+without a C compiler, pip's output ends with one line saying what to install (a few seconds).
 """
 from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import os
+import shutil
+import subprocess
 import sys
 import sysconfig
 import types
@@ -115,3 +119,59 @@ def test_which_modules_and_which_wheel_tag(build_ffi, monkeypatch, implementatio
     monkeypatch.setenv("NVTX_CFFI_SPEEDUPS", speedups)
     assert build_ffi.build_speedups() is built
     assert build_ffi.wheel_limited_api(built) == tag
+
+
+SOURCE = Path(__file__).resolve().parent.parent  # the repository, or the unpacked sdist
+
+
+def _setuptools_major() -> int:
+    try:
+        return int(importlib.metadata.version("setuptools").split(".")[0])
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return 0
+
+
+@pytest.mark.skipif(not (SOURCE / "setup.py").is_file(), reason="needs the source tree (repository or sdist)")
+@pytest.mark.skipif(_setuptools_major() < 77, reason="pyproject.toml needs setuptools>=77 (the test extra has it)")
+def test_without_a_compiler_pip_ends_with_one_line_saying_what_to_install(tmp_path):
+    # A copy of what the build reads: pip builds in the tree it is given, writing build/ and *.egg-info.
+    tree = tmp_path / "src"
+    ignore = shutil.ignore_patterns("*.so", "__pycache__", "_ffi.c")
+    tree.mkdir()
+    for name in ("setup.py", "build_ffi.py", "pyproject.toml", "README.md", "LICENSE", "MANIFEST.in"):
+        shutil.copy2(SOURCE / name, tree / name)
+    for folder in ("c", "nvtx_cffi"):
+        shutil.copytree(SOURCE / folder, tree / folder, ignore=ignore)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NVTX_")}  # no recorder in pip
+    env.update(CC="/nonexistent/cc", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    build = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(tree), "--no-build-isolation", "--no-deps", "--no-index",
+         "-w", str(tmp_path / "wheels")],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+    assert build.returncode != 0, build.stdout
+    last = build.stdout.splitlines()[-10:]
+    line = [x.strip() for x in last if "nvtx-cffi: building needs a C compiler" in x]
+    assert line, "\n".join(last)
+    assert line[0].startswith("error: nvtx-cffi: building needs a C compiler and the C library headers, "
+                              "and '/nonexistent/cc' did not compile a test file: apt-get install gcc"), line[0]
+    assert not list((tmp_path / "wheels").glob("*.whl"))
+
+
+@pytest.mark.parametrize("installed", [True, False])
+def test_the_readmes_fallback_for_libraries_runs_with_and_without_nvtx_cffi(installed, tmp_path):
+    readme = (SOURCE / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Depending on nvtx-cffi\n", 1)[1].split("\n## ", 1)[0]
+    snippet = section.split("```python\n", 1)[1].split("```", 1)[0]
+    block = "" if installed else "import sys; sys.modules['nvtx_cffi'] = None  # import raises ImportError\n"
+    program = block + snippet + (
+        "@nvtx.annotate()\n"
+        "def f(x): return x + 1\n"
+        "@nvtx.annotate('g', color='blue')\n"
+        "def g(x): return x * 2\n"
+        "with nvtx.annotate('block', color='red'):\n"
+        "    nvtx.mark('m'); nvtx.push_range('p', color='green'); nvtx.pop_range()\n"
+        "assert f(1) == 2 and g(3) == 6 and (f.__name__, g.__name__) == ('f', 'g')\n"
+        "print(getattr(nvtx, '__name__', 'stand-in'))\n")
+    ran = subprocess.run([sys.executable, "-c", program], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip() == ("nvtx_cffi" if installed else "stand-in")

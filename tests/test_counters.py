@@ -1,4 +1,4 @@
-"""Counters (issue 9): nvtx 0.2.16's counter API, recorded by the recorder's counters-extension side."""
+"""Counters: nvtx 0.2.16's counter API, recorded by the recorder's counters-extension side."""
 from __future__ import annotations
 
 import functools
@@ -81,7 +81,7 @@ def test_int_and_float_counters_are_recorded():
     mine = [s for s in out if s.counter.domain == "ctr"]
     assert [(s.counter.name, s.values, s.no_value) for s in mine] == [
         ("bytes", {"value": 4096}, None), ("bytes", {"value": -(2**63)}, None), ("loss", {"value": 0.25}, None),
-        ("loss", {"value": 3.0}, None), ("bytes", {}, 1)]
+        ("loss", {"value": 3.0}, None), ("bytes", {"value": -(2**63)}, 1)]  # UNCHANGED: the value held
     info = mine[0].counter
     assert (info.unit, info.description, info.scope, info.schema_id) == ("B", "bytes moved", "/node/gpu0", 17)
     sem = [s for s in info.semantics if s["kind"] == "counter"][0]
@@ -718,3 +718,313 @@ def test_sample_errors_read_the_same_in_c_and_pure_mode(tool):
                       **(SAMPLE_ERROR_MESSAGES_CPYTHON if sys.implementation.name == "cpython" else {})}
     for name, expected in expected_table.items():
         assert errors[name] == expected, name
+
+
+# --------------------------------------------------------------------------- the tracer's counter tracks
+
+
+def _record(tmp_path, source: str):
+    """Run ``source`` recording into tmp_path/raw; returns that directory."""
+    import os
+    import subprocess
+    import textwrap
+
+    raw = tmp_path / "raw"
+    env = {k: v for k, v in os.environ.items() if k not in ("NVTX_INJECTION64_PATH", "NVTX_CFFI_RECORD_DIR")}
+    env.update(recorder.environment(str(raw)))
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(source)], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return raw
+
+
+def _converted(tmp_path, raw, use_numpy: bool):
+    """The recording converted to JSON, .pftrace and SQLite: (JSON events, {track: [values]} of the
+    JSON, of the .pftrace and of SQLite (by (domain, name)), the --stats table, its rows)."""
+    import json
+    import sqlite3
+
+    from nvtx_cffi._trace.convert import convert
+    from nvtx_cffi._trace.counters import CounterStats
+
+    tag = "np" if use_numpy else "py"
+    table = CounterStats()
+    out = tmp_path / f"t-{tag}.json"
+    convert(str(raw), str(out), numpy=use_numpy, counter_stats=table)
+    events = json.loads(out.read_text())["traceEvents"]
+    json_tracks = {}
+    for e in sorted((e for e in events if e["ph"] == "C"), key=lambda e: e["ts"]):
+        (value,) = e["args"].values()
+        json_tracks.setdefault(e["name"], []).append(value)
+    db = tmp_path / f"t-{tag}.sqlite"
+    convert(str(raw), str(db), numpy=use_numpy)
+    with sqlite3.connect(db) as con:
+        rows = con.execute("SELECT domain, counterId, name, value, noValue FROM NVTX_CFFI_COUNTERS"
+                           " ORDER BY timestamp, rowid").fetchall()
+    sql_tracks = {}
+    for domain, counter_id, name, value, no_value in rows:
+        sql_tracks.setdefault((domain, counter_id, name), []).append((value, no_value))
+    pf_tracks = None
+    try:
+        import google.protobuf  # noqa: F401
+        import perfetto  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        from pftrace_check import read_pftrace
+
+        pf = tmp_path / f"t-{tag}.pftrace"
+        convert(str(raw), str(pf), numpy=use_numpy)
+        trace = read_pftrace(str(pf))
+        pf_tracks = {trace.tracks[t][1]: [] for t in trace.counter_tracks}
+        for track, _ts, value in sorted(trace.counters, key=lambda c: c[1]):
+            pf_tracks[trace.tracks[track][1]].append(value)
+    return events, json_tracks, pf_tracks, sql_tracks, table
+
+
+LATE_REGISTRATIONS = """
+    import threading
+    import numpy as np
+    import nvtx_cffi as nvtx
+    d = nvtx.get_domain("D")
+    took_chunk, registered = threading.Event(), threading.Event()
+    box = {}
+    def early():
+        nvtx.mark("early", domain="D")  # this thread's chunk comes first in the file
+        took_chunk.set()
+        registered.wait()
+        box["c"].sample(5)
+        box["g"].sample((1, 2.5))
+        nvtx.mark("early array", domain="D", payload=np.array([1.5, 2.5]))
+    def late():
+        took_chunk.wait()
+        box["c"] = d.get_counter("late", int)
+        box["g"] = d.get_counter("group", nvtx.numpy_dtype([("a", np.int32), ("b", np.float64)]))
+        nvtx.mark("late array", domain="D", payload=np.array([0.5, 0.25]))
+        registered.set()
+    a, b = threading.Thread(target=early), threading.Thread(target=late)
+    a.start(); b.start(); a.join(); b.join()
+"""
+
+
+@needs_numpy
+@pytest.mark.parametrize("use_numpy", [True, False])
+def test_registrations_of_a_thread_read_later_decode_the_earlier_threads_samples(tmp_path, use_numpy):
+    """A counter or schema registered by a thread whose chunk is read after the sampling thread's:
+    the early thread's samples vanished and its array payload decoded to null."""
+    raw = _record(tmp_path, LATE_REGISTRATIONS)
+    events, json_tracks, pf_tracks, sql_tracks, table = _converted(tmp_path, raw, use_numpy)
+    payloads = {e["name"]: e["args"].get("payload") for e in events if e["ph"] == "i"}
+    assert payloads["early array"] == [1.5, 2.5] and payloads["late array"] == [0.5, 0.25]
+    assert json_tracks == {"D: late": [5], "D: group.a": [1], "D: group.b": [2.5]}
+    assert pf_tracks in (None, {"D: late": [5.0], "D: group.a": [1.0], "D: group.b": [2.5]})
+    assert sorted(sql_tracks) == [("D", 1, "group.a"), ("D", 1, "group.b"), ("D", 2, "late")] or \
+        sorted(k[::2] for k in sql_tracks) == [("D", "group.a"), ("D", "group.b"), ("D", "late")]
+    assert sorted((r["title"], r["samples"]) for r in table.rows()) == [
+        ("D: group.a", 1), ("D: group.b", 1), ("D: late", 1)]
+
+
+SAME_NAMES = """
+    import nvtx_cffi as nvtx
+    a, b = nvtx.get_domain("A"), nvtx.get_domain("B")
+    la, lb = a.get_counter("loss", float), b.get_counter("loss", float)
+    ni, nf = a.get_counter("n", int), a.get_counter("n", float)
+    la.sample(1.0); lb.sample(100.0); la.sample(2.0); lb.sample(200.0)
+    ni.sample(3); nf.sample(0.5); ni.sample(4)
+"""
+
+
+@pytest.mark.parametrize("use_numpy", [True, False] if np is not None else [False])
+def test_counters_named_alike_keep_their_own_tracks(tmp_path, use_numpy):
+    """A:loss and B:loss were one track (their series mixed), an int and a float counter named
+    alike in one domain too, --stats included; SQLite's counter table had no domain."""
+    raw = _record(tmp_path, SAME_NAMES)
+    _events, json_tracks, pf_tracks, sql_tracks, table = _converted(tmp_path, raw, use_numpy)
+    expected = {"A: loss": [1.0, 2.0], "B: loss": [100.0, 200.0], "A: n (int64)": [3, 4], "A: n (float64)": [0.5]}
+    assert json_tracks == expected
+    assert pf_tracks in (None, expected)
+    by_name = {}
+    for (domain, counter_id, name), values in sql_tracks.items():
+        by_name.setdefault((domain, name), []).append(([v for v, _ in values], counter_id))
+    assert sorted(v for v, _ in by_name[("A", "loss")]) == [[1.0, 2.0]]
+    assert sorted(v for v, _ in by_name[("B", "loss")]) == [[100.0, 200.0]]
+    assert sorted(v for v, _ in by_name[("A", "n")]) == [[0.5], [3.0, 4.0]]
+    assert len({cid for _, cid in by_name[("A", "n")]}) == 2
+    rows = {r["title"]: (r["samples"], r["min"], r["max"]) for r in table.rows()}
+    assert rows == {"A: loss": (2, 1.0, 2.0), "B: loss": (2, 100.0, 200.0), "A: n (int64)": (2, 3, 4),
+                    "A: n (float64)": (1, 0.5, 0.5)}
+    text = table.format()
+    assert "NVTX counter summary: 4 counter track(s)" in text
+    assert [line.split("  ")[-1].strip() for line in text.splitlines()[4:8]] == [
+        "A: loss", "A: n (float64)", "A: n (int64)", "B: loss"]
+
+
+TIME_DOMAINS = """
+    import time
+    import nvtx_cffi as nvtx
+    T = nvtx.TimestampType
+    d = nvtx.get_domain("T")
+    wall = d.get_counter("wall", int, time_domain=T.CPU_CLOCK_GETTIME_REALTIME)
+    secs = d.get_counter("secs", int, time_domain=T.C_TIME)
+    mono = d.get_counter("mono", int, time_domain=T.CPU_CLOCK_GETTIME_MONOTONIC)
+    boot = d.get_counter("boot", int, time_domain=T.CPU_CLOCK_GETTIME_BOOTTIME)
+    nvtx.mark("before", domain="T")
+    now = time.time_ns()
+    wall.batch_submit([1, 2], [now, now + 1_000_000])
+    secs.batch_submit([3], [now // 1_000_000_000])
+    mono.batch_submit([4], [time.monotonic_ns()])
+    boot.batch_submit([5], [time.clock_gettime_ns(time.CLOCK_BOOTTIME)])
+    nvtx.mark("after", domain="T")
+"""
+
+
+@pytest.mark.parametrize("use_numpy", [True, False] if np is not None else [False])
+def test_batch_timestamps_are_mapped_from_their_time_domain(tmp_path, use_numpy):
+    """A realtime counter's batch (time.time_ns()) landed ~56 years after the rest of the trace.
+    Realtime and time() samples are placed by the header's (monotonic, realtime) pair; a time domain
+    with no known relation to the trace's clock is refused: a warning naming the counter and the
+    domain, its samples left out (and noted under --stats)."""
+    raw = _record(tmp_path, TIME_DOMAINS)
+    with pytest.warns(RuntimeWarning) as caught:
+        events, _json, _pf, _sql, table = _converted(tmp_path, raw, use_numpy)
+    messages = {str(w.message) for w in caught}
+    assert any("'T: boot'" in m and "CPU_CLOCK_GETTIME_BOOTTIME (17)" in m for m in messages), messages
+    assert not any("'T: wall'" in m or "'T: secs'" in m or "'T: mono'" in m for m in messages), messages
+    marks = {e["name"]: e["ts"] for e in events if e["ph"] == "i"}
+    samples = {}
+    for e in events:
+        if e["ph"] == "C":
+            samples.setdefault(e["name"], []).append((e["ts"], e["args"]["value"]))
+    assert "T: boot" not in samples
+    assert [v for _, v in samples["T: wall"]] == [1, 2] and [v for _, v in samples["T: mono"]] == [4]
+    # (µs) the realtime samples fall where the marks are, within the pair's precision
+    for ts, _ in samples["T: wall"] + samples["T: mono"]:
+        assert marks["before"] - 50_000 < ts < marks["after"] + 50_000, (ts, marks)
+    (secs_ts, secs_value), = samples["T: secs"]
+    assert secs_value == 3 and marks["before"] - 1_100_000 < secs_ts < marks["after"] + 50_000
+    assert "1 batch sample(s) of counter 'T: boot'" in table.format()
+
+
+def test_time_domains_map_by_the_header_pair():
+    from nvtx_cffi.ext_records import Clocks
+
+    clocks = Clocks(1_000, 10_000_000_000)  # monotonic 1 µs at realtime 10 s
+    assert clocks.to_trace(12, 10_000_000_500) == 1_500
+    assert clocks.to_trace(1, 777) == 777 and clocks.to_trace(14, 777) == 777
+    assert clocks.to_trace(40, 11) == 1_000_001_000
+    assert clocks.to_trace(32, 116444736000000000 + 100_000_005) == 1_000 + 10_000_000_500 - 10_000_000_000
+    assert clocks.to_trace(10, 5) is None  # no TSC calibration
+    assert Clocks(0, 0, lambda t: t * 2).to_trace(10, 5) == 10
+    for refused in (15, 17, 18, 19, 30, 41, 42, 53, 80, 12345):
+        assert clocks.to_trace(refused, 1) is None, refused
+    assert Clocks(1_000, 0).to_trace(12, 5) is None  # no realtime reference
+
+
+NO_VALUES = """
+    import nvtx_cffi as nvtx
+    R = nvtx.CounterNoValueReason
+    c = nvtx.get_domain("Z").get_counter("z", int)
+    c.sample_no_value(R.UNCHANGED)  # before any value: nothing to hold, a gap
+    c.sample(5)
+    c.sample_no_value(R.ZERO)
+    c.sample(6)
+    c.sample_no_value(R.UNCHANGED)
+    c.sample_no_value(R.UNAVAILABLE)
+    c.sample(7)
+"""
+
+
+@pytest.mark.parametrize("use_numpy", [True, False] if np is not None else [False])
+def test_no_value_samples_show_as_their_reason_says(tmp_path, use_numpy):
+    """sample_no_value(ZERO) was dropped (the track went 5 -> 6, --stats said Min 5), UNCHANGED and
+    UNAVAILABLE too: zero is 0, unchanged the value held, unavailable a gap (JSON null, no .pftrace
+    sample, SQLite NULL), each counted in --stats."""
+    raw = _record(tmp_path, NO_VALUES)
+    _events, json_tracks, pf_tracks, sql_tracks, table = _converted(tmp_path, raw, use_numpy)
+    assert json_tracks == {"Z: z": [None, 5, 0, 6, 6, None, 7]}
+    assert pf_tracks in (None, {"Z: z": [5.0, 0.0, 6.0, 6.0, 7.0]})
+    ((_key, values),) = sql_tracks.items()
+    assert values == [(None, "unchanged"), (5.0, None), (0.0, "zero"), (6.0, None), (6.0, "unchanged"),
+                      (None, "unavailable"), (7.0, None)]
+    (row,) = table.rows()
+    assert (row["samples"], row["min"], row["max"], row["last"]) == (7, 0, 7, 7)
+    assert (row["zero"], row["unchanged"], row["unavailable"]) == (1, 2, 1)
+    assert row["mean"] == pytest.approx((5 + 0 + 6 + 6 + 7) / 5)
+    lines = table.format().splitlines()
+    assert lines[2].split() == ["Samples", "Min", "Max", "Mean", "Last", "Zero", "Unchanged", "Unavailable", "Unit",
+                                "Counter"]
+    assert lines[4].split() == ["7", "0", "7", "4.8", "7", "1", "2", "1", "-", "Z:", "z"]
+
+
+NON_FINITE = """
+    import numpy as np
+    import nvtx_cffi as nvtx
+    f = nvtx.get_domain("N").get_counter("f", float)
+    for v in (1.0, float("nan"), float("inf"), 2.0):
+        f.sample(v)
+    nvtx.mark("arr", payload=np.array([float("nan"), float("inf"), -float("inf"), 1.0]))
+    nvtx.mark("scalar", payload=float("nan"))
+"""
+
+
+@needs_numpy
+@pytest.mark.parametrize("use_numpy", [True, False])
+def test_nan_and_infinities_follow_one_rule_everywhere(tmp_path, use_numpy):
+    """Arrays gave "nan"/"inf" in JSON where scalars gave "NaN"/"Infinity"; --stats printed nan for a
+    counter with one NaN sample. One rule: JSON spells them "NaN", "Infinity", "-Infinity" at any
+    depth; SQLite stores NaN as NULL (it has none) and infinities as such; --stats leaves NaN out of
+    Min/Max/Mean/Last and counts it."""
+    raw = _record(tmp_path, NON_FINITE)
+    events, json_tracks, pf_tracks, sql_tracks, table = _converted(tmp_path, raw, use_numpy)
+    payloads = {e["name"]: e["args"].get("payload") for e in events if e["ph"] == "i"}
+    assert payloads == {"arr": ["NaN", "Infinity", "-Infinity", 1.0], "scalar": "NaN"}
+    assert json_tracks == {"N: f": [1.0, "NaN", "Infinity", 2.0]}
+    if pf_tracks is not None:
+        got = pf_tracks["N: f"]
+        assert got[0] == 1.0 and math.isnan(got[1]) and got[2:] == [math.inf, 2.0]
+    ((_key, values),) = sql_tracks.items()
+    assert values == [(1.0, None), (None, None), (math.inf, None), (2.0, None)]
+    (row,) = table.rows()
+    assert (row["samples"], row["nan"], row["min"], row["max"], row["last"]) == (4, 1, 1.0, math.inf, 2.0)
+    assert "nan" not in table.format()
+
+
+@needs_numpy
+def test_a_groups_no_value_samples_cover_every_field(tmp_path):
+    """ExtDecoder given the images' registrations (preload): a group's ZERO is 0 in each field,
+    UNCHANGED the group's values held, UNAVAILABLE None in each."""
+    raw = _record(tmp_path, """
+        import numpy as np
+        import nvtx_cffi as nvtx
+        R = nvtx.CounterNoValueReason
+        g = nvtx.get_domain("G").get_counter("g", nvtx.numpy_dtype([("a", np.int32), ("b", np.float64)]))
+        g.sample((3, 1.5))
+        g.sample_no_value(R.UNCHANGED)
+        g.sample_no_value(R.ZERO)
+        g.sample_no_value(R.UNCHANGED)
+        g.sample_no_value(R.UNAVAILABLE)
+    """)
+    rec = recorder.read(raw)
+    decoder = ExtDecoder()
+    for info in rec.images:
+        decoder.preload(info)
+    out = [s for e in rec.events for s in decoder.feed(e) if s.counter.domain == "G"]
+    assert [(s.values, s.no_value) for s in out] == [
+        ({"a": 3, "b": 1.5}, None), ({"a": 3, "b": 1.5}, 1), ({"a": 0, "b": 0.0}, 0), ({"a": 0, "b": 0.0}, 1),
+        ({"a": None, "b": None}, 2)]
+    assert out[0].counter.title == "G: g"
+
+
+def test_counter_rows_of_several_processes_name_the_process():
+    from nvtx_cffi._trace.counters import CounterStats
+    from nvtx_cffi.ext_records import CounterInfo, CounterSample
+
+    stats = CounterStats()
+    for pid, value in ((7, 1.0), (9, 5.0), (7, 2.0)):
+        info = CounterInfo(id=1, domain="A", schema_id=20, scope_id=0, name="loss", description=None, semantics=[],
+                           title="A: loss")
+        stats.add(CounterSample(pid=pid, tid=pid, time_ns=10, counter=info, values={"value": value}))
+    assert [(r["pid"], r["samples"], r["max"]) for r in stats.rows()] == [(7, 2, 2.0), (9, 1, 5.0)]
+    lines = stats.format().splitlines()
+    assert lines[0] == "NVTX counter summary: 2 counter track(s)"
+    assert [line.split("  ")[-1].strip() for line in lines[4:6]] == ["A: loss (process 7)", "A: loss (process 9)"]

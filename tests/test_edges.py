@@ -1,4 +1,4 @@
-"""Doubtful behaviours of issue 11 that were decided and fixed (the README's guarantees section).
+"""Doubtful behaviours that were decided and fixed (the README's guarantees section).
 
 Each scenario runs in a recorded child process and asserts what the recorder saw.
 """

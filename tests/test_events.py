@@ -286,7 +286,7 @@ def _ended_by(got):
 
 
 def test_async_with_in_async_generator_ends_its_own_range():
-    """Issue 11, item 1: an async generator runs in its consumer's context; its ``async with``
+    """An async generator runs in its consumer's context; its ``async with``
     must not end the consumer's range (was: end M id=2, end G id=1)."""
     async def agen():
         async with nvtx.annotate("in_gen", domain="G"):
@@ -680,7 +680,8 @@ print(json.dumps(out))
 
 @pytest.mark.parametrize("pure", ["0", "1"])
 def test_annotate_and_module_calls_send_a_new_message_inline_and_prepare_it_at_its_second_call(pure):
-    # A message met for the first time goes inline (nothing registered, no slot, no cached object):
+    # A message met for the first time goes with its call (registered in NVTX, as nvtx 0.2.16 does, but
+    # no string-table entry, no slot, no cached object):
     # `with annotate(f"request {n}")` cost 3.5 us without a tool (nvtx: 0.5), 5 us with one.
     out = json.loads(run_python(FIRST_SIGHT, {"NVTX_CFFI_PURE_PYTHON": pure}).stdout.strip().splitlines()[-1])
     assert out["accelerated"] is (pure == "0" and sys.implementation.name == "cpython")
@@ -787,7 +788,8 @@ def test_keyword_calls_meeting_a_message_first_send_no_payload_when_given_none()
             d.push_range(message=f"new {2}")
             d.pop_range()
             d.end_range(d.start_range(message=f"new {3}", category=4))
-    events = [(e.kind, e.message, e.payload, e.category) for e in got if e.domain == "first-keyword"]
+    events = [(e.kind, e.message, e.payload, e.category) for e in got
+              if e.domain == "first-keyword" and e.kind != "string"]  # (each message registered first)
     assert events == [("mark", "new 1", None, 0), ("push", "new 2", None, 0), ("pop", None, None, 0),
                       ("start", "new 3", None, 4), ("end", None, None, 0)]
 

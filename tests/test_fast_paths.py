@@ -1,4 +1,4 @@
-"""The hot paths (issue 4) must record exactly what the general paths record.
+"""The hot paths must record exactly what the general paths record.
 
 nvtx_cffi answers repeated calls from caches (message-only dicts, the argument-tuple cache, cached
 annotate objects, per-domain C pop functions). A mistake there would send the wrong slot, colour,
@@ -117,7 +117,7 @@ def scenario(tag):
 
 
 def payloads(tag):
-    # Per-call payloads (issue 9/12): values that change every call, every spelling; the payload
+    # Per-call payloads: values that change every call, every spelling; the payload
     # is a value sent with the prepared slot, never part of a cache key.
     nvtx.mark("payloads")
     # the same in each run (the runs are compared); one machine digit ends at 2 ** 30

@@ -249,3 +249,94 @@ def test_a_tool_that_forks_while_it_initialises_does_not_hang_the_first_call(tmp
     code = "import nvtx_cffi as nvtx; nvtx.mark('first'); d = nvtx.get_domain('after'); print(nvtx.enabled(), d.name)"
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=30)
     assert (proc.returncode, proc.stdout.split(), proc.stderr.strip()) == (0, ["False", "after"], "helper exited 7")
+
+
+REGISTERED_BEFORE_FORK = '''
+import json, multiprocessing as mp, os, sys
+import numpy as np
+import nvtx_cffi as nvtx
+
+domain = nvtx.get_domain("fork ext")
+depth = domain.get_counter("depth", int)  # registered before any fork
+depth.sample(-1)
+nvtx.mark("parent array", domain="fork ext", payload=np.array([-1, -2, -3], dtype=np.int32))  # the dtype's schema
+
+def child(k):
+    depth.sample(k)
+    nvtx.mark(f"child array {k}", domain="fork ext", payload=np.array([k, k + 1, k + 2], dtype=np.int32))
+    return os.getpid()
+
+start_together = None  # each worker's first task waits for the other three: every worker records
+
+def started_together(barrier):
+    global start_together
+    start_together = barrier
+
+def pooled(k):
+    global start_together
+    if start_together is not None:
+        start_together.wait(120)
+        start_together = None
+    return child(k)
+
+if __name__ == "__main__":
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            child(1000)
+            code = 0
+        finally:
+            os._exit(code)
+    assert os.waitpid(pid, 0)[1] == 0
+    ctx = mp.get_context("fork")
+    with ctx.Pool(4, initializer=started_together, initargs=(ctx.Barrier(4),)) as pool:
+        workers = pool.map(pooled, range(100), chunksize=5)
+    print(json.dumps({"parent": os.getpid(), "forked": pid, "workers": workers}))
+'''
+
+
+def test_a_counter_and_a_payload_schema_registered_before_fork_reach_the_children(tmp_path):
+    """A counter registered, and an array dtype's payload schema first sent, in the parent: the
+    forked children's files re-record them (flagged inherited, like domains and strings), so each
+    child's samples and array payloads decode with the right values."""
+    pytest.importorskip("numpy")
+    import json
+
+    from nvtx_cffi._trace.convert import convert
+    from nvtx_cffi.ext_records import ExtDecoder
+
+    script = tmp_path / "registered.py"
+    script.write_text(textwrap.dedent(REGISTERED_BEFORE_FORK))
+    proc = subprocess.run([sys.executable, str(script)], env=child_env(tmp_path / "rec"), capture_output=True,
+                          text=True, timeout=300, cwd=HERE)
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    values: dict = defaultdict(list)  # pid -> its samples' values
+    values[out["parent"]].append(-1)
+    values[out["forked"]].append(1000)
+    for k, pid in enumerate(out["workers"]):
+        values[pid].append(k)
+    assert len(set(out["workers"])) == 4
+    rec = recorder.read(tmp_path / "rec")
+    assert rec.dropped == 0
+    decoder = ExtDecoder()
+    got: dict = defaultdict(list)
+    arrays: dict = {}
+    for e in rec.events:  # one process's events in time order
+        for s in decoder.feed(e):
+            assert (s.counter.name, s.counter.domain) == ("depth", "fork ext")
+            got[s.pid].append(s.values["value"])
+        if e.kind == "mark":
+            arrays[e.message] = (e.pid, decoder.payload_of(e)[0])
+    assert {pid: sorted(v) for pid, v in got.items()} == {pid: sorted(v) for pid, v in values.items()}
+    assert arrays.pop("parent array") == (out["parent"], [-1, -2, -3])
+    assert arrays.pop("child array 1000") == (out["forked"], [1000, 1001, 1002])
+    assert arrays == {f"child array {k}": (pid, [k, k + 1, k + 2]) for k, pid in enumerate(out["workers"])}
+    # the converted trace (columnar and Event-API readers alike) has every sample
+    for use_numpy in (True, False):
+        trace = tmp_path / f"trace{int(use_numpy)}.json"
+        convert(str(tmp_path / "rec"), str(trace), numpy=use_numpy)
+        samples = [e for e in json.loads(trace.read_text())["traceEvents"] if e["ph"] == "C"]
+        assert sorted((e["pid"], e["args"]["value"]) for e in samples) == sorted(
+            (pid, v) for pid, vs in values.items() for v in vs), use_numpy

@@ -113,7 +113,7 @@ def _run(tmp_path, n: int, timeout: float) -> dict:
                      extra_env={"NVTX_INJECTION64_PATH": recorder.null_tool_path()})
 
 
-@pytest.mark.skipif(platform.python_implementation() == "PyPy", reason="PyPy's GC grows RSS past the bound (270 MB): open, see the closing note")
+@pytest.mark.skipif(platform.python_implementation() == "PyPy", reason="PyPy's GC grows RSS past the bound (270 MB): an open limit of PyPy's collector here")
 def test_memory_bounded(tmp_path):
     _check(_run(tmp_path, 200_000, timeout=600))
 

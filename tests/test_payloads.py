@@ -265,13 +265,14 @@ def test_trace_of_the_counter_example_has_counter_tracks(tmp_path):
     trace = json.loads(out.read_text())
     counters = [e for e in trace["traceEvents"] if e["ph"] == "C"]
     names = {e["name"] for e in counters}
-    assert names == {"loss", "queue depth", "memory.allocated", "memory.reserved"}
-    assert len([e for e in counters if e["name"] == "queue depth"]) == 55
-    assert {tuple(e["args"]) for e in counters if e["name"] == "queue depth"} == {("items",)}
+    assert names == {"training: loss", "training: queue depth", "training: memory.allocated",
+                     "training: memory.reserved"}
+    assert len([e for e in counters if e["name"] == "training: queue depth"]) == 55
+    assert {tuple(e["args"]) for e in counters if e["name"] == "training: queue depth"} == {("items",)}
     marks = [e for e in trace["traceEvents"] if e["ph"] == "i" and e["name"] == "gradients"]
     assert len(marks) == 50 and all(len(m["args"]["payload"]) == 4 for m in marks)
     assert "NVTX counter summary: 4 counter track(s)" in proc.stdout
-    row = [line for line in proc.stdout.splitlines() if line.endswith("training:queue depth")][0]
+    row = [line for line in proc.stdout.splitlines() if line.endswith("training: queue depth")][0]
     mean = sum([i % 7 for i in range(50)] + [1, 2, 3, 2, 1]) / 55
     assert row.split()[:6] == ["55", "0", "6", f"{mean:.6g}", "1", "items"]
 
@@ -347,13 +348,15 @@ def test_the_counter_example_traced_to_pftrace_has_a_perfetto_counter_track_per_
     assert proc.returncode == 0, proc.stderr
     trace = read_pftrace(str(out))
     names = {trace.tracks[uuid][1]: unit for uuid, unit in trace.counter_tracks.items()}
-    assert set(names) == {"loss", "queue depth", "memory.allocated", "memory.reserved"}
-    assert names["queue depth"] == "items"
+    assert set(names) == {"training: loss", "training: queue depth", "training: memory.allocated",
+                          "training: memory.reserved"}
+    assert names["training: queue depth"] == "items"
     by_track = {}
     for track, _ts, value in trace.counters:
         by_track.setdefault(trace.tracks[track][1], []).append(value)
-    assert sorted(by_track["queue depth"]) == sorted([i % 7 for i in range(50)] + [1, 2, 3, 2, 1])
-    assert len(by_track["memory.allocated"]) == 50 and max(by_track["memory.allocated"]) == 1024 * 49
+    assert sorted(by_track["training: queue depth"]) == sorted([i % 7 for i in range(50)] + [1, 2, 3, 2, 1])
+    assert len(by_track["training: memory.allocated"]) == 50
+    assert max(by_track["training: memory.allocated"]) == 1024 * 49
     assert sum(1 for s in trace.slices if s["name"] == "step") == 50
 
 
@@ -385,12 +388,14 @@ def test_repeated_payloads_take_the_cached_path_alike(payload, expected):
         for k, m in [("mark", "m"), ("start", "s"), ("push", "a"), ("mark", "dm"), ("push", "inline")]] * 3
 
 
-def test_zero_d_integer_array_is_an_int_payload():
+def test_zero_d_array_is_an_extended_payload_of_its_dtype_as_in_nvtx():
+    # (a 0-d integer array was sent as an int64 scalar payload; nvtx 0.2.16 sends an extended
+    # payload with its dtype's scalar schema, the first such payload of a process included)
     with recorder.capture() as got:
         for _ in range(2):
             nvtx.mark("z", payload=np.array(7))
-    assert [(k, m, t) for k, m, t, *_ in decoded(got)] == [("mark", "z", "int64")] * 2
-    assert [e.payload for e in got if e.kind == "mark"] == [7, 7]
+            nvtx.mark("f", payload=np.array(2.5, dtype=np.float32))
+    assert [(k, m, t, v) for k, m, t, v, _ in decoded(got)] == [("mark", "z", "ext", 7), ("mark", "f", "ext", 2.5)] * 2
 
 
 def test_numpy_is_imported_at_the_first_payload_that_needs_it(tmp_path):
@@ -434,7 +439,7 @@ def test_annotate_with_a_new_array_each_call_sends_each_one():
                 with nvtx.annotate("pos", "red", "arrays", None, arr.astype(np.float32) / 2) as held:
                     pass
                 assert held.payload.tolist() == (arr / 2).tolist() and held.attributes.payload is held.payload
-                with nvtx.annotate("kw", color="red", payload=np.array(i)):  # 0-d int: an int payload
+                with nvtx.annotate("kw", color="red", payload=np.array(i)):  # 0-d: its dtype's scalar schema
                     pass
                 with nvtx.annotate("kw", color="red", payload=np.arange(i * 4)[::2]):  # strided; empty at i=0
                     pass
@@ -444,7 +449,7 @@ def test_annotate_with_a_new_array_each_call_sends_each_one():
     expected = []
     for i, arr in enumerate(arrays):
         expected += [("kw", "ext", arr.tolist()), ("kw", "ext", (arr * 2).tolist()),
-                     ("pos", "ext", (arr / 2).tolist()), ("kw", "int64", i)]
+                     ("pos", "ext", (arr / 2).tolist()), ("kw", "ext", i)]
         expected.append(("kw", "ext", list(range(0, i * 4, 2))) if i else ("kw", None, None))
     assert got_ == expected
     assert {e.color for e in pushes} == {0xFF0000}
@@ -464,7 +469,7 @@ def test_module_level_calls_with_a_new_array_each_call_send_each_one():
                 nvtx.mark("m", "green", "arrays-module", 3, arr * 2)
                 nvtx.push_range(message="p", color="red", payload=arr + 1, domain="arrays-module")
                 nvtx.pop_range(domain="arrays-module")
-                nvtx.mark("m", payload=np.array(i, dtype=np.int32))  # 0-d int: an int payload
+                nvtx.mark("m", payload=np.array(i, dtype=np.int32))  # 0-d: its dtype's scalar schema
                 nvtx.mark("m", payload=arr[::2])
                 nvtx.end_range(nvtx.start_range("s", payload=arr))
                 d.mark(message="dm", payload=arr + 2)
@@ -477,7 +482,7 @@ def test_module_level_calls_with_a_new_array_each_call_send_each_one():
     expected = []
     for i, arr in enumerate(arrays):
         expected += [("mark", "m", None, "ext", arr.tolist()), ("mark", "m", "arrays-module", "ext", (arr * 2).tolist()),
-                     ("push", "p", "arrays-module", "ext", (arr + 1).tolist()), ("mark", "m", None, "int64", i),
+                     ("push", "p", "arrays-module", "ext", (arr + 1).tolist()), ("mark", "m", None, "ext", i),
                      ("mark", "m", None, "ext", arr[::2].tolist()), ("start", "s", None, "ext", arr.tolist()),
                      ("mark", "dm", "arrays-domain", "ext", (arr + 2).tolist()),
                      ("push", "dp", "arrays-domain", "ext", (arr + 3).tolist()),

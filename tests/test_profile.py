@@ -342,7 +342,7 @@ def test_without_a_tool_enable_does_nothing(tmp_path):
     ({"exclude": ["ok", 4]}, TypeError, "exclude must contain str patterns, not int"),
     ({"include": [""]}, ValueError, "include must not contain an empty pattern"),
     ({"domain": 1}, TypeError, "domain must be a str, not int"),
-    # issue 11: was accepted, and enable() then raised an OverflowError that did not name it
+    # was accepted, and enable() then raised an OverflowError that did not name it
     ({"max_depth": 2**40}, OverflowError, r"^max_depth 1099511627776 is out of range \(at most 2147483647\)$"),
     ({"max_depth": 10**5000}, OverflowError, r"^max_depth \(a 16610-bit int\) is out of range"),
 ])
@@ -363,7 +363,7 @@ def test_max_depth_takes_integer_likes():
 
 
 # ------------------------------------------------ other profilers: cProfile, coverage, a user's hook
-# Issue 11, item 4: under `python -m cProfile`, disable() restored cProfile's profiler object with
+# Under `python -m cProfile`, disable() restored cProfile's profiler object with
 # sys.setprofile (TypeError: 'Profile' object is not callable), left the engine marked running
 # (every later enable() raised) and cProfile unhooked.
 

@@ -531,8 +531,9 @@ def test_in_process_api_without_recorder():
 def test_paths_and_environment(tmp_path):
     assert os.path.isabs(recorder.library_path()) and os.path.isfile(recorder.library_path())
     assert os.path.isabs(recorder.null_tool_path()) and os.path.isfile(recorder.null_tool_path())
-    assert recorder.environment(tmp_path) == {
-        "NVTX_INJECTION64_PATH": recorder.library_path(), "NVTX_CFFI_RECORD_DIR": str(tmp_path)}
+    env = recorder.environment(tmp_path)
+    assert re.fullmatch("[0-9a-f]{16}", env.pop("NVTX_CFFI_RECORD_RUN"))  # a new run id per call
+    assert env == {"NVTX_INJECTION64_PATH": recorder.library_path(), "NVTX_CFFI_RECORD_DIR": str(tmp_path)}
     assert recorder.environment(tmp_path, max_bytes=1 << 20)["NVTX_CFFI_RECORD_MAX_BYTES"] == str(1 << 20)
 
 
@@ -882,3 +883,57 @@ def test_times_are_clock_monotonic_even_after_sigkill(tmp_path, client_lib, cloc
     assert len(marks) == 3
     for e, (a, b) in zip(marks, bounds):
         assert a <= e.time_ns <= b
+
+
+# --------------------------------------------------------------------------- a program that closes the recorder's descriptor
+
+CLOSES_ITS_DESCRIPTORS = """
+import json, os, sys
+import nvtx_cffi as nvtx
+from nvtx_cffi import recorder
+for i in range(1000):
+    nvtx.push_range("before")
+    nvtx.pop_range()
+mine = os.path.realpath(recorder.current_file())
+(old,) = [int(fd) for fd in os.listdir("/proc/self/fd") if os.path.realpath(f"/proc/self/fd/{fd}") == mine]
+os.closerange(3, 1 << 16)  # as daemonising code does: the recorder's descriptor too
+if sys.argv[1] == "moved":  # the record file is no longer where it was made: it cannot be reopened
+    os.rename(mine, mine[:-len(".nvtxrec")] + "-moved.nvtxrec")
+path = sys.argv[2]
+with open(path, "wb") as f:
+    f.write(bytes(range(256)) * (32 << 10))  # 8 MiB of the program's own
+fd = os.open(path, os.O_RDWR)
+if fd != old:
+    os.dup2(fd, old)  # the program's file under the number the recorder had
+for i in range(200000):
+    nvtx.push_range("after")
+    nvtx.pop_range()
+print(json.dumps({"old": old}))
+"""
+
+
+@pytest.mark.parametrize("case", ["reused", "moved"])
+def test_a_closed_and_reused_descriptor_never_gets_the_recording(tmp_path, case):
+    """A program that closes every descriptor and opens a file of its own under the number the
+    recorder's file had: the recorder checks its descriptor (device, inode) before each new chunk and
+    reopens its file by path. The program's file stays byte-for-byte its own; the recording has every
+    range, or, where the file cannot be reopened (moved away), what it has plus the dropped count
+    is every range, and a warning says so."""
+    own = tmp_path / "own.bin"
+    rec_dir = tmp_path / "rec"
+    env = {**os.environ, **recorder.environment(rec_dir)}
+    proc = subprocess.run([sys.executable, "-c", CLOSES_ITS_DESCRIPTORS, case, str(own)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert own.read_bytes() == bytes(range(256)) * (32 << 10)
+    rec = recorder.read(rec_dir)
+    counts = Counter(e.message for e in rec.events if e.kind == "push")
+    pops = sum(1 for e in rec.events if e.kind == "pop")
+    assert counts["before"] == 1000
+    if case == "reused":
+        assert (counts["after"], pops, rec.dropped) == (200000, 201000, 0)
+        assert "nvtx-cffi recorder" not in proc.stderr
+    else:
+        assert 0 < counts["after"] < 200000
+        assert counts["after"] + pops - 1000 + rec.dropped == 400000
+        assert "nvtx-cffi recorder: lost its descriptor and cannot reopen" in proc.stderr

@@ -57,7 +57,7 @@ def test_threads_carry_python_names(tmp_path):
 def test_rename_updates_the_name(tmp_path):
     out = run(tmp_path, """
         import json, threading, nvtx_cffi
-        assert nvtx_cffi.enabled()  # the first NVTX call: hooks go in here, not at import
+        assert nvtx_cffi.tool_attached()  # the first NVTX call: hooks go in here, not at import
         go, done = threading.Event(), threading.Event()
         def worker():
             go.wait()

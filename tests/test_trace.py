@@ -89,7 +89,7 @@ def test_threads_each_on_their_own_row_with_names(tmp_path):
         import nvtx_cffi as nvtx
         from nvtx_cffi._native import lib
 
-        nvtx.enabled()  # NVTX's first call: Python names go on existing threads now, before the raw names below
+        nvtx.tool_attached()  # NVTX's first call: Python names go on existing threads now, before the raw names below
 
         def work(k):
             lib.nvtxcffi_name_os_thread(threading.get_native_id(), f"worker-{k}".encode())
@@ -269,7 +269,7 @@ def test_stats_table_counts_and_order(tmp_path):
 
 
 def test_stats_rows_are_bounded_by_name(tmp_path, monkeypatch, capsys):
-    """Issue 11, item 7: 1e6 ranges named f"request {i}" took --stats to 1.6 GB (a group per name).
+    """1e6 ranges named f"request {i}" took --stats to 1.6 GB (a group per name).
     Scaled down: past MAX_NAMES names, ranges are summed into one exact "(other names)" row."""
     from nvtx_cffi._trace import cli, stats
 
@@ -320,6 +320,37 @@ def test_stats_memory_is_bounded_with_many_names():
     assert other.total_ns == sum(range(100, 200_000))
     assert peak < 8 << 20, peak  # ~1.6 MB of durations (8 B a range), not a group per name
     assert "(other names)" in format_summary(_empty_timeline(), rows)
+
+
+def test_stats_grouped_adds_count_as_one_add_per_group():
+    """The converter's bulk path (groups by text id, past the bound summed at once) gives the rows
+    of one add_many per group: the same names get rows, a text under two ids one row, before and
+    after the bound, in later batches too."""
+    np = pytest.importorskip("numpy")
+    from nvtx_cffi._trace.stats import StatsCollector
+
+    batches = [  # (domain, name) of each group, then its durations
+        [((None, "a"), [5, 7]), (("D", "a"), [1]), ((None, "b"), [2]), ((None, "a"), [9]),
+         ((None, "c"), [4, 4]), ((None, "d"), [8]), ((None, "b"), [3]), ((None, "e"), [6, 1]),
+         ((None, "d"), [11])],
+        [((None, "e"), [2]), ((None, "f"), [30]), ((None, "a"), [1]), ((None, "g"), [10, 20])],
+    ]
+
+    def rows(c):
+        return [(r.label, r.style, r.count, r.total_ns, r.min_ns, r.max_ns, r.median_ns, r.other) for r in c.rows()]
+
+    for max_names in (3, 4, 5, 100):
+        one, bulk = StatsCollector(max_names=max_names), StatsCollector(max_names=max_names)
+        for batch in batches:
+            for (domain, name), durations in batch:
+                one.add_many(domain, name, "push", np.array(durations, dtype=np.int64))
+            sizes = [len(d) for _, d in batch]
+            bulk.add_grouped([k[0] for k, _ in batch], [k[1] for k, _ in batch], "push",
+                             np.array([x for _, d in batch for x in d], dtype=np.int64),
+                             np.concatenate(([0], np.cumsum(sizes))))
+        assert rows(bulk) == rows(one), max_names
+    assert ("a", "PushPop", 4, 22, 1, 9, 6.0, False) in rows(bulk)  # (max_names 100: every name a row)
+    assert one.folded == bulk.folded and StatsCollector(max_names=3).folded == 0
 
 
 def _empty_timeline():
@@ -406,7 +437,9 @@ def test_progress_is_reported_when_forced(tmp_path):
     script = write(tmp_path, "p.py", "import nvtx_cffi as nvtx\nnvtx.mark('m')\n")
     traced = run_tracer(str(tmp_path), [script], "--progress")
     assert traced.returncode == 0
-    assert re.search(r"nvtx_cffi trace: converting: \d+/\d+ \(\d+%\)", traced.stderr)
+    # the command's prefix, the bytes read of the recording's in units, the rate, and the last line's time
+    assert re.search(r"^python -m nvtx_cffi trace: converting: [\d.]+ kB of [\d.]+ kB \(100%\), [\d.]+ [kMG]?B/s, "
+                     r"done in [\d.]+ s$", traced.stderr, re.MULTILINE), traced.stderr
 
 
 def test_keeps_raw_recordings_in_record_dir(tmp_path):

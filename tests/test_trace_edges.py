@@ -1,4 +1,4 @@
-"""The tracer at its edges (issue 11's doubtful behaviours): abbreviated options, a SIGINT sent to
+"""The tracer at its edges (its doubtful behaviours): abbreviated options, a SIGINT sent to
 the tracer alone, background processes that outlive the program, interrupted conversions, and a
 tracer running inside a traced program. Each asserts the trace written (or not) and the message."""
 from __future__ import annotations
@@ -249,8 +249,10 @@ def test_a_trace_the_disk_cannot_hold_is_one_line_in_every_format(tmp_path, name
                             cwd=tmp_path, env=tracer_env(tmp_path), capture_output=True, text=True, timeout=120,
                             preexec_fn=_limit_file_size(32 * 1024))
     assert tracer.returncode == 2
-    assert tracer.stderr == f"python -m nvtx_cffi trace: error: could not write the trace: {error}\n"
-    assert os.listdir(out) == [] and os.listdir(tmp_path / "tmp") == []  # no partial file, no recording
+    (kept,) = os.listdir(tmp_path / "tmp")  # the recording is kept (and said where), no partial file
+    assert tracer.stderr == (f"python -m nvtx_cffi trace: error: could not write the trace: {error}; "
+                             f"the recording is kept in {tmp_path / 'tmp' / kept}\n")
+    assert os.listdir(out) == [] and len(list((tmp_path / "tmp" / kept).glob("*.nvtxrec"))) == 1
 
 
 @pytest.mark.parametrize("exit_code, status", [(3, 3), (0, 2)])
@@ -327,13 +329,49 @@ def test_a_program_that_only_samples_counters_is_not_called_empty(tmp_path):
     assert sorted(values.values()) == [1, 7, 9]
 
 
+def test_a_counter_only_runs_summary_counts_its_process_as_the_wrote_line_does(tmp_path):
+    """The summary said "0 process(es)" where the "wrote" line said 1."""
+    proc, _values = _trace_counters(tmp_path, "--stats")
+    assert "0 ranges, 0 marks, 3 counter samples, 1 process(es)" in proc.stderr
+    summary = [line for line in proc.stdout.splitlines() if line.startswith("NVTX range summary:")]
+    assert summary == ["NVTX range summary: 0 range name(s), 0 range(s), 0 mark(s), 1 process(es), 0 thread(s)"]
+
+
+UNPLACEABLE_BATCH = """
+    import time
+    import nvtx_cffi as nvtx
+    d = nvtx.get_domain("T")
+    boot = d.get_counter("boot", int, time_domain=nvtx.TimestampType.CPU_CLOCK_GETTIME_BOOTTIME)
+    wall = d.get_counter("wall", int, time_domain=nvtx.TimestampType.CPU_CLOCK_GETTIME_REALTIME)
+    boot.batch_submit([1, 2], [time.clock_gettime_ns(time.CLOCK_BOOTTIME)] * 2)
+    wall.batch_submit([3], [time.time_ns()])
+"""
+
+
+def test_a_batch_of_an_unplaceable_time_domain_is_refused_with_one_warning_line(tmp_path):
+    """A time domain with no known relation to the trace's clock: the tracer says so in one line
+    naming the counter and the domain, and --stats notes the samples left out."""
+    script = write(tmp_path, "tdom.py", UNPLACEABLE_BATCH)
+    proc = subprocess.run([sys.executable, "-m", "nvtx_cffi", "trace", "--stats", "-o", "t.json", script],
+                          cwd=tmp_path, env=tracer_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    warned = [line for line in proc.stderr.splitlines() if "WARNING" in line]
+    assert len(warned) == 1 and re.fullmatch(
+        r"python -m nvtx_cffi trace: WARNING: counter 'T: boot' \(process \d+\): batch timestamps of time domain "
+        r"CPU_CLOCK_GETTIME_BOOTTIME \(17\) cannot be placed on the trace: .*; those samples are left out",
+        warned[0]), proc.stderr
+    assert re.search(r"note: 2 batch sample\(s\) of counter 'T: boot' \(process \d+\) were left out", proc.stdout)
+    events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    assert [(e["name"], e["args"]["value"]) for e in events if e["ph"] == "C"] == [("T: wall", 3)]
+
+
 def test_the_counter_tables_last_value_is_the_latest_in_time(tmp_path):
     """"Last" was the sample read last (a worker thread's early sample), not the latest one."""
     proc, values = _trace_counters(tmp_path, "--stats")
     assert values[max(values)] == 9
     header, rule, row = proc.stdout.split("NVTX counter summary: 1 counter track(s)\n\n")[1].splitlines()
     assert header.split() == ["Samples", "Min", "Max", "Mean", "Last", "Unit", "Counter"]
-    assert row.split() == ["3", "1", "9", "5.66667", "9", "-", "D:q"]
+    assert row.split() == ["3", "1", "9", "5.66667", "9", "-", "D:", "q"]
 
 
 
@@ -359,9 +397,9 @@ def test_counter_samples_cut_at_the_record_bound_are_traced_and_noted(tmp_path):
     assert proc.returncode == 0, proc.stderr
     events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
     assert [(e["name"], e["args"]["value"]) for e in events if e["ph"] == "C"] == [
-        ("grp.n", 1), ("grp.n", 2), ("grp.n", 3)]
+        ("D: grp.n", 1), ("D: grp.n", 2), ("D: grp.n", 3)]
     row = proc.stdout.split("NVTX counter summary: 1 counter track(s)\n\n")[1].splitlines()[2]
-    assert row.split() == ["3", "1", "3", "2", "3", "-", "D:grp.n"]
+    assert row.split() == ["3", "1", "3", "2", "3", "-", "D:", "grp.n"]
     assert ("note: 3 counter sample(s) were cut at the recorder's 64 KiB record bound: their fields past "
             "the cut are missing above.") in proc.stdout
     assert "dropped" not in proc.stdout + proc.stderr

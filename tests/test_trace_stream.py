@@ -148,7 +148,7 @@ RANGES = 300_000
 GROWTH_BOUND_KIB = 64 << 10
 
 
-@pytest.mark.skipif(platform.python_implementation() == "PyPy", reason="PyPy's GC grows RSS past the bound: open, see the closing note")
+@pytest.mark.skipif(platform.python_implementation() == "PyPy", reason="PyPy's GC grows RSS past the bound: an open limit of PyPy's collector here")
 @pytest.mark.skipif("libasan" in os.environ.get("LD_PRELOAD", ""),
                     reason="under AddressSanitizer (scripts/sanitize.sh) freed memory is quarantined: RSS is not the program's")
 def test_conversion_memory_does_not_grow_with_the_recording(tmp_path):

@@ -55,6 +55,10 @@ ts: int = d.get_timestamp()
 p = nvtx.Profile()
 p.enable()
 p.disable()
+r: "nvtx.RangeId | None" = nvtx.start_range("r")
+nvtx.end_range(r)
+kind: nvtx.EntryKind = nvtx.EntryKind.MARK
+tools: list[str] = [nvtx.null_tool_path(), nvtx.recorder_path()]
 '''
 
 

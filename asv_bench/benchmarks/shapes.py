@@ -9,8 +9,13 @@ code would not pay too.
 NVTX loads its tool once per process, at initialisation: :func:`attach` must run before the
 library is first imported, so each (library, tool) combination needs a process of its own.
 
->>> timer = Timer(SHAPES["push_pop"], load_library("nvtx_cffi"))
->>> timer.ns_per_op(repeats=3, number=100) >= 0.0
+Both ``compare.py`` and the asv suite time shapes with :func:`best_ns_per_op` (one function over
+:func:`samples_ns`, so the two report the same figure) and turn its minima into a reported figure with :func:`reported_ns`.
+
+>>> L = load_library("nvtx_cffi")
+>>> best = best_ns_per_op({"body": Timer(SHAPES["push_pop"], L).run,
+...                        "plain": Timer(SHAPES["push_pop"], None, plain=True).run}, 3, 100)
+>>> best["body"] >= best["plain"] >= 0.0
 True
 """
 from __future__ import annotations
@@ -21,10 +26,10 @@ import importlib.util
 import os
 import textwrap
 import time
-from typing import Any, Dict, List, NamedTuple, Optional
+from typing import Any, Callable, Dict, List, NamedTuple, Optional
 
-__all__ = ["Shape", "SHAPES", "LIBRARIES", "TOOLS", "Timer", "attach", "load_library",
-           "null_tool_path", "shape_available"]
+__all__ = ["Shape", "SHAPES", "LIBRARIES", "TOOLS", "Timer", "attach", "best_ns_per_op",
+           "load_library", "null_tool_path", "reported_ns", "samples_ns", "shape_available"]
 
 #: Libraries a shape can run against ("plain" runs the baseline body, no annotation at all).
 LIBRARIES = ("plain", "nvtx_cffi", "nvtx")
@@ -33,6 +38,9 @@ TOOLS = ("none", "null")
 
 #: How many copies of the body one loop iteration runs (so loop overhead is a small correction).
 UNROLL = 10
+#: Samples of :func:`best_ns_per_op` as compare.py takes them by default and as the asv suite does:
+#: min over REPEATS samples of NUMBER loop iterations (NUMBER x UNROLL bodies) each.
+REPEATS, NUMBER = 200, 1000
 
 
 class Shape(NamedTuple):
@@ -60,7 +68,7 @@ _PP = "push_range = L.push_range\npop_range = L.pop_range\n"
 _SE = "start_range = L.start_range\nend_range = L.end_range\n"
 _FA = "def f(a, b=1):\n    return a\n"
 
-#: The spellings users write (issue 12), each against the plainest spelling of the same call.
+#: The spellings users write, each against the plainest spelling of the same call.
 CALL_SHAPES = [
     Shape("with_color_kw", "with annotate('x', color='red')", _ANN,
           "with annotate('x', color='red'):\n    pass", "pass", plainest="with_new"),
@@ -123,7 +131,7 @@ CALL_SHAPES = [
     Shape("domain_payload", "Domain mark(message='x', payload=i)",
           "d = L.get_domain('bench')\n" + _I,
           "i += 1\nd.mark(message='x', payload=i)", "i += 1", plain_setup=_I, plainest="domain_mark"),
-    # Beyond issue 12's shapes (no target; shown so the dashboard sees them): messages that never
+    # Beyond the spellings with targets (no target; shown so the dashboard sees them): messages that never
     # repeat (a counter that carries over from run to run, so repeats do not replay cached texts),
     # and Domain attributes built at each call.
     Shape("mark_unbounded", "mark(f'request {n}'), n never repeats", "mark = L.mark\n" + _N,
@@ -133,11 +141,17 @@ CALL_SHAPES = [
           "push_range(f'push {next(n)}')\npop_range()", "s = f'push {next(n)}'", plain_setup=_N),
     Shape("with_unbounded", "with annotate(f'request {n}'), n never repeats", _ANN + _N,
           "with annotate(f'with {next(n)}'):\n    pass", "s = f'with {next(n)}'", plain_setup=_N),
+    # a message used exactly twice (registered at its first call, prepared at its second)
+    Shape("mark_twice", "mark(m); mark(m), m used exactly twice", "mark = L.mark\n" + _N,
+          "m = f'twice {next(n)}'\nmark(m)\nmark(m)", "m = f'twice {next(n)}'", plain_setup=_N),
+    Shape("with_twice", "with annotate(m) x2, m used exactly twice", _ANN + _N,
+          "m = f'wtwice {next(n)}'\nwith annotate(m):\n    pass\nwith annotate(m):\n    pass",
+          "m = f'wtwice {next(n)}'", plain_setup=_N),
     Shape("domain_attrs_per_call", "Domain mark(get_event_attributes('x')) each call",
           "d = L.get_domain('bench')\n", "d.mark(d.get_event_attributes(message='x'))", "pass"),
 ]
 
-# Counters and binary payloads (issue 9): counter samples, and NumPy arrays / lists as extended
+# Counters and binary payloads: counter samples, and NumPy arrays / lists as extended
 # payloads. Their own family ("counters": bench_overhead.Counters), no spelling target.
 _DOM = "d = L.get_domain('bench')\n"
 _ARR = "import numpy as np\na = np.arange(16)\n"
@@ -264,11 +278,11 @@ class Timer:
         namespace["_clock"] = time.thread_time_ns
         exec(compile(source, f"<shape {shape.name}>", "exec"), namespace)  # noqa: S102
         self._run = namespace["run"]
-        self.once = _once(namespace, shape.plain if plain else shape.body, names)
         self._profile = namespace.get("profile") if shape.needs == "Profile" and not plain else None
 
     def run(self, number: int) -> int:
-        """Thread CPU ns for ``number`` iterations (``number * UNROLL`` bodies)."""
+        """Thread CPU ns for ``number`` iterations (``number * UNROLL`` bodies): time with
+        :func:`best_ns_per_op`."""
         if self._profile is not None:
             self._profile.enable()
             try:
@@ -277,29 +291,50 @@ class Timer:
                 self._profile.disable()
         return self._run(number)
 
-    def ns_per_op(self, repeats: int = 50, number: int = 2000) -> float:
-        """Minimum over ``repeats`` of ns per body, loop overhead included (subtract "empty")."""
-        return min(self.samples(repeats, number)) / (number * UNROLL)
 
-    def samples(self, repeats: int, number: int) -> List[int]:
-        gc_was_enabled = gc.isenabled()
-        gc.disable()
-        try:
-            self.run(max(1, number // 10))  # warm caches and first-use preparation
-            return [self.run(number) for _ in range(repeats)]
-        finally:
-            if gc_was_enabled:
-                gc.enable()
+def samples_ns(runs: Dict[str, Callable[[int], int]], repeats: int = REPEATS,
+               number: int = NUMBER) -> Dict[str, List[int]]:
+    """The sampling compare.py and the asv suite share: ``repeats`` samples of each ``run`` (a
+    :meth:`Timer.run`, or any callable that runs ``number`` iterations and returns their ns).
+
+    The runs' samples alternate (one sample of each, then again), so a noisy moment of a shared
+    machine hits an annotated body and its plain body alike. Each run first runs once, outside
+    the measurement (first-use preparation, caches). The cyclic garbage collector is off meanwhile.
+    """
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for run in runs.values():
+            run(max(1, number // 10))
+        out: Dict[str, List[int]] = {name: [] for name in runs}
+        for _ in range(repeats):
+            for name, run in runs.items():
+                out[name].append(run(number))
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return out
 
 
-def _once(namespace: Dict[str, Any], body: str, names: List[str]):
-    """A function that runs the body once (for asv's own time_* timing). The setup's names are its
-    globals, so what the body changes (``i += 1``: a payload or message that changes every call)
-    carries over to the next call; as parameters with defaults, every call sent the same value."""
-    declare = f"    global {', '.join(names)}\n" if names else ""
-    source = f"def once():\n{declare}{textwrap.indent(body, '    ')}\n"
-    exec(compile(source, "<once>", "exec"), namespace)  # noqa: S102
-    return namespace["once"]
+def best_ns_per_op(runs: Dict[str, Callable[[int], int]], repeats: int = REPEATS,
+                   number: int = NUMBER, per_number: int = UNROLL) -> Dict[str, float]:
+    """The measurement of compare.py and of the asv suite's per-call benchmarks: for each run,
+    the minimum over its :func:`samples_ns` of ns per body (``number * per_number`` bodies a
+    sample). The minimum keeps the quiet samples of a shared machine."""
+    samples = samples_ns(runs, repeats, number)
+    return {name: min(values) / (number * per_number) for name, values in samples.items()}
+
+
+def reported_ns(tool: str, body: float, plain: float, empty: float) -> float:
+    """The figure reported for a shape, from :func:`best_ns_per_op`'s ns per body of the annotated
+    body, of the plain body and of the empty loop.
+
+    With a tool ("null"): the overhead, ns above the same code without annotation (compare.py's
+    table). Without a tool ("none"): the absolute cost of the annotated body, ns above the empty
+    loop. That overhead is a few ns, and 0 by design where the call is an empty function (a
+    decorator that returns ``f`` itself), so a ratio of two runs of it would be a ratio of noise.
+    """
+    return body - plain if tool != "none" else body - empty
 
 
 # Floors (plain column only): what any pure-Python implementation pays on this interpreter before

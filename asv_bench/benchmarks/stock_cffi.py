@@ -40,6 +40,10 @@ int nvtxcffi_gil_held(void)
 #endif
 }
 #include "gil_release.h" /* c/trace_decode.c, compiled here too, releases the GIL in bulk calls */
+/* c/shim_internal.h: stock wrappers release the GIL around the call, so no Python error state is read */
+int nvtxcffi_tool_raised(void) { return 0; }
+void *nvtxcffi_lock_wait_begin(void) { return 0; }
+void nvtxcffi_lock_wait_end(void *state) { (void)state; }
 """
 
 _loaded: Optional[ModuleType] = None

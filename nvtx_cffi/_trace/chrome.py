@@ -28,12 +28,25 @@ import json
 import math
 from typing import IO, Any, Callable, Dict, List, Optional, Tuple
 
-from .fixedwidth import fixed_rows
+from .fixedwidth import fixed_rows, join_rows
 from .model import Mark, Range, Timeline
 
 __all__ = ["ChromeTraceWriter", "write_chrome_trace", "hex_color", "json_value"]
 
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=repr).encode
+#: a str as a JSON string (what _dumps does for one, without the encoder's call)
+_encode_str = json.encoder.encode_basestring  # (the C one where there is one; PyPy has its own)
+def _name_json(name: Any) -> str:
+    return _encode_str(name) if type(name) is str else _dumps(name)
+
+
+#: cached event heads (name, domain, category, colour): names may never repeat, so this many at most
+_HEAD_CACHE = 16384
+#: rows formatted one by one (each a few Python objects while formatted) are taken this many at a time
+_ROWS_AT_ONCE = 8192
+#: batches of at least this many payload-free push/pop rows and many names take the bulk path
+#: (:meth:`ChromeTraceWriter._ranges_by_style`); smaller ones are formatted row by row
+_NAMED_ROWS_MIN = 4096
 
 #: Strict JSON has no NaN or infinities (JSON.parse, which chrome://tracing uses, rejects them):
 #: they are written as these strings.
@@ -110,6 +123,7 @@ class ChromeTraceWriter:
         self.count = 0
         # Per-event text from cached fragments: names, categories and colours repeat, times do not.
         self._heads: Dict[tuple, Tuple[str, str]] = {}
+        self._style_parts: Dict[tuple, Tuple[str, str]] = {}  # (ph, domain, category, colour): all but the name
         self._write('{"displayTimeUnit":"ns","traceEvents":[\n')
 
     def _head(self, ph: str, name: str, domain: Optional[str], category: Optional[str],
@@ -117,13 +131,25 @@ class ChromeTraceWriter:
         key = (ph, name, domain, category, color)
         cached = self._heads.get(key)
         if cached is None:
-            if len(self._heads) > 100000:
-                self._heads.clear()  # bounded even with a unique name per range
-            extra = ',"s":"t"' if ph == "i" else ""
-            static_args = _dumps(_args(domain, category, color, None))[1:-1]
-            cached = self._heads[key] = (f'{{"name":{_dumps(name)},"cat":{_dumps(_cat(domain, category))},'
-                                         f'"ph":"{ph}"{extra}', static_args)
+            style = self._style_part(ph, domain, category, color)
+            if len(self._heads) >= _HEAD_CACHE:
+                self._heads.clear()  # bounded: a unique name per range keeps no more than this
+            cached = self._heads[key] = ('{"name":' + _name_json(name) + style[0], style[1])
         return cached
+
+    def _style_part(self, ph: str, domain: Optional[str], category: Optional[str],
+                    color: Optional[int]) -> Tuple[str, str]:
+        """The head's text after the name, and the static args, of one (ph, domain, category, colour)."""
+        style_key = (ph, domain, category, color)
+        style = self._style_parts.get(style_key)
+        if style is None:
+            if len(self._style_parts) >= _HEAD_CACHE:
+                self._style_parts.clear()
+            extra = ',"s":"t"' if ph == "i" else ""
+            style = self._style_parts[style_key] = (
+                f',"cat":{_dumps(_cat(domain, category))},"ph":"{ph}"{extra}',
+                _dumps(_args(domain, category, color, None))[1:-1])
+        return style
 
     def range(self, r: Range) -> None:
         """A complete range: ``X`` for push/pop, a ``b``/``e`` pair for start/end."""
@@ -171,12 +197,19 @@ class ChromeTraceWriter:
         """Per row: the cached (prefix, static args) of its name, domain, category and colour."""
         heads = []
         local: Dict[tuple, Tuple[str, str]] = {}
+        # every name of the rows looked up and spelt as JSON once (names may never repeat)
+        names = pb.texts(text) if hasattr(pb, "texts") else {t: pb.text(t) for t in set(text)}
+        name_json = {t: '{"name":' + _name_json(name) for t, name in names.items()}
+        parts: Dict[tuple, Tuple[str, str]] = {}  # (domain, category, colour, has colour): what follows the name
         for key in zip(text, dom, cat, color, has):
             head = local.get(key)
             if head is None:
                 t, d, c, argb, h = key
-                domain = pb.domain_name(d)
-                head = local[key] = self._head(ph, pb.text(t), domain, pb.category_name(d, c), argb if h else None)
+                part = parts.get(key[1:])
+                if part is None:
+                    part = parts[key[1:]] = self._style_part(ph, pb.domain_name(d), pb.category_name(d, c),
+                                                             argb if h else None)
+                head = local[key] = (name_json[t] + part[0], part[1])
             heads.append(head)
         return heads
 
@@ -229,8 +262,9 @@ class ChromeTraceWriter:
         pid = str(pb.pid)
         fast, slow = _split_rows(r, numpy, pb.unterminated)
         if fast is not None:
-            groups = _groups([r.text, r.domain, r.category, r.color, r.has_color], fast, numpy)
-            if len(groups) * 64 <= len(fast):  # few styles: blocks pay off
+            groups = _groups([r.text, r.domain, r.category, r.color, r.has_color], fast, numpy,
+                             max_groups=len(fast) // 64)
+            if groups is not None:  # few styles: blocks pay off
                 for rows in groups:
                     i = int(rows[0])
                     head, static = self._head("X", pb.text(int(r.text[i])), pb.domain_name(int(r.domain[i])),
@@ -251,10 +285,43 @@ class ChromeTraceWriter:
                              ',"args":{' + static + "}}"]
                     self._write_block(fixed_rows(parts, cols, zero_pad=(1, 3), use_numpy=numpy, as_buffer=True))
                 self.count += len(fast)
+            elif numpy and self._ranges_by_style(pb, r, fast):
+                self.count += len(fast)
             else:
                 slow = sorted(list(fast) + list(slow)) if slow is not None else list(fast)
         if slow is not None and len(slow):
             self._ranges_by_row(pb, r, slow)
+
+    def _ranges_by_style(self, pb: Any, r: Any, rows: Any) -> bool:
+        """Push/pop ranges of many names (NumPy): blocks per (domain, category, colour), each row
+        its name's bytes then fixed-width fields, formatted at once. False (nothing written) when
+        there are too few rows, too many styles or no byte access to the names."""
+        import numpy as np
+
+        raw_many = getattr(pb.strings, "raw_many", None)
+        if raw_many is None or len(rows) < _NAMED_ROWS_MIN:
+            return False
+        groups = _groups([r.domain, r.category, r.color, r.has_color], rows, True, max_groups=len(rows) // 64)
+        if groups is None:
+            return False
+        pid = str(pb.pid)
+        text_col = np.asarray(r.text)
+        for group in groups:
+            i = int(group[0])
+            d = int(r.domain[i])
+            style, static = self._style_part("X", pb.domain_name(d), pb.category_name(d, int(r.category[i])),
+                                             int(r.color[i]) if r.has_color[i] else None)
+            parts = ['"' + style + ',"ts":', ".", ',"dur":', ".", ',"pid":' + pid + ',"tid":',
+                     ',"args":{' + static + "}}"]
+            for at in range(0, len(group), _ROWS_AT_ONCE):
+                sub = group[at:at + _ROWS_AT_ONCE]
+                data, start, length = _json_name_bytes(pb, raw_many, text_col[sub])
+                begin = r.start[sub] - self._t0
+                dur = r.end[sub] - self._t0 - begin
+                fixed = fixed_rows(parts, [begin // 1000, begin % 1000, dur // 1000, dur % 1000, r.tid[sub]],
+                                   zero_pad=(1, 3), use_numpy=True, as_buffer=True)
+                self._write_block(_join_rows(b',\n{"name":"', data, start, length, fixed))
+        return True
 
     def _write_block(self, data: Any) -> None:
         if not len(data):
@@ -265,6 +332,10 @@ class ChromeTraceWriter:
         self._sep = ",\n"
 
     def _ranges_by_row(self, pb: Any, r: Any, rows: Any) -> None:
+        for at in range(0, len(rows), _ROWS_AT_ONCE):  # bounded: Python objects per row while formatting
+            self._ranges_rows(pb, r, rows[at:at + _ROWS_AT_ONCE])
+
+    def _ranges_rows(self, pb: Any, r: Any, rows: Any) -> None:
         sub = _subset(r, rows)
         tid, start, end, text, dom, cat, color, has, ptype, payload = sub.lists(
             "tid", "start", "end", "text", "domain", "category", "color", "has_color", "ptype", "payload")
@@ -313,8 +384,11 @@ class ChromeTraceWriter:
         self._sep = ",\n"
         self.count += len(m)
 
-    def counter(self, pid: int, name: str, unit: Optional[str], time_ns: int, value: float) -> None:
-        """One counter sample: a ``"C"`` event of process ``pid``; the series is named by ``unit``."""
+    def counter(self, pid: int, name: str, unit: Optional[str], time_ns: int, value: Optional[float],
+                track: Any = None, no_value: Optional[str] = None) -> None:
+        """One counter sample: a ``"C"`` event of process ``pid``; the series is named by ``unit``.
+        A gap (``value`` None: an unavailable sample) is written as ``null``; NaN and infinities as
+        ``"NaN"``, ``"Infinity"``, ``"-Infinity"``."""
         self._write(f'{self._sep}{{"name":{_dumps(name)},"ph":"C","ts":{(time_ns - self._t0) / 1000.0!r},'
                     f'"pid":{pid},"args":{{{_dumps(unit or "value")}:{json_value(value)}}}}}')
         self._sep = ",\n"
@@ -373,6 +447,55 @@ class _Sub:
         return out
 
 
+#: JSON-escaped if they hold one of these bytes (or a non-ASCII one: decoded by Python, which replaces
+#: invalid UTF-8): control characters, ``"`` and ``\\``
+_PLAIN_BYTE = None
+
+
+def _json_name_bytes(pb: Any, raw_many: Any, text_ids: Any) -> Tuple[Any, Any, Any]:
+    """The names of ``text_ids`` (one per row) as the UTF-8 of their JSON strings without the quotes:
+    ``(data, start, length)`` per row into ``data`` (NumPy). Names whose bytes need no escaping are
+    taken as they are, in bulk; the others (escapes, non-ASCII, empty or unknown) as Python does."""
+    import numpy as np
+
+    global _PLAIN_BYTE
+    if _PLAIN_BYTE is None:
+        plain = np.zeros(256, dtype=bool)
+        plain[0x20:0x80] = True
+        plain[[ord('"'), ord("\\")]] = False
+        _PLAIN_BYTE = plain
+    data, lengths = raw_many(text_ids)
+    take = np.maximum(lengths, 0)
+    ends = np.cumsum(take)
+    start = ends - take
+    bad = np.concatenate(([0], np.cumsum(~_PLAIN_BYTE[data])))
+    other = np.flatnonzero((lengths <= 0) | (bad[ends] != bad[start]))
+    if len(other):
+        ids = text_ids[other].tolist()
+        names = pb.texts(ids)
+        extra = [_name_json(names[t])[1:-1].encode("utf-8") for t in ids]
+        start = start.copy()
+        length = take.copy()
+        extra_len = np.fromiter(map(len, extra), dtype=np.int64, count=len(extra))
+        start[other] = len(data) + np.cumsum(extra_len) - extra_len
+        length[other] = extra_len
+        data = np.concatenate((data, np.frombuffer(b"".join(extra), dtype=np.uint8)))
+        return data, start, length
+    return data, start, take
+
+
+def _join_rows(head: bytes, data: Any, start: Any, length: Any, fixed: Any) -> Any:
+    """Rows ``head + data[start:start + length] + fixed row`` (``fixed``: equal rows, one per row), as
+    one buffer."""
+    import numpy as np
+
+    n = len(length)
+    zeros = np.zeros(n, dtype=np.int64)
+    out = join_rows(np.frombuffer(head, dtype=np.uint8), zeros, zeros + len(head), data, start, length,
+                    np.frombuffer(fixed, dtype=np.uint8).reshape(n, -1))
+    return memoryview(out)
+
+
 def _subset(cols: Any, rows: Any) -> _Sub:
     return _Sub(cols, rows)
 
@@ -401,8 +524,9 @@ def _np_arange(n: int) -> Any:
     return np.arange(n)
 
 
-def _groups(cols: List[Any], rows: Any, numpy: bool) -> List[Any]:
-    """``rows`` grouped by equal values in ``cols``: groups in order of first row, rows in order."""
+def _groups(cols: List[Any], rows: Any, numpy: bool, max_groups: Optional[int] = None) -> Optional[List[Any]]:
+    """``rows`` grouped by equal values in ``cols``: groups in order of first row, rows in order.
+    None when there are more than ``max_groups`` groups (not split: a row per name costs no split)."""
     if not len(rows):
         return []
     if numpy:
@@ -415,7 +539,10 @@ def _groups(cols: List[Any], rows: Any, numpy: bool) -> List[Any]:
         for k in keys:
             ks = k[order]
             change[1:] |= ks[1:] != ks[:-1]
-        parts = np.split(rows[order], np.flatnonzero(change)[1:])
+        cuts = np.flatnonzero(change)[1:]
+        if max_groups is not None and len(cuts) + 1 > max_groups:
+            return None
+        parts = np.split(rows[order], cuts)
         parts.sort(key=lambda g: int(g[0]))
         return parts
     groups: Dict[tuple, list] = {}
@@ -425,6 +552,8 @@ def _groups(cols: List[Any], rows: Any, numpy: bool) -> List[Any]:
         if group is None:
             group = groups[key] = []
         group.append(i)
+    if max_groups is not None and len(groups) > max_groups:
+        return None
     return list(groups.values())
 
 

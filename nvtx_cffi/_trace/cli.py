@@ -1,4 +1,5 @@
-"""``python -m nvtx_cffi trace``: run a program with the NVTX recorder, write a Chrome/Perfetto trace.
+"""``python -m nvtx_cffi trace``: run a program with the NVTX recorder, write a Chrome/Perfetto trace;
+``python -m nvtx_cffi convert``: write the trace of a recording kept with ``--record-dir``.
 
 Usage::
 
@@ -6,6 +7,20 @@ Usage::
     python -m nvtx_cffi trace [options] -m package.module [args...]
     python -m nvtx_cffi trace --profile [--no-linenos] [--annotate-cfuncs] [--include PAT]
                               [--exclude PAT] [--max-depth N] script.py [args...]
+    python -m nvtx_cffi trace --stats --no-output script.py [args...]     # the summary, no trace file
+    python -m nvtx_cffi convert RECORDING_DIR [-o out.json|out.pftrace|out.sqlite | --no-output]
+                                [--stats] [--png PIC.png] [--progress] [--run ID|all]
+
+``convert`` reads a directory that ``trace --record-dir DIR`` kept (or that processes started with
+``nvtx_cffi.recorder.environment(DIR)`` wrote) and writes what ``trace -o`` would have written
+for it: the same trace, summary, picture, lines and exit statuses, through the same output step
+(:func:`_output_step`). A directory that is missing, empty, holds no record file, a file that is
+not a recording, or the recordings of more than one run (:mod:`.runs`; ``--run ID`` picks one,
+``--run all`` merges them) is one ``error:`` line naming it, exit status 2. Default output:
+``<directory name>.trace.json``.
+
+``--no-output`` (with ``--stats`` and/or ``--png``: without either it would produce nothing, and
+with ``-o`` it contradicts it, both usage errors) converts without writing a trace file.
 
 ``--profile`` runs the program under :class:`nvtx_cffi.Profile` (the child is
 ``python -m nvtx_cffi <profile options> -- script.py -- args...``), so every Python call becomes a
@@ -17,13 +32,15 @@ interpreter's flags (``-O``, ``-W``, ``-X`` ...); the script may be a directory 
 (128 + N when a signal N killed it); 2 for the tracer's own usage errors (script not found, output
 not writable, recorder library or matplotlib missing), before the program runs. When the trace or
 the ``--png`` picture cannot be written (a full disk, the recording removed by the program), the
-program's status if it failed, else 2.
+program's status if it failed, else 2; a trace that cannot be written, or a record file the reader
+refuses, leaves the recording in place and the message says where.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
 import glob
+import hashlib
 import os
 import re
 import secrets
@@ -31,13 +48,15 @@ import shutil
 import signal
 import sys
 import tempfile
-from typing import Iterator, List, Optional, Tuple
+import warnings
+from typing import Iterator, List, Optional, Tuple, Union
 
 from .._profile_cli import add_profile_options
-from .convert import FORMATS, convert, format_for
+from .convert import FORMATS, RecordingError, convert, format_for
 from .counters import CounterStats
 from .progress import Progress
 from .runner import command_for, exit_status, interpreter_flags, run, wait_for_recording
+from .runs import RecordingDirError, find_runs, read_run_info, select_run, write_run_info
 from .stats import StatsCollector, format_summary
 
 try:
@@ -45,9 +64,10 @@ try:
 except ImportError:  # pragma: no cover - a Python without sqlite3 writes no .sqlite either
     _SqliteWriteError = OSError
 
-__all__ = ["main", "TraceError"]
+__all__ = ["main", "convert_main", "TraceError"]
 
 PROG = "python -m nvtx_cffi trace"
+CONVERT_PROG = "python -m nvtx_cffi convert"
 PERFETTO_URL = "https://ui.perfetto.dev"
 
 # Options that take a value: needed to find where the program's command line starts.
@@ -115,18 +135,12 @@ def _parser() -> argparse.ArgumentParser:
                     "included) and write its NVTX ranges and marks as a Chrome Trace Event JSON file "
                     f"for {PERFETTO_URL} or chrome://tracing.",
         epilog="Exit status: the program's (128+N if signal N killed it); 2 for usage errors.")
-    p.add_argument("-o", "--output", metavar="TRACE.json",
-                   help="trace file to write (default: <script or module name>.trace.json); its ending picks "
-                        f"the format: {', '.join(FORMATS)} (JSON, Perfetto protobuf, SQLite in Nsight's schema)")
-    p.add_argument("--stats", action="store_true",
-                   help="print a summary table per range name (count, total, avg, median, min, max, stddev)")
-    p.add_argument("--png", metavar="TIMELINE.png", help="also draw a timeline picture (needs matplotlib)")
+    _add_output_options(p, "<script or module name>")
     p.add_argument("--max-bytes", type=_byte_size, metavar="SIZE",
                    help="bound of each process's record file (e.g. 64M, 2G, 1T); events past it are dropped "
                         "and counted (default: the recorder's, 4G)")
     p.add_argument("--record-dir", metavar="DIR",
                    help="keep the raw per-process recordings in DIR (default: a temporary directory, removed)")
-    p.add_argument("--progress", action="store_true", help="always report conversion progress on stderr")
     p.add_argument("--wait", type=_seconds, default=DEFAULT_WAIT, metavar="SECONDS",
                    help="after the program exits, wait this long for processes it left running that "
                         f"still record (default {DEFAULT_WAIT:g}); the summary names any cut off")
@@ -138,6 +152,46 @@ def _parser() -> argparse.ArgumentParser:
                          help="run the program under nvtx_cffi.Profile (python -m nvtx_cffi ...)")
     add_profile_options(profile)
     return p
+
+
+def _add_output_options(p: argparse.ArgumentParser, default_name: str) -> None:
+    """The options of what a conversion produces, the same for ``trace`` and ``convert``."""
+    p.add_argument("-o", "--output", metavar="TRACE.json",
+                   help=f"trace file to write (default: {default_name}.trace.json); its ending picks "
+                        f"the format: {', '.join(FORMATS)} (JSON, Perfetto protobuf, SQLite in Nsight's schema)")
+    p.add_argument("--no-output", action="store_true",
+                   help="write no trace file, only what --stats and/or --png produce (one of them is needed)")
+    p.add_argument("--stats", action="store_true",
+                   help="print a summary table per range name (count, total, avg, median, min, max, stddev)")
+    p.add_argument("--png", metavar="TIMELINE.png", help="also draw a timeline picture (needs matplotlib)")
+    p.add_argument("--progress", action="store_true", help="always report conversion progress on stderr")
+
+
+def _check_outputs(opts: argparse.Namespace, default_name: str) -> Tuple[Optional[str], Optional[str]]:
+    """(trace file or None for --no-output, PNG file or None), checked before anything runs:
+    :class:`TraceError` for a contradiction, an unknown format or a file that cannot be written."""
+    if opts.no_output and opts.output is not None:
+        msg = "--no-output writes no trace file: leave out -o/--output, or --no-output"
+        raise TraceError(msg)
+    if opts.no_output and not (opts.stats or opts.png):
+        msg = "--no-output without --stats or --png would produce nothing: add --stats and/or --png PIC.png"
+        raise TraceError(msg)
+    output = None
+    if not opts.no_output:
+        output = _check_writable(opts.output or f"{default_name}.trace.json", "trace")
+        try:
+            format_for(output)
+        except ValueError as exc:
+            raise TraceError(str(exc)) from None
+    png = _check_writable(opts.png, "PNG") if opts.png else None
+    if png is not None:
+        from .png import _load_pyplot
+
+        try:
+            _load_pyplot()
+        except RuntimeError as exc:
+            raise TraceError(str(exc)) from None
+    return output, png
 
 
 def _profile_flags(opts: argparse.Namespace) -> List[str]:
@@ -191,24 +245,60 @@ def _check_writable(path: str, what: str) -> str:
     if not os.path.isdir(parent):
         msg = f"cannot write {what} {path!r}: directory {parent!r} does not exist"
         raise TraceError(msg)
+    length, name_max = len(os.fsencode(os.path.basename(path))), _name_max(parent)
+    if length > name_max:
+        msg = f"cannot write {what} {path!r}: file name too long ({length} bytes; the file system takes {name_max})"
+        raise TraceError(msg)
     if not os.access(parent, os.W_OK | os.X_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
         msg = f"cannot write {what} {path!r}: permission denied"
         raise TraceError(msg)
     return path
 
 
+def _name_max(directory: str) -> int:
+    """The longest file name (bytes) ``directory``'s file system takes."""
+    try:
+        return int(os.pathconf(directory or ".", "PC_NAME_MAX"))
+    except (OSError, ValueError, AttributeError):  # unknown: the common bound
+        return 255
+
+
+def _partial_name(output: str, token: str) -> str:
+    """The temporary file beside ``output``: ``.NAME.<token>.partial``, or, where that is longer
+    than the file system takes, ``.nvtx-cffi-<hash of NAME>.<token>.partial`` (48 bytes), so any
+    name :func:`_check_writable` lets through before the program runs can be written."""
+    directory, name = os.path.split(output)
+    partial = f".{name}.{token}.partial"
+    if len(os.fsencode(partial)) > _name_max(directory or "."):
+        partial = f".nvtx-cffi-{hashlib.sha256(os.fsencode(name)).hexdigest()[:16]}.{token}.partial"
+    return os.path.join(directory or ".", partial)
+
+
 def _recorder_environment(directory: str, max_bytes: Optional[int]) -> dict:
+    """The recorder's environment for the program: a new run id, or, for a tracer run inside a
+    traced program (whose recordings are shared with the enclosing one), the enclosing run's id,
+    so that the enclosing recording stays one run."""
     try:
         from .. import recorder
     except ImportError as exc:
         msg = f"the NVTX recorder is not available in this nvtx-cffi installation ({exc})"
         raise TraceError(msg) from None
-    path = recorder.library_path()
+    try:
+        path = recorder.library_path()
+    except FileNotFoundError as exc:
+        path = exc.filename
     if not os.path.isfile(path):
         msg = (f"the NVTX recorder library is missing: {path} (reinstall nvtx-cffi with a C compiler "
                "available: pip install --force-reinstall --no-binary nvtx-cffi nvtx-cffi)")
         raise TraceError(msg)
-    return recorder.environment(directory, max_bytes=max_bytes)
+    run_id = None
+    outer = os.environ.get("NVTX_CFFI_RECORD_DIR")
+    if outer and os.path.isdir(outer) and os.path.realpath(outer) != os.path.realpath(directory):
+        with contextlib.suppress(ValueError):
+            run_id = int(os.environ.get("NVTX_CFFI_RECORD_RUN", ""), 16) or None
+            if run_id is not None and run_id >> 64:
+                run_id = None
+    return recorder.environment(directory, max_bytes=max_bytes, run_id=run_id)
 
 
 def _prepare_record_dir(record_dir: Optional[str]) -> Tuple[str, bool]:
@@ -238,13 +328,12 @@ def _atomic_output(output: str) -> Iterator[str]:
     partial file; two tracers writing the same ``output`` each rename a complete file (the last
     one wins), never a mix.
     """
-    directory, name = os.path.split(output)
     partial = ""
     try:
         # The name is set before the file exists, and created inside the try: a SIGTERM (raised
         # as _Terminated at any bytecode) right after the creation still finds the file to remove.
         for _ in range(100):
-            partial = os.path.join(directory or ".", f".{name}.{secrets.token_hex(6)}.partial")
+            partial = _partial_name(output, secrets.token_hex(6))
             try:
                 os.close(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600))
                 break
@@ -325,10 +414,13 @@ def _share_with_enclosing_trace(record_dir: str) -> Optional[str]:
     return outer if shared else None
 
 
-def _convert(opts: argparse.Namespace, record_dir: str, root_pid: int, root_name: str, output: str,
-             png: Optional[str]) -> None:
-    """Convert the recording in batches into the trace file: memory for a batch and what is open."""
-    progress = Progress(force=opts.progress)
+def _convert(opts: argparse.Namespace, source: Union[str, List[str]], root_pid: Optional[int],
+             root_name: Optional[str], output: Optional[str], png: Optional[str], *, prog: str = PROG,
+             title: Optional[str] = None) -> None:
+    """Convert the recording in batches into the trace file (``output`` None: none, ``--no-output``),
+    the summary and the picture (titled ``title``, default ``root_name``): memory for a batch and
+    what is open. Lines start with ``prog``, the command's name."""
+    progress = Progress(prog, force=opts.progress)
     stats = StatsCollector() if opts.stats else None
     counter_stats = CounterStats() if opts.stats else None
     picture = None
@@ -336,11 +428,18 @@ def _convert(opts: argparse.Namespace, record_dir: str, root_pid: int, root_name
         from .png import PngCollector
 
         picture = PngCollector()
-    with _atomic_output(output) as partial:
-        timeline = convert(record_dir, partial, format_for(output), stats=stats, picture=picture,
-                           progress=lambda done, total: progress.update("converting", done, total),
+    written = _atomic_output(output) if output is not None else contextlib.nullcontext(None)
+    with written as partial, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RuntimeWarning)
+        timeline = convert(source, partial, format_for(output) if output is not None else None, stats=stats,
+                           picture=picture, progress=lambda done, total: progress.update("converting", done, total),
                            root_pid=root_pid, root_name=root_name, counter_stats=counter_stats)
     progress.done()
+    for w in caught:  # the decoder's (counter samples it could not place): one line each, as ours
+        if issubclass(w.category, RuntimeWarning):
+            print(f"{prog}: WARNING: {w.message}", file=sys.stderr)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     if stats is not None:
         summary = "\n" + format_summary(timeline, stats.rows())
         if counter_stats:
@@ -348,23 +447,59 @@ def _convert(opts: argparse.Namespace, record_dir: str, root_pid: int, root_name
         _write_stdout(summary)
     # processes that recorded NVTX events or counter samples (a program may only sample counters)
     processes = len({pid for pid, _ in timeline.threads} | timeline.counter_pids)
-    shown = os.path.relpath(output) if output.startswith(os.getcwd() + os.sep) else output
     if not timeline.event_count and not timeline.counter_samples:
-        print(f"{PROG}: no NVTX events were recorded (does the program annotate with NVTX? is NVTX_DISABLE set?)",
+        print(f"{prog}: no NVTX events were recorded (does the program annotate with NVTX? is NVTX_DISABLE set?)",
               file=sys.stderr)
     elif timeline.dropped and not opts.stats:
-        print(f"{PROG}: WARNING: {timeline.dropped} event(s) were dropped (raise --max-bytes)", file=sys.stderr)
+        print(f"{prog}: WARNING: {timeline.dropped} event(s) were dropped (raise --max-bytes)", file=sys.stderr)
     samples = f"{timeline.counter_samples} counter samples, " if timeline.counter_samples else ""
-    print(f"{PROG}: wrote {shown} ({timeline.range_count} ranges, {timeline.mark_count} marks, {samples}"
-          f"{processes} process(es)); open it at {PERFETTO_URL}", file=sys.stderr)
+    counts = f"{timeline.range_count} ranges, {timeline.mark_count} marks, {samples}{processes} process(es)"
+    if output is None:
+        print(f"{prog}: no trace file written (--no-output; {counts})", file=sys.stderr)
+    else:
+        shown = os.path.relpath(output) if output.startswith(os.getcwd() + os.sep) else output
+        print(f"{prog}: wrote {shown} ({counts}); open it at {PERFETTO_URL}", file=sys.stderr)
     if png is not None:
         from .png import write_png
 
         try:
-            write_png(timeline, png, title=f"NVTX timeline: {root_name}", collected=picture)
+            write_png(timeline, png, title=f"NVTX timeline: {title or root_name}", collected=picture)
         except (OSError, RuntimeError) as exc:  # the trace is written and said so: this is the picture's
             raise _PngError(str(exc)) from None
-        print(f"{PROG}: wrote {png}", file=sys.stderr)
+        print(f"{prog}: wrote {png}", file=sys.stderr)
+
+
+def _output_step(prog: str, opts: argparse.Namespace, source: Union[str, List[str]], root_pid: Optional[int],
+                 root_name: Optional[str], output: Optional[str], png: Optional[str], *, title: str,
+                 kept: str = "") -> Tuple[bool, bool]:
+    """Write the trace, summary and picture of ``source``, as ``trace`` and ``convert`` both do;
+    a failure is one ``error:`` line (``kept``: what to add about the recording left in place).
+    Returns (written, keep the recording): (False, True) when the recording is whole but the
+    trace could not be made from it (kept, to convert again), (False, False) for the picture."""
+    not_written = f"; {output} was not written" if output is not None else ""
+    try:
+        _convert(opts, source, root_pid, root_name, output, png, prog=prog, title=title)
+    except _PngError as exc:
+        print(f"{prog}: error: could not write the PNG: {exc}", file=sys.stderr)
+        return False, False
+    except RecordingError as exc:  # a record file the reader refuses: kept to look at
+        print(f"{prog}: error: cannot read the recording: {exc}{not_written}{kept}", file=sys.stderr)
+        return False, True
+    except _WRITE_ERRORS as exc:  # the recording is whole: kept, to convert again
+        print(f"{prog}: error: could not write the trace: {exc}{kept}", file=sys.stderr)
+        return False, True
+    return True, False
+
+
+def _stopped(prog: str, output: Optional[str], exc: BaseException) -> int:
+    """The line and exit status of a conversion stopped by Ctrl-C (130) or a signal N (128 + N)."""
+    if isinstance(exc, _Terminated):
+        tail = f"; {output} was not written" if output is not None else ""
+        print(f"{prog}: terminated by signal {exc.signum}{tail}", file=sys.stderr)
+        return 128 + exc.signum
+    tail = f"; {output} was not written (a previous file there is left as it was)" if output is not None else ""
+    print(f"{prog}: interrupted{tail}", file=sys.stderr)
+    return 130
 
 
 def _write_stdout(text: str) -> None:
@@ -417,19 +552,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             msg = f"script {script!r} {problem}"
             raise TraceError(msg)
         name = module if module is not None else os.path.splitext(os.path.basename(os.path.abspath(script)))[0]
-        output = _check_writable(opts.output or f"{name}.trace.json", "trace")
-        try:
-            format_for(output)
-        except ValueError as exc:
-            raise TraceError(str(exc)) from None
-        png = _check_writable(opts.png, "PNG") if opts.png else None
-        if png is not None:
-            from .png import _load_pyplot
-
-            try:
-                _load_pyplot()
-            except RuntimeError as exc:
-                raise TraceError(str(exc)) from None
+        output, png = _check_outputs(opts, name)
         record_dir, remove = _prepare_record_dir(opts.record_dir)
     except TraceError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
@@ -448,12 +571,14 @@ def main(argv: Optional[List[str]] = None) -> int:
             print(f"{PROG}: the program was killed by signal {-returncode}; writing what it recorded",
                   file=sys.stderr)
         root_name = " ".join(["python", "-m", module] if module else ["python", script or ""])
+        # for `convert` of a kept recording: the program's name, as this trace gives it
+        write_run_info(record_dir, int(env["NVTX_CFFI_RECORD_RUN"], 16), root_pid, root_name)
         with _terminate_cleanly():
             still = wait_for_recording(record_dir, opts.wait)
             if not os.path.isdir(record_dir):
                 # The program (or a process it started) removed its recording: nothing to convert.
-                print(f"{PROG}: error: the recording directory {record_dir} was removed while the program ran; "
-                      f"{output} was not written", file=sys.stderr)
+                print(f"{PROG}: error: the recording directory {record_dir} was removed while the program ran"
+                      + (f"; {output} was not written" if output is not None else ""), file=sys.stderr)
                 return status or 2
             if still:
                 # Processes the program left running (daemons, background children): what they
@@ -467,22 +592,65 @@ def main(argv: Optional[List[str]] = None) -> int:
             if outer is not None:
                 print(f"{PROG}: traced inside another trace: these events are also in its recording "
                       f"({outer})", file=sys.stderr)
-            try:
-                _convert(opts, record_dir, root_pid, root_name, output, png)
-            except _PngError as exc:
-                print(f"{PROG}: error: could not write the PNG: {exc}", file=sys.stderr)
-                return status or 2
-            except _WRITE_ERRORS as exc:
-                print(f"{PROG}: error: could not write the trace: {exc}", file=sys.stderr)
+            written, keep = _output_step(PROG, opts, record_dir, root_pid, root_name, output, png,
+                                         title=root_name, kept=f"; the recording is kept in {record_dir}")
+            if keep:
+                remove = False
+            if not written:
                 return status or 2
         return status
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted; {output} was not written (a previous file there is left as it was)",
-              file=sys.stderr)
-        return 130
-    except _Terminated as exc:
-        print(f"{PROG}: terminated by signal {exc.signum}; {output} was not written", file=sys.stderr)
-        return 128 + exc.signum
+    except (KeyboardInterrupt, _Terminated) as exc:
+        return _stopped(PROG, output, exc)
     finally:
         if remove:
             shutil.rmtree(record_dir, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- convert
+
+
+def _convert_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=CONVERT_PROG,
+        allow_abbrev=False,
+        description="Write the trace of a recording kept with `python -m nvtx_cffi trace --record-dir DIR` "
+                    "(or written by processes started with nvtx_cffi.recorder.environment(DIR)): the same "
+                    "trace, --stats summary and --png picture as the trace command's.",
+        epilog="Exit status: 0; 2 for usage errors and recordings that cannot be read or written.")
+    p.add_argument("recording", metavar="RECORDING_DIR", help="the directory of *.nvtxrec record files")
+    _add_output_options(p, "<directory name>")
+    p.add_argument("--run", metavar="ID",
+                   help="the run to convert when the directory holds several (its id, or a prefix of it, as "
+                        "the error lists them; 'none' for files without one), or 'all' to merge them")
+    return p
+
+
+def convert_main(argv: Optional[List[str]] = None) -> int:
+    """``python -m nvtx_cffi convert`` with ``argv`` (without the ``convert`` word); returns the exit status."""
+    if argv is None:
+        argv = sys.argv[2:]
+    opts = _convert_parser().parse_args(list(argv))
+    output: Optional[str] = None
+    try:
+        directory = os.path.abspath(opts.recording)
+        runs = select_run(directory, find_runs(directory), opts.run)
+        output, png = _check_outputs(opts, os.path.basename(directory) or "recording")
+    except (TraceError, RecordingDirError) as exc:
+        print(f"{CONVERT_PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    paths = [path for r in runs for path in r.paths]
+    root_pid, root_name = read_run_info(directory, runs)
+    from .. import recorder
+
+    with contextlib.suppress(OSError, AttributeError):
+        still = set(recorder.active_files(directory)) & set(paths)
+        if still:
+            print(f"{CONVERT_PROG}: WARNING: {len(still)} process(es) still record into {directory}: the trace "
+                  "holds their events up to now", file=sys.stderr)
+    try:
+        with _terminate_cleanly():
+            written, _keep = _output_step(CONVERT_PROG, opts, paths, root_pid, root_name, output, png,
+                                          title=root_name or directory)
+        return 0 if written else 2
+    except (KeyboardInterrupt, _Terminated) as exc:
+        return _stopped(CONVERT_PROG, output, exc)

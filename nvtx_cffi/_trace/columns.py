@@ -19,7 +19,7 @@ Conventions (those of the READER-API): ``text`` indexes ``strings`` and 0 means 
 from __future__ import annotations
 
 import struct
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from .. import recorder as _rec
 
@@ -98,7 +98,7 @@ class RecordBatch:
     """
 
     __slots__ = ("pid", "image", "numpy", "strings", "domains", "category_names", "kind", "tid", "time", "domain",
-                 "text", "color", "has_color", "category", "ptype", "payload", "arg", "blobs")
+                 "text", "color", "has_color", "category", "ptype", "payload", "arg", "blobs", "info")
 
     def __init__(self, pid: int, numpy: bool, strings: Any, domains: Dict[int, Optional[str]],
                  category_names: Dict[Tuple[Optional[str], int], str], image: int = 0) -> None:
@@ -108,6 +108,8 @@ class RecordBatch:
         #: the reader's variable-length records of this batch (``recorder.Blob``: counter groups and
         #: samples, payload schemas): what counter tracks are made of
         self.blobs: List[Any] = []
+        #: the image's ``recorder.ProcessInfo`` (its payload-extension registrations, its clocks)
+        self.info: Any = None
         self.numpy = numpy
         self.strings = strings
         self.domains = domains
@@ -131,18 +133,24 @@ class Source:
         raise NotImplementedError
 
 
-def open_recording(source: str, numpy: Optional[bool] = None,
+def open_recording(source: Union[str, Sequence[str]], numpy: Optional[bool] = None,
                    progress: Optional[Callable[[int, int], None]] = None) -> Source:
-    """The best :class:`Source` for a directory (every ``*.nvtxrec``) or one record file.
+    """The best :class:`Source` for a directory (every ``*.nvtxrec``), one record file, or a list of
+    record files (one run of a directory that holds several: :mod:`.runs`).
 
     ``numpy=False`` forces the pure-Python source (what PyPy gets); ``None``: NumPy when importable.
     ``progress(done_bytes, total_bytes)`` is called as the batches are read.
     """
     if numpy is None:
         numpy = HAVE_NUMPY
+    if isinstance(source, str):
+        if not numpy or not HAVE_NUMPY:
+            return _EventSource(_rec.stream(source, progress=progress))
+        return _BlockSource(_rec.blocks(source, progress=progress, max_events=BATCH_EVENTS))
+    paths = [str(p) for p in source]
     if not numpy or not HAVE_NUMPY:
-        return _EventSource(source, progress)
-    return _BlockSource(_rec.blocks(source, progress=progress, max_events=BATCH_EVENTS))
+        return _EventSource(_rec.EventStream(paths, progress))
+    return _BlockSource(_rec.BlockStream(paths, progress, BATCH_EVENTS, False))
 
 
 # --------------------------------------------------------------------------- recorder.blocks()
@@ -177,6 +185,7 @@ class _BlockSource(Source):
             b.payload = ev["payload"]
             b.arg = ev["range_id"]
             b.blobs = list(getattr(block, "blobs", None) or [])
+            b.info = info
             yield b
 
 
@@ -202,9 +211,7 @@ def _raw_payload(ptype: Optional[str], value: Any) -> Tuple[int, int]:
 class _EventSource(Source):
     """Batches of Python lists from the Event API (no NumPy needed): PyPy's path."""
 
-    def __init__(self, source: str, progress: Optional[Callable[[int, int], None]] = None) -> None:
-        self._source = source
-        stream = _rec.stream(source, progress=progress)
+    def __init__(self, stream: Any) -> None:
         self._stream = stream
         self.processes = stream.processes
         self.dropped = stream.dropped
@@ -214,6 +221,7 @@ class _EventSource(Source):
 
     def batches(self) -> Iterator[RecordBatch]:
         domain_ids: Dict[int, Dict[Optional[str], int]] = {}
+        images = {(i.pid, i.exec_gen): i for i in getattr(self._stream, "images", ())}
         batch: Optional[RecordBatch] = None
         ids: Dict[str, int] = {}
         for ev in self._stream:
@@ -230,6 +238,7 @@ class _EventSource(Source):
                 per_pid = domain_ids.setdefault(pid, {None: 0})
                 batch = RecordBatch(pid, False, [None], {i: name for name, i in per_pid.items()},
                                     dict(getattr(info, "category_names", None) or {}), image)
+                batch.info = images.get((pid, image))
                 for name in ("kind", "tid", "time", "domain", "text", "color", "has_color", "category", "ptype",
                              "payload", "arg"):
                     setattr(batch, name, [])

@@ -3,8 +3,15 @@
 The output format follows the file name (:func:`format_for`): Chrome Trace Event JSON
 (``.json``, the default), Perfetto's protobuf trace (``.pftrace``, ``.perfetto-trace``) or an
 SQLite database in Nsight Systems' export schema (``.sqlite``, ``.db``, ``.sqlite3``). Every writer
-has the same four methods: ``batch(paired_batch)``, ``counter(pid, name, unit, time_ns, value)``,
-``finish(timeline) -> int`` (events written) and ``close()``.
+has the same four methods: ``batch(paired_batch)``, ``counter(pid, name, unit, time_ns, value,
+track=None, no_value=None)`` (``value`` None: a gap; ``track`` a :class:`~.counters.CounterTrack`),
+``finish(timeline) -> int`` (events written) and ``close()``. Without an output (``convert(source,
+None)``: ``--stats``/``--png`` with ``--no-output``) a :class:`NullWriter` takes them: the pairing,
+the summary and the picture see every event, no file is written.
+
+``python -m nvtx_cffi convert DIR -o X`` (:func:`nvtx_cffi._trace.cli.convert_main`) runs this
+on a recording kept with ``trace --record-dir DIR`` (or written by any process started with
+``nvtx_cffi.recorder.environment(DIR)``), with the trace command's output step: the same trace.
 
 >>> format_for("run.pftrace"), format_for("a.trace.json"), format_for("x.db")
 ('pftrace', 'json', 'sqlite')
@@ -15,7 +22,7 @@ import collections
 import os
 import queue
 import threading
-from typing import Any, Callable, Dict, Iterator, Optional
+from typing import Any, Callable, Dict, Iterator, Optional, Sequence, Union
 
 from .columns import open_recording
 from .model import Timeline
@@ -26,7 +33,7 @@ try:
 except ImportError:  # pragma: no cover - PyPy
     _np = None
 
-__all__ = ["FORMATS", "format_for", "convert", "open_writer"]
+__all__ = ["FORMATS", "format_for", "convert", "open_writer", "NullWriter", "RecordingError"]
 
 #: File name endings and the format each one picks.
 FORMATS: Dict[str, str] = {
@@ -37,6 +44,12 @@ FORMATS: Dict[str, str] = {
     ".sqlite3": "sqlite",
     ".db": "sqlite",
 }
+
+
+class RecordingError(ValueError):
+    """A record file of the recording is not one the reader takes (not a recording, cut inside its
+    header, a header field out of range): the message names the file. Raised before the output
+    is opened."""
 
 
 def format_for(path: str) -> str:
@@ -50,8 +63,27 @@ def format_for(path: str) -> str:
     raise ValueError(msg)
 
 
-def open_writer(fmt: str, output: str, start_ns: int) -> Any:
-    """A writer of format ``fmt`` to the file ``output`` (created or replaced)."""
+class NullWriter:
+    """The writer of no file (``--no-output``): takes every batch and sample, writes nothing."""
+
+    def batch(self, pb: PairedBatch) -> None:
+        pass
+
+    def counter(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def finish(self, timeline: Timeline) -> int:
+        return 0
+
+    def close(self) -> None:
+        pass
+
+
+def open_writer(fmt: str, output: Optional[str], start_ns: int) -> Any:
+    """A writer of format ``fmt`` to the file ``output`` (created or replaced); ``output`` None:
+    a :class:`NullWriter`."""
+    if output is None:
+        return NullWriter()
     if fmt == "json":
         from .chrome import ChromeTraceWriter
 
@@ -85,14 +117,18 @@ def _add_stats(stats: Any, pb: PairedBatch) -> None:
                 k = int(key[0])
                 stats.add_many(pb.domain_name(k & 0xFFFFF), pb.text(k >> 20), style, cols.end - cols.start)
                 continue
-            uniq, inverse = _np.unique(key, return_inverse=True)
-            inverse = inverse.reshape(-1)
-            order = _np.argsort(inverse, kind="stable")
+            # grouped by (text id, domain id), not by text: one stable sort, then the texts of the
+            # groups looked up in one pass (a program that names each range differently makes as
+            # many groups as ranges)
+            order = _np.argsort(key, kind="stable")
+            skey = key[order]
+            starts = _np.flatnonzero(_np.concatenate(([True], skey[1:] != skey[:-1])))
+            uniq = skey[starts]
+            bounds = _np.append(starts, len(skey))
             durations = (cols.end - cols.start)[order]
-            bounds = _np.searchsorted(inverse[order], _np.arange(len(uniq) + 1))
-            for j, k in enumerate(uniq.tolist()):
-                t, d = k >> 20, k & 0xFFFFF
-                stats.add_many(pb.domain_name(d), pb.text(t), style, durations[bounds[j]:bounds[j + 1]])
+            texts = pb.text_list((uniq >> 20).tolist())
+            domains = {d: pb.domain_name(d) for d in set((uniq & 0xFFFFF).tolist())}
+            stats.add_grouped([domains[d] for d in (uniq & 0xFFFFF).tolist()], texts, style, durations, bounds)
         else:
             groups: Dict[tuple, list] = {}
             text, dom, start, end = cols.lists("text", "domain", "start", "end")
@@ -128,22 +164,26 @@ def _decode_extensions(recording: Any) -> Callable[[Any, Any, Any], None]:
     recording.batches = decoded
 
     def drain(writer: Any, picture: Any, counter_stats: Any, timeline: Timeline) -> None:
-        from .counters import counter_series
+        from .counters import NO_VALUE_KINDS, counter_tracks
 
         draw = getattr(picture, "counter", None)
         while pending:
             sample = pending.popleft()
             written = False
-            for name, unit, value in counter_series(sample):
-                writer.counter(sample.pid, name, unit, sample.time_ns, value)
+            no_value = NO_VALUE_KINDS.get(sample.no_value) if sample.no_value is not None else None
+            for track, value in counter_tracks(sample):
+                writer.counter(sample.pid, track.title, track.unit, sample.time_ns, value, track=track,
+                               no_value=no_value)
                 written = True
-                if draw is not None:
-                    draw(sample.pid, name, unit, sample.time_ns, value)
+                if draw is not None and value is not None:
+                    draw(sample.pid, track.title, track.unit, sample.time_ns, value)
             if written:  # (a sample without a value writes nothing)
                 timeline.counter_samples += 1
                 timeline.counter_pids.add(sample.pid)
             if counter_stats is not None:
                 counter_stats.add(sample)
+        if counter_stats is not None:
+            counter_stats.unmapped = dict(ext.decoder.unmapped)
 
     return drain
 
@@ -194,14 +234,17 @@ def _prefetch(batches: Iterator[Any], depth: int = 2) -> Iterator[Any]:
         thread.join()
 
 
-def convert(source: str, output: str, fmt: Optional[str] = None, *, stats: Any = None, picture: Any = None,
+def convert(source: Union[str, Sequence[str]], output: Optional[str], fmt: Optional[str] = None, *, stats: Any = None, picture: Any = None,
             progress: Optional[Callable[[int, int], None]] = None, root_pid: Optional[int] = None,
             root_name: Optional[str] = None, numpy: Optional[bool] = None, counter_stats: Any = None) -> Timeline:
-    """Convert the recording ``source`` (directory or record file) into ``output``; returns the timeline.
+    """Convert the recording ``source`` (directory, record file or list of record files) into
+    ``output`` (None: no file, for ``stats`` and ``picture`` only); returns the timeline.
 
-    ``stats`` (a :class:`~.stats.StatsCollector`) and ``picture`` (a :class:`~.png.PngCollector`)
-    receive the ranges too; counter samples (payload extension) become the writer's counter events,
+    ``stats`` (a :class:`~.stats.StatsCollector`) and ``picture`` (a :class:`~.png.PngCollector`:
+    its ``begin(start_ns, end_ns)`` first, then ``batch(paired_batch)``, or ``range``/``mark`` per
+    object where it has no ``batch``) receive the ranges too; counter samples (payload extension) become the writer's counter events,
     ``counter_stats`` rows (a :class:`~.counters.CounterStats`) and ``picture`` lines. ``numpy=False`` forces the pure-Python path (what PyPy runs).
+    A record file the reader refuses raises :class:`RecordingError` (naming it) before ``output`` is opened.
     """
     # Progress counts what is written, not what is read: the reader thread runs ahead of the writer
     # (it notes its position with each batch) and 100% waits for the writer's finish (SQLite's index).
@@ -210,11 +253,17 @@ def convert(source: str, output: str, fmt: Optional[str] = None, *, stats: Any =
     def note(done: int, total: int) -> None:
         read_at[0], read_at[1] = done, total
 
-    recording = open_recording(source, numpy, note if progress is not None else None)
-    fmt = fmt or format_for(output)
+    try:
+        recording = open_recording(source, numpy, note if progress is not None else None)
+    except ValueError as exc:  # the reader names the file and what is wrong with it
+        raise RecordingError(str(exc)) from None
+    fmt = fmt or (format_for(output) if output is not None else "none")
     timeline = Timeline()
     writer = open_writer(fmt, output, recording.start_ns or 0)
     drain = _decode_extensions(recording)
+    feed = getattr(picture, "batch", None)
+    if hasattr(picture, "begin"):  # the pixel columns: the readers know the time bounds before the first event
+        picture.begin(recording.start_ns, recording.end_ns)
     try:
         batches = pair_batches(recording, timeline)
         if progress is not None:
@@ -227,10 +276,13 @@ def convert(source: str, output: str, fmt: Optional[str] = None, *, stats: Any =
             if stats is not None:
                 _add_stats(stats, pb)
             if picture is not None:
-                for r in ranges_of(pb):
-                    picture.range(r)
-                for m in marks_of(pb):
-                    picture.mark(m)
+                if feed is not None:  # columns, in bulk
+                    feed(pb)
+                else:
+                    for r in ranges_of(pb):
+                        picture.range(r)
+                    for m in marks_of(pb):
+                        picture.mark(m)
             if at is not None and at[1]:
                 progress(min(at[0], at[1] - 1), at[1])  # type: ignore[misc]
         if root_pid is not None and root_name is not None and (

@@ -1,32 +1,38 @@
-"""Counters and binary payloads in the tracer (issue 9): decode the recorder's payload-extension
+"""Counters and binary payloads in the tracer: decode the recorder's payload-extension
 records (:mod:`nvtx_cffi.ext_records`) on the way from the recording to the writers.
 
-* counter samples become writer ``counter(pid, name, unit, time_ns, value)`` calls (Chrome ``"C"``
-  events: Perfetto draws a track per counter, one series per field of a counter group), a row each in
-  the ``--stats`` counter table (samples, min, max, mean, last — the latest in time —, unit) and
-  lines in ``--png``;
+* counter samples become writer ``counter(pid, title, unit, time_ns, value, track=, no_value=)``
+  calls (Chrome ``"C"`` events: Perfetto draws a track per counter, one per field of a counter
+  group), a row each in the ``--stats`` counter table (samples, min, max, mean, last — the latest in
+  time —, unit, and the no-value and NaN samples) and lines in ``--png``. A track is one counter of
+  one process: (process, domain, counter id), titled ``"domain: name"`` (:class:`CounterTrack`);
 * a push/start/mark's binary payload is decoded by its schema into the event's ``payload``
   (``args.payload`` in the JSON).
 """
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple
 
 from ..ext_records import CounterSample, ExtDecoder
 
-__all__ = ["CounterStats", "decode_stream", "counter_series", "json_safe"]
+__all__ = ["CounterStats", "CounterTrack", "decode_stream", "counter_series", "counter_tracks", "json_safe"]
+
+
+NO_VALUE_KINDS = {0: "zero", 1: "unchanged", 2: "unavailable"}
 
 
 def json_safe(value: Any, _depth: int = 0) -> Any:
-    """A decoded payload as JSON values: bytes as text (UTF-8, else hex), NaN/inf as strings."""
+    """A decoded payload as JSON values: bytes as text (UTF-8, else hex); NaN and infinities as the
+    strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"`` (strict JSON has none), at any depth, as the
+    writers spell a scalar payload or a counter sample's."""
     if isinstance(value, bytes):
         try:
             return value.decode("utf-8")
         except UnicodeDecodeError:
             return value.hex()
     if isinstance(value, float) and not math.isfinite(value):
-        return repr(value)
+        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
     if _depth > 16:
         return None
     if isinstance(value, list):
@@ -36,26 +42,60 @@ def json_safe(value: Any, _depth: int = 0) -> Any:
     return value
 
 
-def counter_series(sample: CounterSample) -> Iterator[Tuple[str, Optional[str], float]]:
-    """(track name, unit, value) per numeric field of a sample: a scalar counter is one track named
-    after the counter; a group's fields are ``"group.field"``. The scope, when given, is appended."""
+class CounterTrack(NamedTuple):
+    """One series of one counter of one process: a counter track in the trace."""
+
+    pid: int
+    domain: Optional[str]
+    counter_id: int
+    name: str
+    """The counter's name (``"group.field"`` for a group's field, ``" [scope]"`` appended), without the domain."""
+    title: str
+    """The track's name: ``"domain: name"`` (``name`` in the default domain), unique within the process
+    (counters named alike get their value type or id added: ``"A: loss (int64)"``)."""
+    unit: Optional[str]
+
+
+def counter_tracks(sample: CounterSample) -> Iterator[Tuple[CounterTrack, Optional[float]]]:
+    """(track, value) per numeric field of a sample: a scalar counter is one track; a group's fields
+    are ``"group.field"``. The value is None for a gap: a ``sample_no_value(UNAVAILABLE)`` sample,
+    or UNCHANGED before the counter had a value."""
     info = sample.counter
     scope = f" [{info.scope}]" if info.scope else ""
+    title = info.title or (info.name if info.domain is None else f"{info.domain}: {info.name}")
     single = list(sample.values) == ["value"]
+    gap = sample.no_value is not None
     for field, value in sample.values.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if value is None and gap:
+            pass
+        elif isinstance(value, bool) or not isinstance(value, (int, float)):
             continue
-        name = info.name if single else f"{info.name}.{field}"
-        yield name + scope, sample.units.get(field), value
+        name, shown = (info.name, title) if single else (f"{info.name}.{field}", f"{title}.{field}")
+        yield CounterTrack(sample.pid, info.domain, info.id, name + scope, shown + scope,
+                           sample.units.get(field)), value
+
+
+def counter_series(sample: CounterSample) -> Iterator[Tuple[str, Optional[str], Optional[float]]]:
+    """(track title, unit, value) per numeric field of a sample (see :func:`counter_tracks`)."""
+    for track, value in counter_tracks(sample):
+        yield track.title, track.unit, value
 
 
 class CounterStats:
-    """The ``--stats`` counter table: per (process-independent) counter track."""
+    """The ``--stats`` counter table: a row per counter track: (process, domain, counter id, field).
+
+    Samples counts every sample of the track; Min, Max, Mean and Last (the latest in time) go over
+    its numbers: values given, ZERO as 0, UNCHANGED as the value held; NaN (not a number) and gaps
+    (UNAVAILABLE) are left out of them. Columns Zero, Unchanged, Unavailable and NaN count those
+    samples, shown when any track has some.
+    """
 
     def __init__(self) -> None:
-        self._rows: Dict[Tuple[Optional[str], str], List[Any]] = {}
+        self._rows: Dict[Tuple[int, Optional[str], int, str], List[Any]] = {}
         self.truncated = 0  # samples the recorder cut at its record bound (noted below the table)
         self.batches_cut = 0  # batches whose samples past the recorder's bound were left out (noted too)
+        #: batch samples left out: their time domain could not be placed on the trace's clock
+        self.unmapped: Dict[Tuple[int, str, int], int] = {}
 
     def add(self, sample: CounterSample) -> None:
         time_ns = sample.time_ns
@@ -63,30 +103,44 @@ class CounterStats:
             self.truncated += 1
         if sample.batch_cut:
             self.batches_cut += 1
-        for name, unit, value in counter_series(sample):
-            key = (sample.counter.domain, name)
+        kind = sample.no_value
+        for track, value in counter_tracks(sample):
+            key = (track.pid, track.domain, track.counter_id, track.name)
             row = self._rows.get(key)
             if row is None:
-                self._rows[key] = [1, value, value, float(value), value, unit, time_ns]
-            else:
-                row[0] += 1
-                row[1] = min(row[1], value)
-                row[2] = max(row[2], value)
-                row[3] += value
-                # "last" is the latest in time: samples come in file order, per thread and batch
-                # (batch_submit gives each sample its own time), not in time order
-                if time_ns >= row[6]:
-                    row[4], row[6] = value, time_ns
+                # samples, numbers, min, max, sum, last, last time, unit, title, zero, unchanged, unavailable, nan
+                row = self._rows[key] = [0, 0, None, None, 0.0, None, None, track.unit, track.title, 0, 0, 0, 0]
+            row[0] += 1
+            if kind is not None and kind in (0, 1, 2):
+                row[9 + kind] += 1
+            if value is None:
+                continue
+            if value != value:  # NaN: not a number, left out of the numbers
+                row[12] += 1
+                continue
+            row[1] += 1
+            row[2] = value if row[2] is None else min(row[2], value)
+            row[3] = value if row[3] is None else max(row[3], value)
+            row[4] += value
+            # "last" is the latest in time: samples come in file order, per thread and batch
+            # (batch_submit gives each sample its own time), not in time order
+            if row[6] is None or time_ns >= row[6]:
+                row[5], row[6] = value, time_ns
 
     def __len__(self) -> int:
         return len(self._rows)
 
     def __bool__(self) -> bool:  # something to print: rows, or the notes on cut samples and batches
-        return bool(self._rows) or bool(self.truncated) or bool(self.batches_cut)
+        return bool(self._rows) or bool(self.truncated) or bool(self.batches_cut) or bool(self.unmapped)
 
     def rows(self) -> List[Dict[str, Any]]:
-        return [{"domain": d, "counter": n, "samples": r[0], "min": r[1], "max": r[2], "mean": r[3] / r[0],
-                 "last": r[4], "unit": r[5]} for (d, n), r in sorted(self._rows.items(), key=lambda kv: (kv[0][0] or "", kv[0][1]))]
+        out = []
+        for (pid, d, cid, n), r in self._rows.items():
+            out.append({"pid": pid, "domain": d, "counter_id": cid, "counter": n, "title": r[8], "samples": r[0],
+                        "min": r[2], "max": r[3], "mean": r[4] / r[1] if r[1] else None, "last": r[5],
+                        "unit": r[7], "zero": r[9], "unchanged": r[10], "unavailable": r[11], "nan": r[12]})
+        out.sort(key=lambda r: (r["domain"] or "", r["counter"], r["title"], r["pid"]))
+        return out
 
     def format(self) -> str:
         rows = self.rows()
@@ -95,32 +149,56 @@ class CounterStats:
         if self.batches_cut:
             note += (f"note: {self.batches_cut} batch_submit() call(s) passed more than the recorder's 1 MiB of "
                      "values per batch: their samples past it were not recorded and are missing above.\n")
+        for (pid, title, time_domain), count in sorted(self.unmapped.items()):
+            from ..ext_records import time_domain_name
+
+            note += (f"note: {count} batch sample(s) of counter {title!r} (process {pid}) were left out: their "
+                     f"time domain {time_domain_name(time_domain)} cannot be placed on the trace's clock.\n")
         if not rows:
             return note
+
         def num(v: Any) -> str:
+            if v is None:
+                return "-"
             return f"{v:.6g}" if isinstance(v, float) else str(v)
-        table = [("Samples", "Min", "Max", "Mean", "Last", "Unit", "Counter")]
+
+        pids = {r["pid"] for r in rows}
+        extra = [(name, key) for name, key in (("Zero", "zero"), ("Unchanged", "unchanged"),
+                                               ("Unavailable", "unavailable"), ("NaN", "nan"))
+                 if any(r[key] for r in rows)]
+        head = ["Samples", "Min", "Max", "Mean", "Last"] + [name for name, _ in extra]
+        table = [tuple(head + ["Unit", "Counter"])]
         for r in rows:
-            label = r["counter"] if r["domain"] is None else f"{r['domain']}:{r['counter']}"
-            table.append((str(r["samples"]), num(r["min"]), num(r["max"]), num(r["mean"]), num(r["last"]),
-                          r["unit"] or "-", label))
-        widths = [max(len(row[i]) for row in table) for i in range(7)]
+            label = r["title"] if len(pids) == 1 else f"{r['title']} (process {r['pid']})"
+            table.append(tuple([str(r["samples"]), num(r["min"]), num(r["max"]), num(r["mean"]), num(r["last"])]
+                               + [str(r[key]) for _, key in extra] + [r["unit"] or "-", label]))
+        cols = len(table[0])
+        widths = [max(len(row[i]) for row in table) for i in range(cols)]
         lines = [f"NVTX counter summary: {len(rows)} counter track(s)", ""]
         for k, row in enumerate(table):
-            cells = [row[i].rjust(widths[i]) for i in range(5)] + [row[5].ljust(widths[5]), row[6]]
+            cells = [row[i].rjust(widths[i]) for i in range(cols - 2)] + [row[-2].ljust(widths[-2]), row[-1]]
             lines.append("  ".join(cells).rstrip())
             if k == 0:
                 lines.append("  ".join("-" * w for w in widths))
         return "\n".join(lines) + "\n" + ("\n" + note if note else "")
 
 
-def decode_stream(events: Iterable[Any], on_sample: Callable[[CounterSample], None]) -> Iterator[Any]:
+def decode_stream(events: Iterable[Any], on_sample: Callable[[CounterSample], None],
+                  images: Iterable[Any] = ()) -> Iterator[Any]:
     """``events`` without the blob records: counter samples go to ``on_sample``; a push/start/mark
-    with a binary payload gets it decoded (``payload``; ``payload_truncated`` when it was cut)."""
+    with a binary payload gets it decoded (``payload``; ``payload_truncated`` when it was cut).
+    ``images`` (``stream.images``: :class:`~nvtx_cffi.recorder.ProcessInfo`) give each process
+    image's registrations and clocks before its events (see :meth:`ExtDecoder.preload`)."""
     decoder = ExtDecoder()
+    infos = {(i.pid, i.exec_gen): i for i in images}
+    current: Dict[int, int] = {}
     set_ = object.__setattr__
     for event in events:
         kind = event.kind
+        image = getattr(event, "exec_gen", 0)
+        if current.get(event.pid) != image and (event.pid, image) in infos:
+            current[event.pid] = image
+            decoder.preload(infos[(event.pid, image)])
         if kind == "blob":
             for sample in decoder.feed(event):
                 on_sample(sample)
@@ -176,11 +254,17 @@ class BatchExtDecoder:
     def __init__(self, on_sample: Callable[[CounterSample], None]) -> None:
         self.decoder = ExtDecoder()
         self.on_sample = on_sample
+        self._images: Dict[int, int] = {}  # pid -> exec generation whose registrations are loaded
 
     def feed(self, batch: Any) -> None:
         blobs = batch.blobs
         if not blobs:
             return
+        info = getattr(batch, "info", None)
+        if info is not None and self._images.get(batch.pid) != batch.image:
+            # every registration of the image first: decoding does not depend on the chunks' order
+            self._images[batch.pid] = batch.image
+            self.decoder.preload(info)
         from .columns import store_ext_payload
 
         pid = batch.pid

@@ -20,7 +20,7 @@ try:
 except ImportError:  # pragma: no cover - PyPy
     _np = None
 
-__all__ = ["fixed_rows", "widths"]
+__all__ = ["fixed_rows", "join_rows", "widths"]
 
 
 def _digits(n: int) -> int:
@@ -162,4 +162,43 @@ def _rows_numpy(parts: Sequence[str], columns: Sequence[Any], w: List[int], zero
         v = np.asarray(columns[i], dtype=np.int64)
         _digits_into(out[:, pos:pos + width], v, width, i in zero_pad)
         pos += width
+    return out
+
+
+def join_rows(pre: Any, pre_start: Any, pre_len: Any, data: Any, start: Any, length: Any, post: Any = None) -> Any:
+    """Variable-length rows as one NumPy uint8 buffer: row ``i`` is ``pre[pre_start[i]:][:pre_len[i]]``
+    + ``data[start[i]:][:length[i]]`` + row ``i`` of ``post`` (an (n, width) uint8 array, or None).
+    ``pre`` and ``data`` are uint8 arrays, the others int64 arrays. In C (c/trace_decode.c) when
+    the module has it, else with NumPy's scatter."""
+    np = _np
+    n = len(length)
+    width = post.shape[1] if post is not None else 0
+    row_len = pre_len + length + width
+    total = int(row_len.sum()) if n else 0
+    out = np.empty(total, dtype=np.uint8)
+    native = _native()
+    if native is not None and hasattr(native[1], "nvtxcffi_join_rows"):
+        ffi, lib = native
+
+        def i64(a: Any) -> Any:
+            return ffi.from_buffer("int64_t[]", np.ascontiguousarray(a, dtype=np.int64))
+
+        def u8(a: Any) -> Any:
+            return ffi.from_buffer("uint8_t[]", np.ascontiguousarray(a, dtype=np.uint8).reshape(-1))
+
+        empty = np.zeros(1, dtype=np.uint8)
+        lib.nvtxcffi_join_rows(n, u8(pre if len(pre) else empty), i64(pre_start), i64(pre_len),
+                               u8(data if len(data) else empty), i64(start), i64(length),
+                               u8(post if post is not None and post.size else empty), width, u8(out))
+        return out
+    row_end = np.cumsum(row_len)
+    row_start = row_end - row_len
+    for src_data, src_start, src_len, at in ((pre, pre_start, pre_len, row_start),
+                                             (data, start, length, row_start + pre_len)):
+        count = int(src_len.sum()) if n else 0
+        if count:
+            src = np.repeat(src_start - (np.cumsum(src_len) - src_len), src_len) + np.arange(count, dtype=np.int64)
+            out[src + np.repeat(at - src_start, src_len)] = src_data[src]
+    if width:
+        out[(row_end - width)[:, None] + np.arange(width)] = post
     return out

@@ -95,6 +95,19 @@ class PairedBatch:
         """The name shown for text id ``i`` (``(unnamed)`` for none or empty)."""
         return self.strings[i] or UNNAMED
 
+    def texts(self, ids: Any) -> Dict[int, str]:
+        """``{i: self.text(i)}`` for the text ids ``ids`` (ints, repeats allowed), looked up in one pass."""
+        uniq = list(set(ids))
+        bulk = getattr(self.strings, "texts", None)
+        found = bulk(uniq) if bulk is not None else [self.strings[i] for i in uniq]
+        return {i: t or UNNAMED for i, t in zip(uniq, found)}
+
+    def text_list(self, ids: List[int]) -> List[str]:
+        """``[self.text(i) for i in ids]`` (ints), looked up in one pass."""
+        bulk = getattr(self.strings, "texts", None)
+        found = bulk(ids) if bulk is not None else [self.strings[i] for i in ids]
+        return found if all(found) else [t or UNNAMED for t in found]
+
     def domain_name(self, d: int) -> Optional[str]:
         if not d:
             return None
@@ -123,6 +136,24 @@ class _Strings:
 
     def __getitem__(self, i: int) -> Optional[str]:
         return self._extra[i - _EXTRA] if i >= _EXTRA else self._base[i]
+
+    def texts(self, ids: List[int]) -> List[Optional[str]]:
+        """``[self[i] for i in ids]``, the reader's table asked in one pass."""
+        bulk = getattr(self._base, "texts", None)
+        if not self._extra and bulk is not None:  # no texts of its own: every id is the table's
+            return bulk(ids)
+        base = [i for i in ids if i < _EXTRA]
+        found = iter(bulk(base) if bulk is not None else [self._base[i] for i in base])
+        return [self._extra[i - _EXTRA] if i >= _EXTRA else next(found) for i in ids]
+
+    def raw_many(self, keys: Any) -> Tuple[Any, Any]:
+        """The reader's table's ``raw_many``; a text carried into this batch: length -1 (look it up)."""
+        import numpy as np
+
+        keys = np.asarray(keys, dtype=np.int64)
+        base = keys < _EXTRA
+        data, lengths = self._base.raw_many(np.where(base, keys, -1))
+        return data, np.where(base, lengths, -1)
 
     def add(self, text: str) -> int:
         self._extra.append(text)

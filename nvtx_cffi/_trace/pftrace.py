@@ -31,10 +31,12 @@ without NumPy, packet by packet in Python: the same bytes either way.
 """
 from __future__ import annotations
 
+import itertools
 import struct
 from typing import IO, Any, Dict, List, Optional, Tuple
 
 from .columns import MARK, POP, PUSH, payload_value
+from .fixedwidth import join_rows
 from .model import Timeline
 
 try:
@@ -53,7 +55,12 @@ _Q = struct.Struct("<Q")
 _D = struct.Struct("<d")
 
 
+_SMALL_VARINTS = [bytes((i,)) for i in range(128)]
+
+
 def _varint(n: int) -> bytes:
+    if 0 <= n < 128:
+        return _SMALL_VARINTS[n]
     n &= 0xFFFFFFFFFFFFFFFF  # negative int64: two's complement, 10 bytes (as protobuf does)
     out = bytearray()
     while n > 0x7F:
@@ -73,6 +80,15 @@ def _f_bytes(field: int, data: bytes) -> bytes:
 
 def _f_str(field: int, text: str) -> bytes:
     return _f_bytes(field, text.encode("utf-8"))
+
+
+def _event_name(entry: Tuple[int, str]) -> bytes:
+    """InternedData.event_names (field 2) entry: EventName {iid (1), name (2)}; names may never
+    repeat, so this is spelt out (what _f_bytes(2, _f_varint(1, iid) + _f_str(2, name)) gives)."""
+    iid, name = entry
+    data = name.encode("utf-8")
+    inner = b"\x08" + _varint(iid) + b"\x12" + _varint(len(data)) + data
+    return b"\x12" + _varint(len(inner)) + inner
 
 
 def _f_double(field: int, value: float) -> bytes:
@@ -220,9 +236,11 @@ class PerfettoWriter:
             for part in _np.split(rows, cut):
                 tid, dom = int(b.tid[part[0]]), int(b.domain[part[0]])
                 seq = self._sequence(pb, tid, dom, int(b.time[part[0]]))
-                if _np.any(b.ptype[part] != 0) or len(seq.names) > _MAX_INTERNED:
+                if _np.any(b.ptype[part] != 0):
                     self._encode_python(pb, seq, part.tolist())
                 else:
+                    if len(seq.names) + len(seq.categories) + len(seq.colors) > _MAX_INTERNED:
+                        self._write(seq.header(seq.last))  # as _encode_python starts over
                     self._encode_numpy(pb, seq, part)
         else:
             groups: Dict[Tuple[int, int], List[int]] = {}
@@ -240,11 +258,14 @@ class PerfettoWriter:
             new.append((iid, text))
         return iid
 
-    def _interned_packet(self, seq: _Sequence, names: list, cats: list, colors: list) -> None:
-        if not (names or cats or colors):
+    def _interned_packet(self, seq: _Sequence, names: list, cats: list, colors: list,
+                         names_bytes: Optional[bytes] = None) -> None:
+        """InternedData of new categories, names (``names``, or their entries' bytes ``names_bytes``)
+        and colours."""
+        if not (names or cats or colors or names_bytes):
             return
         body = (b"".join(_f_bytes(1, _f_varint(1, i) + _f_str(2, s)) for i, s in cats)
-                + b"".join(_f_bytes(2, _f_varint(1, i) + _f_str(2, s)) for i, s in names)
+                + (names_bytes if names_bytes is not None else b"".join(map(_event_name, names)))
                 + b"".join(_f_bytes(29, _f_varint(1, i) + _f_bytes(2, s.encode("utf-8"))) for i, s in colors))
         self._write(_packet(seq.seq_bytes + _f_bytes(12, body)))
 
@@ -295,7 +316,12 @@ class PerfettoWriter:
         new_cats: list = []
         new_colors: list = []
         # interned ids, assigned in order of first use (as the Python encoder does)
-        name_iid = self._iids(seq, seq.names, b.text[rows], named, lambda t: pb.text(int(t)), new_names)
+        texts = b.text[rows]
+        if hasattr(pb, "texts"):
+            name_iid, names_bytes = self._name_iids(pb, seq, texts, named)
+        else:
+            names_bytes = None
+            name_iid = self._iids(seq, seq.names, texts, named, lambda t: pb.text(int(t)), new_names)
         dom = b.domain[rows].astype(np.int64)
         cat_key = (dom << 32) | b.category[rows].astype(np.int64)
         cat_iid = self._iids(seq, seq.categories, cat_key, named & (b.category[rows] != 0),
@@ -303,7 +329,7 @@ class PerfettoWriter:
         has_color = named & (b.has_color[rows] != 0)
         color_iid = self._iids(seq, seq.colors, b.color[rows].astype(np.int64), has_color,
                                lambda c: _hex(int(c)), new_colors)
-        self._interned_packet(seq, new_names, new_cats, new_colors)
+        self._interned_packet(seq, new_names, new_cats, new_colors, names_bytes)
         ev_type = np.where(kind == PUSH, _BEGIN, np.where(kind == POP, _END, _INSTANT)).astype(np.uint64)
         native = _native_encoder()
         if native is not None:
@@ -340,6 +366,75 @@ class PerfettoWriter:
         outer.nested(pk)
         self._write(outer.build())
         self.count += n
+
+    def _name_iids(self, pb: Any, seq: _Sequence, keys: Any, mask: Any) -> Tuple[Any, Optional[bytes]]:
+        """:meth:`_iids` for the event names, in bulk: the names looked up at once, the new ones
+        interned in order of first use and their ``event_names`` entries built at once (the bytes
+        of :func:`_event_name` for each). Returns the iids and the entries' bytes."""
+        np = _np
+        table = seq.names
+        out = np.zeros(len(keys), dtype=np.uint64)
+        idx = np.flatnonzero(mask)
+        if not len(idx):
+            return out, None
+        uniq, first, inverse = np.unique(keys[idx], return_index=True, return_inverse=True)
+        order = np.argsort(first, kind="stable")
+        in_order = uniq[order].tolist()
+        text_list = getattr(pb, "text_list", None)
+        if text_list is not None:
+            texts = text_list(in_order)
+        else:
+            found = pb.texts(in_order)
+            texts = [found[k] for k in in_order]
+        if table.keys().isdisjoint(texts):  # all new (names that never repeat): no lookup each
+            iids = np.zeros(len(texts), dtype=np.uint64)
+            is_new = np.ones(len(texts), dtype=bool)
+            new_texts = texts
+        else:
+            iids = np.fromiter(map(table.get, texts, itertools.repeat(0)), dtype=np.uint64, count=len(texts))
+            is_new = iids == 0
+            new_texts = list(itertools.compress(texts, is_new.tolist()))
+        n = len(new_texts)
+        base = len(table) + 1
+        table.update(zip(new_texts, range(base, base + n)))
+        if len(table) != base - 1 + n:  # two ids of one text: one entry, as _intern makes
+            for t in new_texts:
+                table.pop(t, None)
+            new_list: List[Tuple[int, str]] = []
+            iids = np.array([self._intern(seq, table, t, new_list) for t in texts], dtype=np.uint64)
+            ids = np.empty(len(uniq), dtype=np.uint64)
+            ids[order] = iids
+            out[idx] = ids[inverse.reshape(-1)]
+            return out, b"".join(map(_event_name, new_list)) if new_list else None
+        iids[is_new] = np.arange(base, base + n, dtype=np.uint64)
+        ids = np.empty(len(uniq), dtype=np.uint64)
+        ids[order] = iids
+        out[idx] = ids[inverse.reshape(-1)]
+        if not n:
+            return out, None
+        joined = "".join(new_texts)
+        if joined.isascii():
+            data = joined.encode("ascii")
+            length = np.fromiter(map(len, new_texts), dtype=np.int64, count=n)
+        else:
+            encoded = [t.encode("utf-8") for t in new_texts]
+            data = b"".join(encoded)
+            length = np.fromiter(map(len, encoded), dtype=np.int64, count=n)
+        iid = np.arange(base, base + n, dtype=np.uint64)
+        # EventName entry: 0x12 varint(inner) 0x08 varint(iid) 0x12 varint(len) name
+        inner = (2 + _varint_len(iid) + _varint_len(length) + length).astype(np.uint64)
+        head = _Fields(n)
+        head.const(b"\x12", None)
+        head.varint(inner, None)
+        head.const(b"\x08", None)
+        head.varint(iid, None)
+        head.const(b"\x12", None)
+        head.varint(length.astype(np.uint64), None)
+        head_len = head.length().astype(np.int64)
+        heads = np.frombuffer(head.build(), dtype=np.uint8)
+        entries = join_rows(heads, np.cumsum(head_len) - head_len, head_len,
+                            np.frombuffer(data, dtype=np.uint8), np.cumsum(length) - length, length)
+        return out, entries.tobytes()
 
     def _iids(self, seq: _Sequence, table: Dict[str, int], keys: Any, mask: Any, text_of: Any,
               new: List[Tuple[int, str]]) -> Any:
@@ -397,8 +492,12 @@ class PerfettoWriter:
             self._write(_packet(_f_varint(8, end) + _f_varint(58, _MONOTONIC) + _f_bytes(11, end_te) + self._seq1))
             self.count += 2
 
-    def counter(self, pid: int, name: str, unit: Optional[str], time_ns: int, value: float) -> None:
-        """One counter sample on the process's counter track ``name`` (created at its first sample)."""
+    def counter(self, pid: int, name: str, unit: Optional[str], time_ns: int, value: Optional[float],
+                track: Any = None, no_value: Optional[str] = None) -> None:
+        """One counter sample on the process's counter track ``name`` (created at its first sample).
+        A gap (``value`` None: an unavailable sample) writes nothing: a Perfetto counter has no gaps."""
+        if value is None:
+            return
         key = (pid, name)
         track = self._counter_tracks.get(key)
         if track is None:

@@ -15,7 +15,9 @@ reported as exit status 128 + N, as shells do.
 
 Programs may leave processes running in the background (a daemon grandchild) that still record
 after the program exits: :func:`wait_for_recording` waits for them, up to a timeout, and says which
-ones were cut off.
+ones were cut off. Only processes that record are waited for (they hold a record file or have the
+recorder loaded); one that merely inherited the environment (a ``sleep``, a server that never calls
+NVTX) is waited for only while it is young enough to be a child still starting (``STARTUP_GRACE``).
 
 >>> import sys
 >>> pid, returncode = run([sys.executable, "-c", "raise SystemExit(3)"], {})
@@ -31,7 +33,9 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
+
+from .. import _tools
 
 __all__ = ["command_for", "interpreter_flags", "run", "exit_status", "wait_for_recording", "recording_pids"]
 
@@ -150,9 +154,24 @@ def _wait_passing_on_sigint(proc: subprocess.Popen) -> int:
 
 _RECORD_FILE = re.compile(r"nvtx-(\d+)-[0-9a-f]+.*\.nvtxrec$")
 
+#: A process that inherited the recorder's environment but has not loaded the recorder (not made
+#: its first NVTX call) is waited for only until it is this many seconds old: a Python child still
+#: importing is, a ``sleep`` or a server that never calls NVTX is not.
+STARTUP_GRACE = 3.0
+
+_RECORDER_LIBRARY = _tools.RECORDER  # the file name, as /proc/PID/maps shows it
+
 
 def recording_pids(record_dir: str) -> List[int]:
-    """Pids of processes that still record into ``record_dir`` (hold their record file)."""
+    """Pids of processes that record into ``record_dir``: they hold their record file, or their
+    environment names ``record_dir`` and they have the recorder library loaded (Linux /proc)."""
+    recording, _starting = _recorder_processes(record_dir)
+    return sorted(recording)
+
+
+def _recorder_processes(record_dir: str) -> Tuple[Set[int], Dict[int, Optional[float]]]:
+    """(pids recording into ``record_dir``, {pid: age in seconds or None} of the processes whose
+    environment names ``record_dir`` but that have not loaded the recorder yet)."""
     from .. import recorder
 
     active_files = getattr(recorder, "active_files", None)
@@ -171,19 +190,58 @@ def recording_pids(record_dir: str) -> List[int]:
                 except OSError:  # gone, or not ours to look at
                     continue
                 paths.extend(wanted & targets)
-    pids = set()
+    recording = set()
     for path in paths:
         match = _RECORD_FILE.search(os.path.basename(path))
         if match:
-            pids.add(int(match.group(1)))
-    pids.update(_pids_with_record_dir(record_dir))
-    pids.discard(os.getpid())
-    return sorted(pids)
+            recording.add(int(match.group(1)))
+    starting: Dict[int, Optional[float]] = {}
+    for pid in _pids_with_record_dir(record_dir):
+        if pid in recording:
+            continue
+        loaded = _has_recorder_loaded(pid)
+        if loaded:
+            recording.add(pid)
+        elif loaded is not None:  # (None: gone meanwhile)
+            starting[pid] = _age(pid)
+    me = os.getpid()
+    recording.discard(me)
+    starting.pop(me, None)
+    return recording, starting
+
+
+def _has_recorder_loaded(pid: int) -> Optional[bool]:
+    """Has process ``pid`` mapped the recorder library (made its first NVTX call)? None: it is gone.
+    Where its memory map cannot be read, it is taken as recording (waiting is the safe side)."""
+    try:
+        with open(f"/proc/{pid}/maps", "rb") as f:
+            for line in f:
+                if line.rstrip().endswith(b"/" + _RECORDER_LIBRARY.encode()) or \
+                        (_RECORDER_LIBRARY.encode() + b" (deleted)") in line:
+                    return True
+    except FileNotFoundError:
+        return None
+    except OSError:  # not ours to read
+        return True
+    return False
+
+
+def _age(pid: int) -> Optional[float]:
+    """Seconds since process ``pid`` started (Linux /proc); None where that cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        with open("/proc/uptime", "rb") as f:
+            uptime = float(f.read().split()[0])
+        start_ticks = int(stat[stat.rindex(b")") + 2:].split()[19])  # field 22: starttime
+        return uptime - start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _pids_with_record_dir(record_dir: str) -> List[int]:
-    """Processes whose environment records into ``record_dir`` (Linux /proc): descendants of the
-    program that may not have made their first NVTX call (and created their file) yet."""
+    """Processes whose environment records into ``record_dir`` (Linux /proc): the program's
+    descendants, whether they record (or will: not made their first NVTX call yet) or not."""
     needle = b"\0NVTX_CFFI_RECORD_DIR=" + os.fsencode(record_dir) + b"\0"
     found = []
     for environ in glob.glob("/proc/[0-9]*/environ"):
@@ -197,16 +255,31 @@ def _pids_with_record_dir(record_dir: str) -> List[int]:
     return found
 
 
-def wait_for_recording(record_dir: str, timeout: float) -> List[int]:
+def wait_for_recording(record_dir: str, timeout: float, grace: float = STARTUP_GRACE) -> List[int]:
     """Wait until no process records into ``record_dir`` (the program's background children),
-    at most ``timeout`` seconds; returns the pids still recording then (empty: all done)."""
-    deadline = time.monotonic() + timeout
+    at most ``timeout`` seconds; returns the pids still recording then (empty: all done).
+
+    A process that inherited the recorder's environment without loading the recorder yet is waited
+    for only until it is ``grace`` seconds old (or, where its age cannot be read, ``grace`` seconds
+    from now): it may be a child still starting, which records once it makes its first NVTX call;
+    one that has not by then (a ``sleep``, a server) is not recording, is not waited for and is not
+    named.
+    """
+    now = time.monotonic()
+    deadline = now + timeout
+    first_seen: Dict[int, float] = {}
     delay = 0.01
     while True:
-        pids = recording_pids(record_dir)
-        if not pids or time.monotonic() >= deadline:
-            return pids
-        time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+        recording, starting = _recorder_processes(record_dir)
+        now = time.monotonic()
+        young = False
+        for pid, age in starting.items():
+            seen = first_seen.setdefault(pid, now)
+            if (age if age is not None else now - seen) < grace:
+                young = True
+        if not (recording or young) or now >= deadline:
+            return sorted(recording)
+        time.sleep(min(delay, max(0.0, deadline - now)))
         delay = min(delay * 2, 0.2)
 
 

@@ -30,6 +30,12 @@ uint64Value ...   the payload, in the column of its type: uint64Value (values pa
                   SQLite has no NaN); jsonTextId/jsonText: NULL
 ================  ==========================================================================
 
+``NVTX_CFFI_COUNTERS(timestamp, globalPid, domain, counterId, name, unit, value, noValue)``: a row
+per counter sample and field; a counter is (globalPid, domain, counterId) — ``name`` is its name
+(``group.field`` for a group's field) without the domain. ``value`` is NULL for NaN and for a gap;
+``noValue`` is ``zero``, ``unchanged`` or ``unavailable`` for a ``sample_no_value`` sample (NULL
+otherwise): zero has value 0, unchanged the value held, unavailable NULL.
+
 ``StringIds(id, value)`` and ``ThreadNames(nameId, priority, globalTid)``: the thread names.
 ``NVTX_CFFI_META(key, value)``: ``t0_ns`` (the CLOCK_MONOTONIC time of ``start`` 0), counts of
 dropped events, unmatched pops/ends and unterminated ranges (a count past 2**63-1, which only a
@@ -266,14 +272,21 @@ class SqliteWriter:
                 self._cur.execute(insert + ",".join([row] * (len(rest) // per)), rest)
         return True
 
-    def counter(self, pid: int, name: str, unit: Optional[str], time_ns: int, value: float) -> None:
-        """Counter samples have no table in Nsight's NVTX export: kept in ``NVTX_CFFI_COUNTERS``."""
+    def counter(self, pid: int, name: str, unit: Optional[str], time_ns: int, value: Optional[float],
+                track: Any = None, no_value: Optional[str] = None) -> None:
+        """Counter samples have no table in Nsight's NVTX export: kept in ``NVTX_CFFI_COUNTERS``
+        (see the module's doc): a row per sample of a track, (globalPid, domain, counterId) its counter."""
         self._cur.execute("CREATE TABLE IF NOT EXISTS NVTX_CFFI_COUNTERS (timestamp INTEGER, globalPid INTEGER,"
-                         " name TEXT, unit TEXT, value REAL)")
+                         " domain TEXT, counterId INTEGER, name TEXT, unit TEXT, value REAL, noValue TEXT)")
         # a REAL column: bound as a float, which an int past SQLite's signed 64 bits (a uint64
-        # counter's sample) can be, too
-        self._cur.execute("INSERT INTO NVTX_CFFI_COUNTERS VALUES (?,?,?,?,?)",
-                         (time_ns - self._t0, pid << 24, name, unit, float(value)))
+        # counter's sample) can be, too; NaN and a gap are NULL (SQLite has no NaN), infinities stay
+        if track is not None:
+            domain, counter_id, name = track.domain, track.counter_id, track.name
+        else:
+            domain = counter_id = None
+        number = None if value is None or value != value else float(value)
+        self._cur.execute("INSERT INTO NVTX_CFFI_COUNTERS VALUES (?,?,?,?,?,?,?,?)",
+                         (time_ns - self._t0, pid << 24, domain, counter_id, name, unit, number, no_value))
         self.count += 1
 
     def finish(self, timeline: Timeline, extra_metadata: Optional[Dict[str, Any]] = None) -> int:

@@ -24,7 +24,8 @@ import math
 import operator
 from array import array
 from collections import Counter
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from itertools import compress, repeat
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from .model import Range, Timeline
 
@@ -188,6 +189,44 @@ class StatsCollector:
         else:
             group.extend(durations)
 
+    def add_grouped(self, domains: Sequence[Optional[str]], names: Sequence[str], style: str, durations: Any,
+                    bounds: Any) -> None:
+        """Count many groups of complete ranges of one style at once: group ``j`` is
+        (``domains[j]``, ``names[j]``, ``style``) with the durations ``durations[bounds[j]:bounds[j + 1]]``
+        (a NumPy int64 array, ``len(bounds) == len(names) + 1``). The same as :meth:`add_many` per
+        group in that order, but the groups past the bound are summed into their row in one step."""
+        groups = self._groups
+        keys = list(zip(domains, names, repeat(style)))
+        found: List[Optional[array]] = list(map(groups.get, keys))  # the rows they already have
+        missing = list(compress(range(len(keys)), map(operator.is_, found, repeat(None))))
+        i = 0
+        while i < len(missing) and len(groups) < self.max_names:  # new rows, in order, up to the bound
+            j = missing[i]
+            group = found[j] = groups.get(keys[j])  # (two ids of one text: the row made just now)
+            if group is None:
+                group = found[j] = groups[keys[j]] = array("q")
+            i += 1
+        folded = missing[i:]
+        if folded and i:  # past the bound: a name that got its row above (another id of its text) keeps it
+            again = list(map(groups.get, [keys[j] for j in folded]))
+            for j, group in zip(folded, again):
+                found[j] = group
+            folded = [j for j, group in zip(folded, again) if group is None]
+        durations = durations.astype("=i8", copy=False)
+        hits = list(compress(range(len(keys)), map(operator.is_not, found, repeat(None))))
+        if hits:
+            index = _np.array(hits, dtype=_np.int64)
+            for j, lo, hi in zip(hits, bounds[index].tolist(), bounds[index + 1].tolist()):
+                found[j].frombytes(durations[lo:hi].tobytes())  # type: ignore[union-attr]
+        if folded:
+            other_key = (_OTHER, OTHER_NAME, style)
+            other = groups.get(other_key)
+            if other is None:
+                other = groups[other_key] = array("q")
+            keep = _np.zeros(len(keys), dtype=bool)
+            keep[folded] = True
+            other.frombytes(durations[_np.repeat(keep, _np.diff(bounds))].tobytes())
+
     @property
     def folded(self) -> int:
         """Ranges counted in the OTHER_NAME rows (their names came after the first ``max_names``)."""
@@ -232,7 +271,8 @@ def format_summary(timeline: Timeline, rows: Optional[List[RangeStats]] = None) 
     """The summary as text: the table, then what the table cannot show (drops, unpaired events)."""
     if rows is None:
         rows = summarize(timeline)
-    pids = {pid for pid, _ in timeline.threads}
+    # processes that recorded NVTX events or counter samples, as the tracer's "wrote" line counts them
+    pids = {pid for pid, _ in timeline.threads} | set(getattr(timeline, "counter_pids", ()))
     named = [r for r in rows if not r.other]
     folded = sum(r.count for r in rows if r.other)
     lines = [f"NVTX range summary: {len(named)}{'+' if folded else ''} range name(s), {sum(r.count for r in rows)} range(s), "
