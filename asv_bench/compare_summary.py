@@ -2,15 +2,24 @@
 """compare.py's results of several Pythons side by side (scripts/compare-pythons.sh writes them).
 
     python asv_bench/compare_summary.py OUT/compare-3.11.json OUT/compare-3.14.json ...
+    python asv_bench/compare_summary.py --markdown docs/overhead-tables.md \\
+        --table accelerator=OUT/compare-3.11.txt --table pure-python=OUT/pure-3.11.txt OUT/compare-3.*.json
 
 One table per tool; per Python, nvtx-cffi's and nvtx's ns above the baseline and the ratio nvtx /
 nvtx-cffi, "!" after a ratio below its target (compare.py's TARGETS; "is f": the decorator returns
 the function itself). The floor rows show the plain code's own cost (what the interpreter charges
 for a `with` on a no-op Python CM, a Python call, a C method call). The Python version of a file
 is read from its name (compare-X.Y.json).
+
+``--markdown PATH`` writes the documentation's overhead tables instead (docs/overhead.md includes
+them): each ``--table NAME=FILE`` (a table compare.py printed, as it printed it), then the side-by-side
+table, each in a section NAME ("per-python" for the side-by-side one) between pymdownx.snippets
+markers, with the date it was measured (its input files' modification time, UTC).
 """
 from __future__ import annotations
 
+import argparse
+import datetime
 import json
 import os
 import re
@@ -73,16 +82,58 @@ def summary(runs) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+def report(runs) -> str:
+    """The side-by-side tables with their title line: what the command prints."""
+    title = "# asv_bench/compare.py per CPython (" + ", ".join(
+        f"{version}: nvtx {(results.get(('nvtx', 'none')) or {}).get('version') or '-'}"
+        for version, results in runs) + "); ns above baseline, thread CPU time; '!' below target"
+    return title + "\n" + summary(runs)
+
+
+MARKDOWN_NOTE = ("<!-- Written by asv_bench/compare_summary.py --markdown: do not edit by hand; "
+                 "docs/overhead.md says how to regenerate it. -->")
+
+
+def markdown(sections) -> str:
+    """sections: (name, date measured, text) each; the text is shown as it is, in a code block."""
+    out = [MARKDOWN_NOTE, ""]
+    for name, measured, text in sections:
+        out += [f"<!-- --8<-- [start:{name}] -->", f"Measured on {measured.isoformat()}.", "",
+                "```text", text.rstrip("\n"), "```", f"<!-- --8<-- [end:{name}] -->", ""]
+    return "\n".join(out)
+
+
+def measured(paths) -> datetime.date:
+    newest = max(os.path.getmtime(path) for path in paths)
+    return datetime.datetime.fromtimestamp(newest, datetime.timezone.utc).date()
+
+
 def main(argv=None) -> int:
-    paths = sys.argv[1:] if argv is None else argv
-    if not paths:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="*", metavar="compare-X.Y.json")
+    parser.add_argument("--markdown", metavar="PATH", help="write the documentation's tables to PATH")
+    parser.add_argument("--table", action="append", default=[], metavar="NAME=FILE",
+                        help="with --markdown: a section NAME showing FILE, a table compare.py printed")
+    args = parser.parse_args(argv)
+    if not args.runs and not args.table:
         print(__doc__, file=sys.stderr)
         return 2
-    runs = load(paths)
-    print("# asv_bench/compare.py per CPython (" + ", ".join(
-        f"{version}: nvtx {(results.get(('nvtx', 'none')) or {}).get('version') or '-'}"
-        for version, results in runs) + "); ns above baseline, thread CPU time; '!' below target")
-    print(summary(runs), end="")
+    if not args.markdown:
+        if args.table:
+            parser.error("--table needs --markdown")
+        print(report(load(args.runs)), end="")
+        return 0
+    sections = []
+    for spec in args.table:
+        name, sep, path = spec.partition("=")
+        if not (sep and name and path):
+            parser.error(f"--table {spec!r}: expected NAME=FILE")
+        with open(path, encoding="utf-8") as f:
+            sections.append((name, measured([path]), f.read()))
+    if args.runs:
+        sections.append(("per-python", measured(args.runs), report(load(args.runs))))
+    with open(args.markdown, "w", encoding="utf-8") as f:
+        f.write(markdown(sections))
     return 0
 
 
