@@ -158,9 +158,9 @@ def test_without_a_compiler_pip_ends_with_one_line_saying_what_to_install(tmp_pa
 
 
 @pytest.mark.parametrize("installed", [True, False])
-def test_the_readmes_fallback_for_libraries_runs_with_and_without_nvtx_cffi(installed, tmp_path):
-    readme = (SOURCE / "README.md").read_text(encoding="utf-8")
-    section = readme.split("\n## Depending on nvtx-cffi\n", 1)[1].split("\n## ", 1)[0]
+def test_the_documented_fallback_for_libraries_runs_with_and_without_nvtx_cffi(installed, tmp_path):
+    guide = (SOURCE / "docs" / "library-authors.md").read_text(encoding="utf-8")
+    section = guide.split("\n## Depending on nvtx-cffi\n", 1)[1].split("\n## ", 1)[0]
     snippet = section.split("```python\n", 1)[1].split("```", 1)[0]
     block = "" if installed else "import sys; sys.modules['nvtx_cffi'] = None  # import raises ImportError\n"
     program = block + snippet + (
