@@ -2,7 +2,7 @@
 # The abi3 core: `pip wheel .` and what its wheels hold, then one wheel on a newer CPython.
 #   1. `pip wheel --no-deps .` (PYTHON, default python3 = 3.11): the CFFI shim is _ffi.abi3.so; the
 #      optional accelerator nvtx_cffi/_speedups is the only per-version module.
-#   2. NVTX_CFFI_SPEEDUPS=0 pip wheel --no-deps . in the same tree, as the README's two commands run:
+#   2. NVTX_CFFI_SPEEDUPS=0 pip wheel --no-deps . in the same tree, as docs/install.md's two wheel commands run:
 #      tagged cpXY-abi3, no per-version module at all (not even the accelerator step 1 left in build/).
 #   2b. The sdist (python -m build --sdist) holds what rebuilding and testing need: c/, build_ffi.py,
 #      tests/ with conftest.py and the C clients, examples/.

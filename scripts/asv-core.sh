@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The benchmark dashboard's core subset over a few commits (README, "Benchmark dashboard"): the
+# The benchmark dashboard's core subset over a few commits (docs/overhead.md, "Benchmark dashboard"): the
 # plainest spelling of the seven main calls (bench_overhead.Shape_*), the baselines, and the annotated
 # workload (bench_workload: NumPy everywhere, CuPy with a GPU), then `asv publish` and the offline
 # step (asv_bench/offline_html.py: the page renders without a network).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The benchmark dashboard as users run it (README, "Benchmark dashboard"), on two commits, checked:
+# The benchmark dashboard as users run it (docs/overhead.md, "Benchmark dashboard"), on two commits, checked:
 # a fresh venv with asv and virtualenv; `asv run --quick` builds HEAD and HEAD~1 in asv's own
 # virtualenv, each with pip's ordinary build, and runs every benchmark once on HEAD and the ones
 # matching ASV_SMOKE_OLD_BENCH (default "Baselines|push_pop") on HEAD~1; `asv publish`, and

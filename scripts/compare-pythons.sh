@@ -4,7 +4,7 @@
 # and installed, nvtx==0.2.16 (its wheel for that Python, from PyPI), numpy, nvidia-nvtx and
 # setuptools (the stock-CFFI row); then compare.py writes OUTDIR/compare-X.Y.txt (its table) and
 # OUTDIR/compare-X.Y.json (raw results), and asv_bench/compare_summary.py puts the ratios of every
-# Python side by side in OUTDIR/summary.txt (the README's Overhead section shows that file).
+# Python side by side in OUTDIR/summary.txt (docs/overhead.md says how its tables are made from these).
 #
 # Usage: scripts/compare-pythons.sh [OUTDIR] [compare.py args...]      (default OUTDIR: compare-out)
 #        VERSIONS="3.11 3.14" scripts/compare-pythons.sh out --quick

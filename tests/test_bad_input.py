@@ -366,7 +366,7 @@ print(json.dumps([(w.filename == __file__, w.lineno, w.category.__name__) for w 
 @pytest.mark.parametrize("tool", ["recorder", "none"])
 def test_a_payload_warning_names_the_users_line(tmp_path, pure, tool):
     # A fixed stacklevel named nvtx-cffi's own lines (_domain.py:108, _annotate.py:161) on most
-    # paths. Without a tool the module-level calls do not look at their payload (README), so they
+    # paths. Without a tool the module-level calls do not look at their payload (docs/guide.md), so they
     # do not warn.
     script = tmp_path / "user.py"
     script.write_text(WARNING_LINES)

@@ -15,7 +15,7 @@ can act on:
   Initialize        NVTX's own loader calls nvtxInitialize when an extension module (payload,
                     counters) is first touched; where it lands says which module came first.
   DomainIsEnabled   nvtx 0.2.16 asks it once per domain it creates (a query, not an event).
-  NameOsThread*     nvtx_cffi names Python threads in NVTX (README, "Thread names").
+  NameOsThread*     nvtx_cffi names Python threads in NVTX (docs/guide.md, "Thread names").
   DomainDestroy     nvtx 0.2.16 destroys domain handles when Python frees them (at exit).
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Doubtful behaviours that were decided and fixed (the README's guarantees section).
+"""Doubtful behaviours that were decided and fixed (docs/compatibility.md, "Guarantees at the edges").
 
 Each scenario runs in a recorded child process and asserts what the recorder saw.
 """

@@ -250,7 +250,7 @@ def test_same_records_as_nvtx(tmp_path):
 
 
 def test_trace_of_the_counter_example_has_counter_tracks(tmp_path):
-    """README's example, traced: a "C" event per sample and field, a counter table in --stats."""
+    """The counters example of docs/counters.md, traced: a "C" event per sample and field, a counter table in --stats."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     example = os.path.join(root, "examples", "counters.py")
     out = tmp_path / "counters.trace.json"
@@ -334,7 +334,7 @@ def test_counters_and_binary_payloads_convert_alike_with_and_without_numpy(tmp_p
 
 
 def test_the_counter_example_traced_to_pftrace_has_a_perfetto_counter_track_per_counter(tmp_path):
-    """README: ``trace -o counters.pftrace examples/counters.py`` opens in Perfetto with counter tracks."""
+    """docs/counters.md: ``trace -o counters.pftrace examples/counters.py`` opens in Perfetto with counter tracks."""
     pytest.importorskip("perfetto")
     pytest.importorskip("google.protobuf")
     from pftrace_check import read_pftrace

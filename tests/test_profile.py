@@ -393,7 +393,7 @@ def test_profile_under_cprofile(tmp_path, c_engine):
     import pstats
 
     if sys.implementation.name == "pypy":
-        pytest.skip("PyPy: cProfile's hook is invisible to sys.getprofile(), so Profile replaces it (README)")
+        pytest.skip("PyPy: cProfile's hook is invisible to sys.getprofile(), so Profile replaces it (docs/guide.md)")
 
     script = tmp_path / "coexist.py"
     script.write_text(COEXIST.format(c_engine=c_engine))

@@ -290,7 +290,7 @@ def test_fork_while_other_threads_record(tmp_path, client_lib):
             while not stop:
                 lib.client_push_pop(b"spin", 1000)
         # NVTX's first call loads the tool under a once-guard that other threads wait on spinning;
-        # a fork inside that window leaves the child spinning for good (NVTX's own, see README).
+        # a fork inside that window leaves the child spinning for good (NVTX's own, see docs/compatibility.md).
         # This test is about forks while threads record, so NVTX is initialised first.
         lib.client_marks(b"init", 1)
         threads = [threading.Thread(target=spin) for _ in range(3)]

@@ -1,5 +1,5 @@
 """What a type checker makes of documented nvtx-cffi code (the package ships py.typed): mypy --strict
-on a program that uses the API as the README does must pass, and a decorated function keeps its type.
+on a program that uses the API as the documentation does must pass, and a decorated function keeps its type.
 
 nvtx 0.2.16 ships no type information, so code that passed mypy with it must not start failing when
 it switches to nvtx-cffi."""
