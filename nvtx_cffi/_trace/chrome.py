@@ -29,6 +29,7 @@ import math
 from typing import IO, Any, Callable, Dict, List, Optional, Tuple
 
 from .fixedwidth import fixed_rows, join_rows
+from .grouping import group_rows
 from .model import Mark, Range, Timeline
 
 __all__ = ["ChromeTraceWriter", "write_chrome_trace", "hex_color", "json_value"]
@@ -262,8 +263,8 @@ class ChromeTraceWriter:
         pid = str(pb.pid)
         fast, slow = _split_rows(r, numpy, pb.unterminated)
         if fast is not None:
-            groups = _groups([r.text, r.domain, r.category, r.color, r.has_color], fast, numpy,
-                             max_groups=len(fast) // 64)
+            groups = group_rows([r.text, r.domain, r.category, r.color, r.has_color], fast, numpy,
+                                max_groups=len(fast) // 64)
             if groups is not None:  # few styles: blocks pay off
                 for rows in groups:
                     i = int(rows[0])
@@ -301,7 +302,7 @@ class ChromeTraceWriter:
         raw_many = getattr(pb.strings, "raw_many", None)
         if raw_many is None or len(rows) < _NAMED_ROWS_MIN:
             return False
-        groups = _groups([r.domain, r.category, r.color, r.has_color], rows, True, max_groups=len(rows) // 64)
+        groups = group_rows([r.domain, r.category, r.color, r.has_color], rows, True, max_groups=len(rows) // 64)
         if groups is None:
             return False
         pid = str(pb.pid)
@@ -522,39 +523,6 @@ def _np_arange(n: int) -> Any:
     import numpy as np
 
     return np.arange(n)
-
-
-def _groups(cols: List[Any], rows: Any, numpy: bool, max_groups: Optional[int] = None) -> Optional[List[Any]]:
-    """``rows`` grouped by equal values in ``cols``: groups in order of first row, rows in order.
-    None when there are more than ``max_groups`` groups (not split: a row per name costs no split)."""
-    if not len(rows):
-        return []
-    if numpy:
-        import numpy as np
-
-        keys = [np.asarray(c)[rows] for c in cols]
-        order = np.lexsort(tuple(reversed(keys)))  # stable: rows stay in order within a group
-        change = np.zeros(len(order), dtype=bool)
-        change[0] = True
-        for k in keys:
-            ks = k[order]
-            change[1:] |= ks[1:] != ks[:-1]
-        cuts = np.flatnonzero(change)[1:]
-        if max_groups is not None and len(cuts) + 1 > max_groups:
-            return None
-        parts = np.split(rows[order], cuts)
-        parts.sort(key=lambda g: int(g[0]))
-        return parts
-    groups: Dict[tuple, list] = {}
-    for i in rows:
-        key = tuple(c[i] for c in cols)
-        group = groups.get(key)
-        if group is None:
-            group = groups[key] = []
-        group.append(i)
-    if max_groups is not None and len(groups) > max_groups:
-        return None
-    return list(groups.values())
 
 
 def _args_text(static_args: str, payload: Any, unterminated: bool) -> str:

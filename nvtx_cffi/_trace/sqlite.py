@@ -52,6 +52,7 @@ import sqlite3
 from typing import Any, Dict, List, Optional, Tuple
 
 from .columns import payload_value
+from .grouping import group_rows
 from .model import Timeline
 
 try:
@@ -221,14 +222,12 @@ class SqliteWriter:
         """Rows without payload, grouped by everything but their times: each group inserted with
         multi-row ``VALUES`` statements binding only the times (binding is most of the cost).
         False (nothing inserted) when the batch has payloads or too many distinct groups."""
-        from .chrome import _groups
-
         numpy = hasattr(cols.tid, "dtype")
         n = len(cols)
         if (_np.any(cols.ptype != 0) if numpy else any(cols.ptype)):
             return False
         rows = _np.arange(n) if numpy else list(range(n))
-        groups = _groups([cols.text, cols.domain, cols.category, cols.color, cols.has_color, cols.tid], rows, numpy)
+        groups = group_rows([cols.text, cols.domain, cols.category, cols.color, cols.has_color, cols.tid], rows, numpy)
         if len(groups) * 64 > n:
             return False
         time_col = cols.time if event_type == MARK else cols.start
