@@ -12,11 +12,11 @@ records (:mod:`nvtx_cffi.ext_records`) on the way from the recording to the writ
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 from ..ext_records import CounterSample, ExtDecoder
 
-__all__ = ["CounterStats", "CounterTrack", "decode_stream", "counter_series", "counter_tracks", "json_safe"]
+__all__ = ["CounterStats", "CounterTrack", "counter_series", "counter_tracks", "json_safe"]
 
 
 NO_VALUE_KINDS = {0: "zero", 1: "unchanged", 2: "unavailable"}
@@ -183,62 +183,7 @@ class CounterStats:
         return "\n".join(lines) + "\n" + ("\n" + note if note else "")
 
 
-def decode_stream(events: Iterable[Any], on_sample: Callable[[CounterSample], None],
-                  images: Iterable[Any] = ()) -> Iterator[Any]:
-    """``events`` without the blob records: counter samples go to ``on_sample``; a push/start/mark
-    with a binary payload gets it decoded (``payload``; ``payload_truncated`` when it was cut).
-    ``images`` (``stream.images``: :class:`~nvtx_cffi.recorder.ProcessInfo`) give each process
-    image's registrations and clocks before its events (see :meth:`ExtDecoder.preload`)."""
-    decoder = ExtDecoder()
-    infos = {(i.pid, i.exec_gen): i for i in images}
-    current: Dict[int, int] = {}
-    set_ = object.__setattr__
-    for event in events:
-        kind = event.kind
-        image = getattr(event, "exec_gen", 0)
-        if current.get(event.pid) != image and (event.pid, image) in infos:
-            current[event.pid] = image
-            decoder.preload(infos[(event.pid, image)])
-        if kind == "blob":
-            for sample in decoder.feed(event):
-                on_sample(sample)
-            continue
-        if event.payload_type == "ext" and kind in ("push", "start", "mark"):
-            decoder.feed(event)
-            value, truncated = decoder.payload_of(event)
-            set_(event, "payload", json_safe(value))
-            if truncated:
-                set_(event, "payload_truncated", True)
-        yield event
-
-
-class _BlobEvent:
-    """A ``recorder.Blob`` of a columnar batch, seen as the ``blob`` Event that :class:`ExtDecoder` takes."""
-
-    __slots__ = ("kind", "name", "pid", "tid", "time_ns", "domain", "target", "data", "truncated")
-
-    def __init__(self, blob: Any, pid: int, domain: Optional[str]) -> None:
-        self.kind = "blob"
-        self.name = blob.kind
-        self.pid = pid
-        self.tid = blob.tid
-        self.time_ns = blob.time_ns
-        self.domain = domain
-        self.target = blob.arg
-        self.data = blob.data
-        self.truncated = blob.truncated
-
-
-class _RowEvent:
-    """A push/start/mark row with a binary payload, seen as the Event that :class:`ExtDecoder` takes."""
-
-    __slots__ = ("kind", "pid", "tid", "domain")
-
-    def __init__(self, kind: str, pid: int, tid: int, domain: Optional[str]) -> None:
-        self.kind, self.pid, self.tid, self.domain = kind, pid, tid, domain
-
-
-_ROW_KINDS = {1: "push", 3: "start", 5: "mark"}
+_ROW_KINDS = frozenset((1, 3, 5))  # push, start, mark
 _PT_EXT = 7
 
 
@@ -286,12 +231,15 @@ class BatchExtDecoder:
         for tid, _t, is_row, j in items:
             if not is_row:
                 blob = blobs[j]
-                event = blob if hasattr(blob, "name") else _BlobEvent(blob, pid, domains.get(blob.domain))
-                for sample in decoder.feed(event):
+                if hasattr(blob, "name"):  # an Event (the pure-Python source keeps the Event API's)
+                    samples = decoder.feed(blob)
+                else:  # a recorder.Blob: its domain is the file's id
+                    samples = decoder.blob(blob.kind, pid, blob.tid, blob.time_ns, domains.get(blob.domain), blob.arg,
+                                           blob.data, blob.truncated)
+                for sample in samples:
                     self.on_sample(sample)
                 continue
-            row = _RowEvent(_ROW_KINDS[int(batch.kind[j])], pid, tid, domains.get(int(batch.domain[j])))
-            decoder.feed(row)
-            value, truncated = decoder.payload_of(row)
-            if value is not None:
+            decoded = decoder.take_payload(pid, tid, domains.get(int(batch.domain[j])))
+            if decoded is not None and decoded[0] is not None:
+                value, truncated = decoded
                 batch.payload[j] = store_ext_payload(json_safe(value), truncated)
