@@ -1,22 +1,27 @@
-"""Counters and binary payloads in the tracer: decode the recorder's payload-extension
-records (:mod:`nvtx_cffi.ext_records`) on the way from the recording to the writers.
+"""Counters and binary payloads in the tracer: the conversion's decode step
+(:class:`BatchExtDecoder`) reads the recorder's payload-extension records (:mod:`nvtx_cffi.ext_records`)
+on the way from the recording to the pairing and the writers.
 
-* counter samples become writer ``counter(pid, title, unit, time_ns, value, track=, no_value=)``
-  calls (Chrome ``"C"`` events: Perfetto draws a track per counter, one per field of a counter
-  group), a row each in the ``--stats`` counter table (samples, min, max, mean, last — the latest in
-  time —, unit, and the no-value and NaN samples) and lines in ``--png``. A track is one counter of
-  one process: (process, domain, counter id), titled ``"domain: name"`` (:class:`CounterTrack`);
-* a push/start/mark's binary payload is decoded by its schema into the event's ``payload``
-  (``args.payload`` in the JSON).
+* counter samples go to every writer (``sample(sample, tracks)``, :mod:`.writers`): the trace
+  writers write an event per track (Chrome ``"C"`` events: Perfetto draws a track per counter, one
+  per field of a counter group), ``--stats`` a row per track in its counter table (samples, min,
+  max, mean, last — the latest in time —, unit, and the no-value and NaN samples) and ``--png``
+  lines. A track is one counter of one process: (process, domain, counter id), titled
+  ``"domain: name"`` (:class:`CounterTrack`);
+* a push/start/mark's binary payload is decoded by its schema and kept in the conversion's
+  :class:`ExtPayloads`, under a key that stands in the row's payload column (``args.payload`` in
+  the JSON).
 """
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple
 
 from ..ext_records import CounterSample, ExtDecoder
+from .columns import BATCH_EVENTS, MARK, PT_EXT, PUSH, START
 
-__all__ = ["CounterStats", "CounterTrack", "counter_series", "counter_tracks", "json_safe"]
+__all__ = ["CounterStats", "CounterTrack", "ExtPayloads", "BatchExtDecoder", "counter_series", "counter_tracks",
+           "json_safe"]
 
 
 NO_VALUE_KINDS = {0: "zero", 1: "unchanged", 2: "unavailable"}
@@ -183,23 +188,67 @@ class CounterStats:
         return "\n".join(lines) + "\n" + ("\n" + note if note else "")
 
 
-_ROW_KINDS = frozenset((1, 3, 5))  # push, start, mark
-_PT_EXT = 7
+#: Decoded binary payloads an :class:`ExtPayloads` keeps: a value stays for the next this many binary
+#: payloads: long enough for the writers, up to three batches behind the reader thread, and for its
+#: range to end.
+EXT_PAYLOADS_MAX = 4 * BATCH_EVENTS
+
+
+class ExtPayloads:
+    """The decoded binary payloads (payload extension) of one conversion, by the key that stands in
+    the payload column of their rows (``ptype`` :data:`~.columns.PT_EXT`): what
+    :class:`BatchExtDecoder` decodes, the writers look up (:meth:`.pairing.PairedBatch.ext_payload`).
+    Bounded: the oldest value goes past :data:`EXT_PAYLOADS_MAX`.
+
+    >>> store = ExtPayloads(); key = store.add([1, 2])
+    >>> store.get(key), store.get(key + 1)
+    ([1, 2], None)
+    """
+
+    def __init__(self) -> None:
+        self._values: Dict[int, Any] = {}
+        self._last_key = 0
+
+    def add(self, value: Any, truncated: bool = False) -> int:
+        """Keep a decoded (JSON-ready) payload; returns its key (never 0)."""
+        self._last_key += 1
+        key = self._last_key
+        values = self._values
+        values[key] = {"value": value, "truncated": True} if truncated else value
+        if len(values) > EXT_PAYLOADS_MAX:
+            del values[next(iter(values))]
+        return key
+
+    def get(self, raw: int) -> Any:
+        """The payload kept under ``raw`` (None when unknown or evicted)."""
+        return self._values.get(int(raw))
+
+
+_ROW_KINDS = frozenset((PUSH, START, MARK))
 
 
 class BatchExtDecoder:
-    """Counters and binary payloads of a conversion's batches (:mod:`.columns`), in file order.
+    """The conversion's decode step: counters and binary payloads of its batches (:mod:`.columns`), in
+    file order.
 
-    :meth:`feed` takes each :class:`~.columns.RecordBatch` before it is paired: its blobs go through
-    one :class:`ExtDecoder` (per-process state across batches), counter samples to ``on_sample``; the
-    payload column of each push/start/mark with a binary payload becomes a key of
-    :data:`.columns.EXT_PAYLOADS`, which holds the decoded value (JSON-ready) for the writers.
+    :meth:`feed` takes each :class:`~.columns.RecordBatch` before it is paired (:meth:`decoded`: a
+    stream of them): its blobs go through one :class:`ExtDecoder` (per-process state across
+    batches), counter samples to ``on_sample``; the payload column of each push/start/mark with a
+    binary payload becomes the key under which ``payloads`` (an :class:`ExtPayloads`) holds the
+    decoded value (JSON-ready) for the writers.
     """
 
-    def __init__(self, on_sample: Callable[[CounterSample], None]) -> None:
+    def __init__(self, payloads: ExtPayloads, on_sample: Callable[[CounterSample], None]) -> None:
         self.decoder = ExtDecoder()
+        self.payloads = payloads
         self.on_sample = on_sample
         self._images: Dict[int, int] = {}  # pid -> exec generation whose registrations are loaded
+
+    def decoded(self, batches: Iterable[Any]) -> Iterator[Any]:
+        """``batches``, each fed as it goes by."""
+        for batch in batches:
+            self.feed(batch)
+            yield batch
 
     def feed(self, batch: Any) -> None:
         blobs = batch.blobs
@@ -210,8 +259,6 @@ class BatchExtDecoder:
             # every registration of the image first: decoding does not depend on the chunks' order
             self._images[batch.pid] = batch.image
             self.decoder.preload(info)
-        from .columns import store_ext_payload
-
         pid = batch.pid
         domains = batch.domains
         items: List[Tuple[int, int, int, int]] = []
@@ -220,10 +267,11 @@ class BatchExtDecoder:
         if batch.numpy:
             import numpy as np
 
-            rows = np.flatnonzero((batch.ptype == _PT_EXT) & ((batch.kind == 1) | (batch.kind == 3) | (batch.kind == 5)))
+            rows = np.flatnonzero((batch.ptype == PT_EXT) & ((batch.kind == PUSH) | (batch.kind == START)
+                                                              | (batch.kind == MARK)))
             rows = rows.tolist()
         else:
-            rows = [i for i, (pt, k) in enumerate(zip(batch.ptype, batch.kind)) if pt == _PT_EXT and k in _ROW_KINDS]
+            rows = [i for i, (pt, k) in enumerate(zip(batch.ptype, batch.kind)) if pt == PT_EXT and k in _ROW_KINDS]
         for i in rows:
             items.append((int(batch.tid[i]), int(batch.time[i]), 1, i))
         items.sort()  # per thread in time order; a payload's blobs come just before its event
@@ -242,4 +290,4 @@ class BatchExtDecoder:
             decoded = decoder.take_payload(pid, tid, domains.get(int(batch.domain[j])))
             if decoded is not None and decoded[0] is not None:
                 value, truncated = decoded
-                batch.payload[j] = store_ext_payload(json_safe(value), truncated)
+                batch.payload[j] = self.payloads.add(json_safe(value), truncated)

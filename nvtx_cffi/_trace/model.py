@@ -113,6 +113,9 @@ class Timeline:
         #: pids that recorded them
         self.counter_samples = 0
         self.counter_pids: set = set()
+        #: (pid, counter title, time domain) -> batch samples left out: their time domain could not
+        #: be placed on the trace's clock (:attr:`nvtx_cffi.ext_records.ExtDecoder.unmapped`)
+        self.unmapped_samples: Dict[Tuple[int, str, int], int] = {}
 
 
 def _category_name(names: Dict[Tuple[Optional[str], int], str], domain: Optional[str],

@@ -54,6 +54,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from .columns import payload_value
 from .grouping import group_rows
 from .model import Timeline
+from .writers import TrackCounters, register
 
 try:
     import numpy as _np
@@ -136,7 +137,8 @@ def global_tid(pid: int, tid: int) -> int:
     return (pid << 24) | tid
 
 
-class SqliteWriter:
+@register("sqlite", ".sqlite", ".sqlite3", ".db")
+class SqliteWriter(TrackCounters):
     """Write NVTX rows into a new SQLite database at ``path`` (an existing file is replaced)."""
 
     def __init__(self, path: str, start_ns: int) -> None:
@@ -154,6 +156,11 @@ class SqliteWriter:
         self.count = 0
         self._domains: Dict[Tuple[int, int], Optional[str]] = {}
         self._categories: Dict[Tuple[int, int, int], str] = {}
+
+    @classmethod
+    def open(cls, output: str, recording: Any) -> "SqliteWriter":
+        """The writer of the database ``output`` (created or replaced) for ``recording``."""
+        return cls(output, recording.start_ns or 0)
 
     def _note_names(self, pb: Any, doms: List[int], cats: List[Tuple[int, int]]) -> None:
         pid = pb.pid
