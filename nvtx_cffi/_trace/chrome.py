@@ -539,7 +539,7 @@ def _args_text(static_args: str, payload: Any, unterminated: bool) -> str:
 
 def write_chrome_trace(timeline: Timeline, out: IO[str], progress: Optional[Callable[[int, int], None]] = None,
                        extra_metadata: Optional[Dict[str, Any]] = None) -> int:
-    """Write an in-memory ``timeline`` (:func:`~.model.build_timeline`) to ``out``; returns the event count.
+    """Write an in-memory ``timeline`` (:func:`~.pairing.build_timeline`) to ``out``; returns the event count.
 
     Ranges are written in time order, then marks. ``progress(done, total)`` is called every 65536
     ranges and marks.

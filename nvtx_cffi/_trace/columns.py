@@ -28,7 +28,7 @@ try:  # CPython fast path; PyPy and NumPy-less installs use lists
 except ImportError:  # pragma: no cover - exercised on PyPy
     _np = None
 
-__all__ = ["RecordBatch", "Source", "ReadAt", "open_recording", "HAVE_NUMPY", "BATCH_EVENTS",
+__all__ = ["RecordBatch", "Source", "ReadAt", "open_recording", "open_events", "HAVE_NUMPY", "BATCH_EVENTS",
            "payload_value", "PUSH", "POP", "START", "END", "MARK"]
 
 HAVE_NUMPY = _np is not None
@@ -152,6 +152,13 @@ def open_recording(source: Union[str, Sequence[str]], numpy: Optional[bool] = No
     return _BlockSource(_rec.BlockStream(paths, read_at, BATCH_EVENTS, False), read_at)
 
 
+def open_events(events: Sequence[Any], processes: Dict[int, Any], dropped: int = 0) -> Source:
+    """A :class:`Source` of :class:`~nvtx_cffi.recorder.Event` objects held in memory (those of
+    ``recorder.read()``, or made by hand), with the ``processes`` and ``dropped`` count a reader
+    would give; its bounds are the events' earliest and latest times."""
+    return _EventSource(_EventList(events, processes, dropped), ReadAt())
+
+
 # --------------------------------------------------------------------------- recorder.blocks()
 
 
@@ -257,3 +264,20 @@ class _EventSource(Source):
         if batch is not None:
             yield batch
 
+
+class _EventList:
+    """Events held in memory, with what an :class:`~nvtx_cffi.recorder.EventStream` tells before its events."""
+
+    images = ()
+    total_bytes = 0
+
+    def __init__(self, events: Sequence[Any], processes: Dict[int, Any], dropped: int) -> None:
+        self._events = events
+        self.processes = processes
+        self.dropped = dropped
+        times = [e.time_ns for e in events]
+        self.start_ns = min(times) if times else None
+        self.end_ns = max(times) if times else None
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._events)

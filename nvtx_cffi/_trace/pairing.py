@@ -23,9 +23,9 @@ across threads needs the waiting logic). Memory: one batch, plus what is open.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
-from .columns import END, MARK, POP, PUSH, START, RecordBatch, Source, payload_value
+from .columns import END, MARK, POP, PUSH, START, RecordBatch, Source, open_events, payload_value
 from .model import UNNAMED, Mark, Range, Timeline
 
 try:
@@ -33,8 +33,8 @@ try:
 except ImportError:  # pragma: no cover - PyPy
     _np = None
 
-__all__ = ["Columns", "PairedBatch", "pair_batches", "ranges_of", "marks_of", "RANGE_FIELDS", "ASYNC_FIELDS",
-           "MARK_FIELDS"]
+__all__ = ["Columns", "PairedBatch", "pair_batches", "ranges_of", "marks_of", "build_timeline", "RANGE_FIELDS",
+           "ASYNC_FIELDS", "MARK_FIELDS"]
 
 #: Columns of a range batch (push/pop or start/end) and of a mark batch.
 RANGE_FIELDS = ("tid", "start", "end", "depth", "text", "domain", "category", "color", "has_color",
@@ -564,3 +564,28 @@ def marks_of(pb: PairedBatch) -> Iterator[Mark]:
         yield Mark(pb.text(text), pb.domain_name(dom), pb.category_name(dom, cat), color if has else None,
                    payload_value(ptype, payload), pb.pid, tid, t)
 
+
+def build_timeline(events: Sequence[Any], processes: Dict[int, Any], dropped: int = 0) -> Timeline:
+    """Pair :class:`~nvtx_cffi.recorder.Event` objects held in memory (``recorder.read().events``, or
+    made by hand) as a conversion does (:func:`~.columns.open_events`, :func:`pair_batches`),
+    keeping every range and mark in ``timeline.ranges`` / ``.marks``, in the order the pairing
+    hands them out. ``processes`` maps pid to the reader's ``ProcessInfo`` (``ppid``, ``dropped``,
+    ``thread_names``, ``category_names``; missing entries are fine); ``thread_name`` events name
+    the threads that ``processes`` leaves unnamed, as the reader's first pass folds them into
+    ``thread_names``. For small recordings and tests: memory grows with the recording.
+
+    >>> from types import SimpleNamespace as E
+    >>> ev = [E(kind=kind, time_ns=t, pid=1, tid=1, domain=None, message=message, color=None, category=0,
+    ...         payload=None, payload_type=None, range_id=None)
+    ...       for kind, t, message in [("push", 10, "a"), ("pop", 25, None)]]
+    >>> [(r.name, r.start_ns, r.end_ns, r.depth) for r in build_timeline(ev, {}).ranges]
+    [('a', 10, 25, 0)]
+    """
+    tl = Timeline()
+    for pb in pair_batches(open_events(events, processes, dropped), tl):
+        tl.ranges.extend(ranges_of(pb))
+        tl.marks.extend(marks_of(pb))
+    for ev in events:
+        if ev.kind == "thread_name" and ev.name:
+            tl.thread_names.setdefault((ev.pid, int(ev.target or ev.tid)), ev.name)
+    return tl
