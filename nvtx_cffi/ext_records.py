@@ -344,7 +344,9 @@ _NO_ZERO, _NO_UNCHANGED, _NO_UNAVAILABLE = 0, 1, 2
 
 
 class ExtDecoder:
-    """Follows the blob events of a recording (any order of processes; per process in time order).
+    """Follows the blob events of a recording (any order of processes; per process in time order):
+    :meth:`feed` takes :class:`~nvtx_cffi.recorder.Event` objects, :meth:`blob` and
+    :meth:`take_payload` the same records given by their fields (the tracer's columnar batches).
 
     Give it each process image's registrations first (:meth:`preload`): then a schema or counter
     registered by a thread whose chunk is read later still decodes the samples and payloads of the
@@ -416,23 +418,27 @@ class ExtDecoder:
         kind = event.kind
         if kind != "blob":
             if kind in ("push", "start", "mark"):
-                pending = self._pending.pop((event.pid, event.tid), None)
-                if pending:
-                    schemas = self._schemas(event.pid, event.domain)
-                    values = [decode(sid, data, schemas) for sid, data, _ in pending]
-                    self._payloads[id(event)] = (values[0] if len(values) == 1 else values,
-                                                 any(t for *_, t in pending))
+                decoded = self.take_payload(event.pid, event.tid, event.domain)
+                if decoded is not None:
+                    self._payloads[id(event)] = decoded
             return []
-        name, pid, domain, arg, data = event.name, event.pid, event.domain, event.target, event.data or b""
+        return self.blob(event.name, event.pid, event.tid, event.time_ns, event.domain, event.target, event.data,
+                         event.truncated)
+
+    def blob(self, name: str, pid: int, tid: int, time_ns: int, domain: Optional[str], arg: int,
+             data: Optional[bytes], truncated: bool) -> List[CounterSample]:
+        """Take one blob record, given by its fields (``name``: its kind, ``arg``: its target id);
+        returns the counter samples it carries (usually none)."""
+        data = data or b""
         known = pid in self._preloaded  # registrations taken already: those met again change nothing
         if name == "schema":
             schemas = self._schemas(pid, domain)
             if not known or arg not in schemas:
-                schemas[arg] = parse_schema(arg, data, event.truncated)
+                schemas[arg] = parse_schema(arg, data, truncated)
         elif name == "counter_group":
             if known and (pid, domain, arg) in self.counters:
                 return []
-            info = parse_counter(arg, domain, data, event.truncated)
+            info = parse_counter(arg, domain, data, truncated)
             info.scope = self.scopes.get((pid, domain, info.scope_id))
             info.truncated = info.truncated or (pid, domain, info.scope_id) in self.truncated_scopes
             self._add_counter(pid, info)
@@ -440,17 +446,27 @@ class ExtDecoder:
             if known and (pid, domain, arg) in self.scopes:
                 return []
             self.scopes[(pid, domain, arg)] = _text(data)
-            if event.truncated:
+            if truncated:
                 self.truncated_scopes.add((pid, domain, arg))
             else:
                 self.truncated_scopes.discard((pid, domain, arg))
         elif name == "payload":
-            self._pending.setdefault((pid, event.tid), []).append((arg, data, event.truncated))
+            self._pending.setdefault((pid, tid), []).append((arg, data, truncated))
         elif name == "counter_sample":
             counter = self.counters.get((pid, domain, arg))
             if counter is not None:
-                return self._samples(event, counter, data)
+                return self._samples(pid, tid, time_ns, truncated, counter, data)
         return []
+
+    def take_payload(self, pid: int, tid: int, domain: Optional[str]) -> Optional[Tuple[Any, bool]]:
+        """(decoded binary payload, truncated) of the push/start/mark that thread ``tid`` of ``pid``
+        records next, from the payload blobs it recorded since its last one; None when there were none."""
+        pending = self._pending.pop((pid, tid), None)
+        if not pending:
+            return None
+        schemas = self._schemas(pid, domain)
+        values = [decode(sid, data, schemas) for sid, data, _ in pending]
+        return values[0] if len(values) == 1 else values, any(t for *_, t in pending)
 
     def payload_of(self, event: Any) -> Tuple[Any, bool]:
         """(decoded binary payload, truncated) of a push/start/mark fed before, else (None, False)."""
@@ -499,23 +515,23 @@ class ExtDecoder:
         # UNAVAILABLE, or UNCHANGED before any value: a gap
         return {name: None for name in fields} if reason in (_NO_UNAVAILABLE, _NO_UNCHANGED) else {}
 
-    def _samples(self, event: Any, info: CounterInfo, data: bytes) -> List[CounterSample]:
+    def _samples(self, pid: int, tid: int, time_ns: int, truncated: bool, info: CounterInfo,
+                 data: bytes) -> List[CounterSample]:
         if len(data) < _SAMPLE_HEAD.size:
             return []
         mode, flags, _, item, n = _SAMPLE_HEAD.unpack_from(data)
         body = data[_SAMPLE_HEAD.size:]
-        pid = event.pid
         units = self._units(info, pid)
-        base = dict(pid=pid, tid=event.tid, counter=info, units=units)
-        truncated = bool(event.truncated)
+        base = dict(pid=pid, tid=tid, counter=info, units=units)
+        truncated = bool(truncated)
         key = (pid, info.domain, info.id)
         if mode in (0, 1, 2):
             values = self._value(info, pid, body)
             self._last[key] = values
-            return [CounterSample(time_ns=event.time_ns, values=values, truncated=truncated, **base)]
+            return [CounterSample(time_ns=time_ns, values=values, truncated=truncated, **base)]
         if mode == 3:
             reason = body[0] if body else None
-            return [CounterSample(time_ns=event.time_ns, values=self._no_value(info, pid, reason), no_value=reason,
+            return [CounterSample(time_ns=time_ns, values=self._no_value(info, pid, reason), no_value=reason,
                                   **base)]
         if mode == 4 and item:
             out = []

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Conversion time, output size and peak RSS of the tracer, per output format, side by side in one run.
 
-    python scripts/trace_convert_bench.py 1e6            # record 1e6 push/pop ranges once, convert it 4 ways
+    python scripts/trace_convert_bench.py 1e6            # record 1e6 push/pop ranges once, convert it 3 ways
     python scripts/trace_convert_bench.py 1e7 --keep DIR # keep the recording (and reuse it next time)
     python scripts/trace_convert_bench.py 1e6 --baseline DIR  # also each format with the nvtx_cffi in DIR
 
@@ -13,9 +13,8 @@ Records ``examples/many_ranges.py N`` with the recorder, then converts the same 
 a fresh process under ``/usr/bin/time -v`` (``--stats`` included, as ``trace --stats`` does):
 Columns: wall seconds of the conversion (imports included), CPU seconds of the process (user +
 system, whole process: less sensitive to a loaded machine), output size, bytes per event, peak RSS.
-``before`` (the object-per-event streaming conversion: ``pair_events`` + ``ChromeTraceWriter.range``),
-then ``json``, ``pftrace`` and ``sqlite`` with the columnar conversion, and ``read`` (the
-recorder's ``blocks()`` alone, no pairing or writing: the reader's share). Prints one table.
+``read`` (the recorder's ``blocks()`` alone, no pairing or writing: the reader's share), then
+``json``, ``pftrace`` and ``sqlite``. Prints one table.
 ``--formats json,png``: ``png`` is ``json`` with ``--png`` (the picture collected and drawn; the
 output size is the PNG's): its time less ``json``'s is the picture's share.
 """
@@ -38,18 +37,7 @@ mode, raw, out = sys.argv[1:4]
 t = time.perf_counter()
 from nvtx_cffi._trace.stats import StatsCollector, format_summary
 stats = StatsCollector()
-if mode == "before":
-    from nvtx_cffi import recorder
-    from nvtx_cffi._trace.chrome import ChromeTraceWriter
-    from nvtx_cffi._trace.model import pair_events
-    events = recorder.stream(raw)
-    with open(out, "w") as f:
-        w = ChromeTraceWriter(f, events.start_ns or 0)
-        def on_range(r):
-            w.range(r); stats.add(r)
-        tl = pair_events(events, events.processes, events.dropped, on_range=on_range, on_mark=w.mark)
-        w.finish(tl)
-elif mode == "read":  # the recorder's columnar reader alone: what the tracer's own work adds to
+if mode == "read":  # the recorder's columnar reader alone: what the tracer's own work adds to
     from nvtx_cffi import recorder
     from nvtx_cffi._trace.columns import BATCH_EVENTS
     from nvtx_cffi._trace.model import Timeline
@@ -77,7 +65,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("n", type=float, help="ranges to record (1e6, 1e7)")
     ap.add_argument("--keep", metavar="DIR", help="recording directory to keep / reuse")
-    ap.add_argument("--formats", default="before,read,json,pftrace,sqlite")
+    ap.add_argument("--formats", default="read,json,pftrace,sqlite")
     ap.add_argument("--baseline", metavar="DIR", help="directory holding another nvtx_cffi package to compare with")
     args = ap.parse_args()
     n = int(args.n)
@@ -103,10 +91,10 @@ def main() -> int:
         runs = []
         for fmt in args.formats.split(","):
             runs.append((fmt, fmt, env))
-            if args.baseline and fmt not in ("before",):
+            if args.baseline:
                 runs.append((fmt, fmt + " (base)", {**env, "PYTHONPATH": os.path.abspath(args.baseline)}))
         for fmt, label, run_env in runs:
-            out = os.path.join(work, {"before": "before.json", "json": "t.json", "pftrace": "t.pftrace",
+            out = os.path.join(work, {"json": "t.json", "pftrace": "t.pftrace",
                                       "sqlite": "t.sqlite", "read": "nothing", "png": "t.png"}[fmt])
             proc = subprocess.run(["/usr/bin/time", "-v", sys.executable, "-c", CONVERT, fmt, raw, out], env=run_env,
                                   capture_output=True, text=True, cwd=work)

@@ -14,6 +14,7 @@ from matplotlib.image import imread  # noqa: E402
 from nvtx_cffi._trace import png as png_module  # noqa: E402
 from nvtx_cffi._trace.convert import convert  # noqa: E402
 from nvtx_cffi._trace.model import Mark, Range, Timeline  # noqa: E402
+from nvtx_cffi._trace.pairing import marks_of, ranges_of  # noqa: E402
 from nvtx_cffi._trace.png import PngCollector, write_png  # noqa: E402
 
 LEFT = png_module._LEFT_PX
@@ -203,18 +204,19 @@ def test_batches_with_and_without_numpy_and_ranges_one_by_one_draw_the_same(tmp_
     traced = run_tracer(str(tmp_path), [str(script)], "--record-dir", str(tmp_path / "raw"))
     assert traced.returncode == 0, traced.stderr
 
-    class OneByOne:  # no batch(): convert() hands it Range and Mark objects
-        def __init__(self):
-            self.c = PngCollector()
-            self.begin, self.range, self.mark, self.counter = self.c.begin, self.c.range, self.c.mark, self.c.counter
+    class OneByOne(PngCollector):  # the paired batches handed on as Range and Mark objects
+        def batch(self, pb):
+            for r in ranges_of(pb):
+                self.range(r)
+            for m in marks_of(pb):
+                self.mark(m)
 
     pictures = []
     for numpy, wrap in ((True, False), (False, False), (True, True)):
         collector = OneByOne() if wrap else PngCollector()
         convert(str(tmp_path / "raw"), str(tmp_path / "t.json"), numpy=numpy, picture=collector)
-        c = collector.c if wrap else collector
-        c.flush()
-        pictures.append(c)
+        collector.flush()
+        pictures.append(collector)
     first = pictures[0]
     assert first.ranges == 2 * 600 + 2 and first.marks == 600 and len(first.async_pids) == 1
     assert len(first.lanes) == 5  # two threads at depths 0 and 1, the process's start/end row

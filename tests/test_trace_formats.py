@@ -24,9 +24,10 @@ from trace_check import validate_chrome_trace
 
 from nvtx_cffi import recorder
 from nvtx_cffi._trace import columns
-from nvtx_cffi._trace.convert import convert, format_for
+from nvtx_cffi._trace.convert import convert
 from nvtx_cffi._trace.fixedwidth import fixed_rows
 from nvtx_cffi._trace.stats import StatsCollector
+from nvtx_cffi._trace.writers import format_for, open_writer
 
 np = pytest.importorskip("numpy") if sys.implementation.name == "cpython" else None
 
@@ -313,28 +314,22 @@ def test_a_failing_writer_stops_the_reader_thread_and_a_failing_reader_raises_he
                                                                                    monkeypatch):
     import threading
 
-    from nvtx_cffi._trace import convert as convert_module
     from nvtx_cffi._trace import pairing
+    from nvtx_cffi._trace.convert import open_source, run
 
     tmp, raw, _pid, _tid = recording
-    real_open_writer = convert_module.open_writer
+    source = open_source(raw)
+    writer = open_writer("json", str(tmp / "fails.json"), source)
+    seen = []
 
-    def failing_writer(*args):
-        writer = real_open_writer(*args)
-        seen = []
+    def batch(pb):
+        seen.append(pb)
+        if len(seen) == 3:
+            raise OSError("disk full")
 
-        def batch(pb):
-            seen.append(pb)
-            if len(seen) == 3:
-                raise OSError("disk full")
-
-        writer.batch = batch
-        return writer
-
-    monkeypatch.setattr(convert_module, "open_writer", failing_writer)
+    writer.batch = batch
     with pytest.raises(OSError, match="disk full"):
-        convert(raw, str(tmp / "fails.json"))
-    monkeypatch.setattr(convert_module, "open_writer", real_open_writer)
+        run(source, [writer])
     real_pair = pairing._pair_async
     calls = []
 
@@ -383,13 +378,15 @@ def test_the_c_stack_pairing_is_the_numpy_pairing_on_random_batches(monkeypatch)
 
 
 def test_counter_samples_in_every_format(tmp_path):
-    from nvtx_cffi._trace.convert import open_writer
+    from types import SimpleNamespace
+
     from nvtx_cffi._trace.model import Timeline
 
     tl = Timeline()
     tl.process_names[5] = "p"
+    recording = SimpleNamespace(start_ns=1000, end_ns=2500)
     for fmt, name in (("json", "c.json"), ("pftrace", "c.pftrace"), ("sqlite", "c.sqlite")):
-        w = open_writer(fmt, str(tmp_path / name), 1000)
+        w = open_writer(fmt, str(tmp_path / name), recording)
         w.counter(5, "bytes in flight", "bytes", 1500, 42.0)
         w.counter(5, "bytes in flight", "bytes", 2500, float("nan"))
         w.finish(tl)

@@ -1,4 +1,5 @@
-"""Pairing rules of the tracer on hand-made event streams (the recorder's own Event type).
+"""Pairing rules of the tracer on hand-made event streams (the recorder's own Event type), paired
+by the conversion's own pairing (``pairing.build_timeline``).
 
 These are the cases a real program rarely produces on purpose: pops with nothing open, ends of
 unknown ids, ranges of two domains interleaved on one thread, ranges still open at exit.
@@ -14,7 +15,7 @@ import statistics
 from trace_check import validate_chrome_trace
 
 from nvtx_cffi._trace.chrome import write_chrome_trace
-from nvtx_cffi._trace.model import build_timeline, pair_events
+from nvtx_cffi._trace.pairing import build_timeline
 from nvtx_cffi._trace.stats import format_summary, summarize
 from nvtx_cffi.recorder import Event, ProcessInfo
 
@@ -99,10 +100,9 @@ def test_streamed_order_an_end_before_its_start_pairs_but_not_backwards_in_time(
     # stream order (per thread chunk), not time order: thread 2's chunk came first in the file
     events = [ev("end", 50, range_id=1, tid=2), ev("end", 5, range_id=2, tid=2),
               ev("start", 40, message="s", range_id=1), ev("start", 60, message="late", range_id=2)]
-    done = []
-    tl = pair_events(events, {}, on_range=done.append)
+    tl = build_timeline(events, {})
     # the end at 5 is older than the start at 60: not its end (counted); "late" stays open
-    assert [(r.name, r.start_ns, r.end_ns, r.end_tid, r.unterminated) for r in done] == [
+    assert [(r.name, r.start_ns, r.end_ns, r.end_tid, r.unterminated) for r in tl.ranges] == [
         ("s", 40, 50, 2, False), ("late", 60, 60, 1, True)]
     assert (tl.unmatched_ends, tl.unterminated, tl.range_count) == (1, 1, 2)
 

@@ -21,7 +21,7 @@ from trace_check import run_tracer, validate_chrome_trace
 
 from nvtx_cffi import recorder, to_argb
 from nvtx_cffi._trace.chrome import write_chrome_trace
-from nvtx_cffi._trace.model import build_timeline
+from nvtx_cffi._trace.pairing import build_timeline
 
 MIXED = """
     import os, subprocess, sys, threading
@@ -80,7 +80,7 @@ def test_streamed_trace_equals_the_in_memory_one_and_has_every_event(tmp_path):
     assert order.index(("end", None, None)) < order.index(("start", "cross", None))
     assert order.index(("push", "md", "D")) < order.index(("push", "wd", "D"))
 
-    # The in-memory path: every event read, sorted by time, then paired and written.
+    # The in-memory path: every event read, sorted by time, then paired and written one by one.
     rec = recorder.read(str(raw))
     timeline = build_timeline(rec.events, rec.processes, rec.dropped)
     timeline.process_names[root] = f"python {script}"

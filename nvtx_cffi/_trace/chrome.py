@@ -29,7 +29,9 @@ import math
 from typing import IO, Any, Callable, Dict, List, Optional, Tuple
 
 from .fixedwidth import fixed_rows, join_rows
+from .grouping import group_rows
 from .model import Mark, Range, Timeline
+from .writers import StreamWriter, register
 
 __all__ = ["ChromeTraceWriter", "write_chrome_trace", "hex_color", "json_value"]
 
@@ -93,12 +95,14 @@ def _cat(domain: Optional[str], category: Optional[str]) -> str:
     return f"{cat},{category}" if category is not None else cat
 
 
-class ChromeTraceWriter:
+@register("json", ".json")
+class ChromeTraceWriter(StreamWriter):
     """Write trace events to ``out`` as they come: memory for the cached name fragments only.
 
     ``start_ns`` is the time that becomes ``ts`` 0 (the recording's first event). Call
-    :meth:`range` and :meth:`mark` in any order (viewers sort events by time), then :meth:`finish`,
-    which adds the process/thread names and ``otherData`` (counts known only at the end).
+    :meth:`batch` (a conversion's :class:`~.writers.Writer`), or :meth:`range` and :meth:`mark`, in
+    any order (viewers sort events by time), then :meth:`finish`, which adds the process/thread
+    names and ``otherData`` (counts known only at the end). ``close=True``: :meth:`close` closes ``out``.
 
     >>> import io, json
     >>> from nvtx_cffi._trace.model import Mark, Timeline
@@ -111,14 +115,14 @@ class ChromeTraceWriter:
     [('i', 0.5), ('M', None), ('M', None)]
     """
 
-    def __init__(self, out: IO[Any], start_ns: int) -> None:
+    def __init__(self, out: IO[Any], start_ns: int, close: bool = False) -> None:
+        super().__init__(out, start_ns, close)
         if isinstance(out, (io.RawIOBase, io.BufferedIOBase)):  # binary: blocks go out as bytes
             self._write = lambda text: out.write(text.encode("utf-8"))
             self._write_bytes = out.write
         else:
             self._write = out.write
             self._write_bytes = lambda data: out.write(bytes(data).decode("utf-8"))
-        self._t0 = start_ns
         self._sep = ""
         self.count = 0
         # Per-event text from cached fragments: names, categories and colours repeat, times do not.
@@ -228,16 +232,16 @@ class ChromeTraceWriter:
                 out += [[t // 1000 for t in rel], [t % 1000 for t in rel]]
         return out
 
-    def _payload_args(self, static: List[str], ptype: List[int], payload: List[int], unterminated: bool) -> List[str]:
-        from .columns import ext_payload_value
-        from .pairing import payload_value
+    def _payload_args(self, pb: Any, static: List[str], ptype: List[int], payload: List[int],
+                      unterminated: bool) -> List[str]:
+        from .columns import PT_EXT, payload_value
 
         tail = ',"unterminated":true' if unterminated else ""
         out = []
         for s, pt, raw in zip(static, ptype, payload):
             parts = s
             if pt:
-                value = ext_payload_value(raw) if pt == 7 else payload_value(pt, raw)  # 7: binary payload
+                value = pb.ext_payload(raw) if pt == PT_EXT else payload_value(pt, raw)
                 if value is not None:
                     parts = f'{parts},"payload":{json_value(value)}' if parts else f'"payload":{json_value(value)}'
             if tail:
@@ -245,11 +249,11 @@ class ChromeTraceWriter:
             out.append(parts)
         return out
 
-    def _args_column(self, heads: List[Tuple[str, str]], ptype: List[int], payload: List[int],
+    def _args_column(self, pb: Any, heads: List[Tuple[str, str]], ptype: List[int], payload: List[int],
                      unterminated: bool) -> List[str]:
         static = [h[1] for h in heads]
         if unterminated or any(ptype):
-            return self._payload_args(static, ptype, payload, unterminated)
+            return self._payload_args(pb, static, ptype, payload, unterminated)
         return static
 
     def _ranges(self, pb: Any) -> None:
@@ -262,8 +266,8 @@ class ChromeTraceWriter:
         pid = str(pb.pid)
         fast, slow = _split_rows(r, numpy, pb.unterminated)
         if fast is not None:
-            groups = _groups([r.text, r.domain, r.category, r.color, r.has_color], fast, numpy,
-                             max_groups=len(fast) // 64)
+            groups = group_rows([r.text, r.domain, r.category, r.color, r.has_color], fast, numpy,
+                                max_groups=len(fast) // 64)
             if groups is not None:  # few styles: blocks pay off
                 for rows in groups:
                     i = int(rows[0])
@@ -301,7 +305,7 @@ class ChromeTraceWriter:
         raw_many = getattr(pb.strings, "raw_many", None)
         if raw_many is None or len(rows) < _NAMED_ROWS_MIN:
             return False
-        groups = _groups([r.domain, r.category, r.color, r.has_color], rows, True, max_groups=len(rows) // 64)
+        groups = group_rows([r.domain, r.category, r.color, r.has_color], rows, True, max_groups=len(rows) // 64)
         if groups is None:
             return False
         pid = str(pb.pid)
@@ -341,7 +345,7 @@ class ChromeTraceWriter:
             "tid", "start", "end", "text", "domain", "category", "color", "has_color", "ptype", "payload")
         heads = self._styles(pb, "X", text, dom, cat, color, has)
         t0 = self._t0
-        args = self._args_column(heads, ptype, payload, pb.unterminated)
+        args = self._args_column(pb, heads, ptype, payload, pb.unterminated)
         fmt = '%s,"ts":%d.%03d,"dur":%d.%03d,"pid":' + str(pb.pid) + ',"tid":%d,"args":{%s}}'
         text_out = ",\n".join([fmt % (h[0], (s - t0) // 1000, (s - t0) % 1000, (e - s) // 1000, (e - s) % 1000, t, x)
                                for h, s, e, t, x in zip(heads, start, end, tid, args)])
@@ -358,7 +362,7 @@ class ChromeTraceWriter:
         heads = self._styles(pb, "b", text, dom, cat, color, has)
         ends = self._styles(pb, "e", text, dom, cat, color, has)
         s_us, s_ns, e_us, e_ns = self._times(pb, r, "start", "end")
-        args = self._args_column(heads, ptype, payload, pb.unterminated)
+        args = self._args_column(pb, heads, ptype, payload, pb.unterminated)
         pid = str(pb.pid)
         fmt = ('%s,"id2":{"local":"0x%x"},"ts":%d.%03d,"pid":' + pid + ',"tid":%d,"args":{%s}},\n'
                '%s,"id2":{"local":"0x%x"},"ts":%d.%03d,"pid":' + pid + ',"tid":%d,"args":{}}')
@@ -377,7 +381,7 @@ class ChromeTraceWriter:
             "tid", "text", "domain", "category", "color", "has_color", "ptype", "payload")
         heads = self._styles(pb, "i", text, dom, cat, color, has)
         t_us, t_ns = self._times(pb, m, "time")
-        args = self._args_column(heads, ptype, payload, False)
+        args = self._args_column(pb, heads, ptype, payload, False)
         fmt = '%s,"ts":%d.%03d,"pid":' + str(pb.pid) + ',"tid":%d,"args":{%s}}'
         text_out = ",\n".join([fmt % (h[0], a, b, t, x) for h, a, b, t, x in zip(heads, t_us, t_ns, tid, args)])
         self._write(self._sep + text_out)
@@ -524,39 +528,6 @@ def _np_arange(n: int) -> Any:
     return np.arange(n)
 
 
-def _groups(cols: List[Any], rows: Any, numpy: bool, max_groups: Optional[int] = None) -> Optional[List[Any]]:
-    """``rows`` grouped by equal values in ``cols``: groups in order of first row, rows in order.
-    None when there are more than ``max_groups`` groups (not split: a row per name costs no split)."""
-    if not len(rows):
-        return []
-    if numpy:
-        import numpy as np
-
-        keys = [np.asarray(c)[rows] for c in cols]
-        order = np.lexsort(tuple(reversed(keys)))  # stable: rows stay in order within a group
-        change = np.zeros(len(order), dtype=bool)
-        change[0] = True
-        for k in keys:
-            ks = k[order]
-            change[1:] |= ks[1:] != ks[:-1]
-        cuts = np.flatnonzero(change)[1:]
-        if max_groups is not None and len(cuts) + 1 > max_groups:
-            return None
-        parts = np.split(rows[order], cuts)
-        parts.sort(key=lambda g: int(g[0]))
-        return parts
-    groups: Dict[tuple, list] = {}
-    for i in rows:
-        key = tuple(c[i] for c in cols)
-        group = groups.get(key)
-        if group is None:
-            group = groups[key] = []
-        group.append(i)
-    if max_groups is not None and len(groups) > max_groups:
-        return None
-    return list(groups.values())
-
-
 def _args_text(static_args: str, payload: Any, unterminated: bool) -> str:
     parts = [static_args] if static_args else []
     if payload is not None:
@@ -568,7 +539,7 @@ def _args_text(static_args: str, payload: Any, unterminated: bool) -> str:
 
 def write_chrome_trace(timeline: Timeline, out: IO[str], progress: Optional[Callable[[int, int], None]] = None,
                        extra_metadata: Optional[Dict[str, Any]] = None) -> int:
-    """Write an in-memory ``timeline`` (:func:`~.model.build_timeline`) to ``out``; returns the event count.
+    """Write an in-memory ``timeline`` (:func:`~.pairing.build_timeline`) to ``out``; returns the event count.
 
     Ranges are written in time order, then marks. ``progress(done, total)`` is called every 65536
     ranges and marks.

@@ -52,12 +52,13 @@ import warnings
 from typing import Iterator, List, Optional, Tuple, Union
 
 from .._profile_cli import add_profile_options
-from .convert import FORMATS, RecordingError, convert, format_for
-from .counters import CounterStats
+from .convert import RecordingError, open_source
+from .convert import run as run_conversion
 from .progress import Progress
 from .runner import command_for, exit_status, interpreter_flags, run, wait_for_recording
 from .runs import RecordingDirError, find_runs, read_run_info, select_run, write_run_info
-from .stats import StatsCollector, format_summary
+from .stats import format_summary
+from .writers import endings, format_for, open_writer
 
 try:
     from sqlite3 import OperationalError as _SqliteWriteError  # a full disk, an I/O error
@@ -158,7 +159,7 @@ def _add_output_options(p: argparse.ArgumentParser, default_name: str) -> None:
     """The options of what a conversion produces, the same for ``trace`` and ``convert``."""
     p.add_argument("-o", "--output", metavar="TRACE.json",
                    help=f"trace file to write (default: {default_name}.trace.json); its ending picks "
-                        f"the format: {', '.join(FORMATS)} (JSON, Perfetto protobuf, SQLite in Nsight's schema)")
+                        f"the format: {', '.join(endings())} (JSON, Perfetto protobuf, SQLite in Nsight's schema)")
     p.add_argument("--no-output", action="store_true",
                    help="write no trace file, only what --stats and/or --png produce (one of them is needed)")
     p.add_argument("--stats", action="store_true",
@@ -421,19 +422,19 @@ def _convert(opts: argparse.Namespace, source: Union[str, List[str]], root_pid: 
     the summary and the picture (titled ``title``, default ``root_name``): memory for a batch and
     what is open. Lines start with ``prog``, the command's name."""
     progress = Progress(prog, force=opts.progress)
-    stats = StatsCollector() if opts.stats else None
-    counter_stats = CounterStats() if opts.stats else None
-    picture = None
-    if png is not None:
-        from .png import PngCollector
-
-        picture = PngCollector()
     written = _atomic_output(output) if output is not None else contextlib.nullcontext(None)
     with written as partial, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RuntimeWarning)
-        timeline = convert(source, partial, format_for(output) if output is not None else None, stats=stats,
-                           picture=picture, progress=lambda done, total: progress.update("converting", done, total),
-                           root_pid=root_pid, root_name=root_name, counter_stats=counter_stats)
+        recording = open_source(source)
+        # the writers by name: what the options ask for, the trace file's format by its ending
+        stats = open_writer("stats", None, recording) if opts.stats else None
+        picture = open_writer("png", png, recording) if png is not None else None
+        writers = [w for w in (stats, picture) if w is not None]
+        if partial is not None:
+            writers.append(open_writer(format_for(output), partial, recording))
+        timeline = run_conversion(recording, writers,
+                                  progress=lambda done, total: progress.update("converting", done, total),
+                                  root_pid=root_pid, root_name=root_name)
     progress.done()
     for w in caught:  # the decoder's (counter samples it could not place): one line each, as ours
         if issubclass(w.category, RuntimeWarning):
@@ -441,9 +442,9 @@ def _convert(opts: argparse.Namespace, source: Union[str, List[str]], root_pid: 
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     if stats is not None:
-        summary = "\n" + format_summary(timeline, stats.rows())
-        if counter_stats:
-            summary += "\n" + counter_stats.format()
+        summary = "\n" + format_summary(timeline, stats.ranges.rows())
+        if stats.counters:
+            summary += "\n" + stats.counters.format()
         _write_stdout(summary)
     # processes that recorded NVTX events or counter samples (a program may only sample counters)
     processes = len({pid for pid, _ in timeline.threads} | timeline.counter_pids)

@@ -19,7 +19,7 @@ Conventions (those of the READER-API): ``text`` indexes ``strings`` and 0 means 
 from __future__ import annotations
 
 import struct
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from .. import recorder as _rec
 
@@ -28,8 +28,8 @@ try:  # CPython fast path; PyPy and NumPy-less installs use lists
 except ImportError:  # pragma: no cover - exercised on PyPy
     _np = None
 
-__all__ = ["RecordBatch", "Source", "open_recording", "HAVE_NUMPY", "BATCH_EVENTS", "payload_value",
-           "PUSH", "POP", "START", "END", "MARK"]
+__all__ = ["RecordBatch", "Source", "ReadAt", "open_recording", "open_events", "HAVE_NUMPY", "BATCH_EVENTS",
+           "payload_value", "PUSH", "POP", "START", "END", "MARK"]
 
 HAVE_NUMPY = _np is not None
 
@@ -44,30 +44,6 @@ _PT_CODES = {"uint64": 1, "int64": 2, "double": 3, "uint32": 4, "int32": 5, "flo
 BATCH_EVENTS = 1 << 16
 
 _D, _Q, _F, _I = struct.Struct("<d"), struct.Struct("<Q"), struct.Struct("<f"), struct.Struct("<I")
-
-
-#: Decoded binary payloads (payload extension) of the conversion in progress, by the key that
-#: stands in the payload column of their rows (:class:`.counters.BatchExtDecoder`). Bounded: a
-#: value is kept for the next EXT_PAYLOADS_MAX binary payloads: long enough for the writer, up to
-#: three batches behind the reader thread, and for its range to end.
-EXT_PAYLOADS: Dict[int, Any] = {}
-EXT_PAYLOADS_MAX = 4 * BATCH_EVENTS
-_ext_keys = [0]
-
-
-def store_ext_payload(value: Any, truncated: bool = False) -> int:
-    """Keep a decoded binary payload for the writers; returns its key (never 0)."""
-    _ext_keys[0] += 1
-    key = _ext_keys[0]
-    EXT_PAYLOADS[key] = {"value": value, "truncated": True} if truncated else value
-    if len(EXT_PAYLOADS) > EXT_PAYLOADS_MAX:
-        del EXT_PAYLOADS[next(iter(EXT_PAYLOADS))]
-    return key
-
-
-def ext_payload_value(raw: int) -> Any:
-    """The decoded binary payload stored under ``raw`` (None when unknown or evicted)."""
-    return EXT_PAYLOADS.get(int(raw))
 
 
 def payload_value(ptype: int, raw: int) -> Any:
@@ -119,8 +95,23 @@ class RecordBatch:
         return len(self.kind)
 
 
+class ReadAt:
+    """Where a source's reader is: ``done`` of ``total`` bytes, noted as it reads (the reader calls it)."""
+
+    __slots__ = ("done", "total")
+
+    def __init__(self) -> None:
+        self.done = self.total = 0
+
+    def __call__(self, done: int, total: int) -> None:
+        self.done, self.total = done, total
+
+
 class Source:
-    """What the pairing needs of a recording: process infos, bounds, and :meth:`batches`."""
+    """What the pairing needs of a recording: process infos, bounds, and :meth:`batches`.
+
+    ``read_at`` (a :class:`ReadAt`) follows the reader through the record files as the batches are read.
+    """
 
     numpy = False
     processes: Dict[int, Any]
@@ -129,28 +120,43 @@ class Source:
     end_ns: Optional[int] = None
     total_bytes = 0
 
+    def __init__(self, stream: Any, read_at: ReadAt) -> None:
+        self._stream = stream
+        self.read_at = read_at
+        self.processes = stream.processes
+        self.dropped = stream.dropped
+        self.start_ns = stream.start_ns
+        self.end_ns = stream.end_ns
+        self.total_bytes = stream.total_bytes
+
     def batches(self) -> Iterator[RecordBatch]:
         raise NotImplementedError
 
 
-def open_recording(source: Union[str, Sequence[str]], numpy: Optional[bool] = None,
-                   progress: Optional[Callable[[int, int], None]] = None) -> Source:
+def open_recording(source: Union[str, Sequence[str]], numpy: Optional[bool] = None) -> Source:
     """The best :class:`Source` for a directory (every ``*.nvtxrec``), one record file, or a list of
     record files (one run of a directory that holds several: :mod:`.runs`).
 
     ``numpy=False`` forces the pure-Python source (what PyPy gets); ``None``: NumPy when importable.
-    ``progress(done_bytes, total_bytes)`` is called as the batches are read.
     """
     if numpy is None:
         numpy = HAVE_NUMPY
+    read_at = ReadAt()
     if isinstance(source, str):
         if not numpy or not HAVE_NUMPY:
-            return _EventSource(_rec.stream(source, progress=progress))
-        return _BlockSource(_rec.blocks(source, progress=progress, max_events=BATCH_EVENTS))
+            return _EventSource(_rec.stream(source, progress=read_at), read_at)
+        return _BlockSource(_rec.blocks(source, progress=read_at, max_events=BATCH_EVENTS), read_at)
     paths = [str(p) for p in source]
     if not numpy or not HAVE_NUMPY:
-        return _EventSource(_rec.EventStream(paths, progress))
-    return _BlockSource(_rec.BlockStream(paths, progress, BATCH_EVENTS, False))
+        return _EventSource(_rec.EventStream(paths, read_at), read_at)
+    return _BlockSource(_rec.BlockStream(paths, read_at, BATCH_EVENTS, False), read_at)
+
+
+def open_events(events: Sequence[Any], processes: Dict[int, Any], dropped: int = 0) -> Source:
+    """A :class:`Source` of :class:`~nvtx_cffi.recorder.Event` objects held in memory (those of
+    ``recorder.read()``, or made by hand), with the ``processes`` and ``dropped`` count a reader
+    would give; its bounds are the events' earliest and latest times."""
+    return _EventSource(_EventList(events, processes, dropped), ReadAt())
 
 
 # --------------------------------------------------------------------------- recorder.blocks()
@@ -158,14 +164,6 @@ def open_recording(source: Union[str, Sequence[str]], numpy: Optional[bool] = No
 
 class _BlockSource(Source):
     numpy = True
-
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
-        self.processes = stream.processes
-        self.dropped = stream.dropped
-        self.start_ns = stream.start_ns
-        self.end_ns = stream.end_ns
-        self.total_bytes = stream.total_bytes
 
     def batches(self) -> Iterator[RecordBatch]:
         for block in self._stream:
@@ -210,14 +208,6 @@ def _raw_payload(ptype: Optional[str], value: Any) -> Tuple[int, int]:
 
 class _EventSource(Source):
     """Batches of Python lists from the Event API (no NumPy needed): PyPy's path."""
-
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
-        self.processes = stream.processes
-        self.dropped = stream.dropped
-        self.start_ns = stream.start_ns
-        self.end_ns = stream.end_ns
-        self.total_bytes = stream.total_bytes
 
     def batches(self) -> Iterator[RecordBatch]:
         domain_ids: Dict[int, Dict[Optional[str], int]] = {}
@@ -273,3 +263,21 @@ class _EventSource(Source):
             batch.arg.append(ev.range_id or 0)
         if batch is not None:
             yield batch
+
+
+class _EventList:
+    """Events held in memory, with what an :class:`~nvtx_cffi.recorder.EventStream` tells before its events."""
+
+    images = ()
+    total_bytes = 0
+
+    def __init__(self, events: Sequence[Any], processes: Dict[int, Any], dropped: int) -> None:
+        self._events = events
+        self.processes = processes
+        self.dropped = dropped
+        times = [e.time_ns for e in events]
+        self.start_ns = min(times) if times else None
+        self.end_ns = max(times) if times else None
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._events)

@@ -1,13 +1,16 @@
-"""Counters and binary payloads in the tracer: decode the recorder's payload-extension
-records (:mod:`nvtx_cffi.ext_records`) on the way from the recording to the writers.
+"""Counters and binary payloads in the tracer: the conversion's decode step
+(:class:`BatchExtDecoder`) reads the recorder's payload-extension records (:mod:`nvtx_cffi.ext_records`)
+on the way from the recording to the pairing and the writers.
 
-* counter samples become writer ``counter(pid, title, unit, time_ns, value, track=, no_value=)``
-  calls (Chrome ``"C"`` events: Perfetto draws a track per counter, one per field of a counter
-  group), a row each in the ``--stats`` counter table (samples, min, max, mean, last — the latest in
-  time —, unit, and the no-value and NaN samples) and lines in ``--png``. A track is one counter of
-  one process: (process, domain, counter id), titled ``"domain: name"`` (:class:`CounterTrack`);
-* a push/start/mark's binary payload is decoded by its schema into the event's ``payload``
-  (``args.payload`` in the JSON).
+* counter samples go to every writer (``sample(sample, tracks)``, :mod:`.writers`): the trace
+  writers write an event per track (Chrome ``"C"`` events: Perfetto draws a track per counter, one
+  per field of a counter group), ``--stats`` a row per track in its counter table (samples, min,
+  max, mean, last — the latest in time —, unit, and the no-value and NaN samples) and ``--png``
+  lines. A track is one counter of one process: (process, domain, counter id), titled
+  ``"domain: name"`` (:class:`CounterTrack`);
+* a push/start/mark's binary payload is decoded by its schema and kept in the conversion's
+  :class:`ExtPayloads`, under a key that stands in the row's payload column (``args.payload`` in
+  the JSON).
 """
 from __future__ import annotations
 
@@ -15,8 +18,10 @@ import math
 from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple
 
 from ..ext_records import CounterSample, ExtDecoder
+from .columns import BATCH_EVENTS, MARK, PT_EXT, PUSH, START
 
-__all__ = ["CounterStats", "CounterTrack", "decode_stream", "counter_series", "counter_tracks", "json_safe"]
+__all__ = ["CounterStats", "CounterTrack", "ExtPayloads", "BatchExtDecoder", "counter_series", "counter_tracks",
+           "json_safe"]
 
 
 NO_VALUE_KINDS = {0: "zero", 1: "unchanged", 2: "unavailable"}
@@ -183,78 +188,67 @@ class CounterStats:
         return "\n".join(lines) + "\n" + ("\n" + note if note else "")
 
 
-def decode_stream(events: Iterable[Any], on_sample: Callable[[CounterSample], None],
-                  images: Iterable[Any] = ()) -> Iterator[Any]:
-    """``events`` without the blob records: counter samples go to ``on_sample``; a push/start/mark
-    with a binary payload gets it decoded (``payload``; ``payload_truncated`` when it was cut).
-    ``images`` (``stream.images``: :class:`~nvtx_cffi.recorder.ProcessInfo`) give each process
-    image's registrations and clocks before its events (see :meth:`ExtDecoder.preload`)."""
-    decoder = ExtDecoder()
-    infos = {(i.pid, i.exec_gen): i for i in images}
-    current: Dict[int, int] = {}
-    set_ = object.__setattr__
-    for event in events:
-        kind = event.kind
-        image = getattr(event, "exec_gen", 0)
-        if current.get(event.pid) != image and (event.pid, image) in infos:
-            current[event.pid] = image
-            decoder.preload(infos[(event.pid, image)])
-        if kind == "blob":
-            for sample in decoder.feed(event):
-                on_sample(sample)
-            continue
-        if event.payload_type == "ext" and kind in ("push", "start", "mark"):
-            decoder.feed(event)
-            value, truncated = decoder.payload_of(event)
-            set_(event, "payload", json_safe(value))
-            if truncated:
-                set_(event, "payload_truncated", True)
-        yield event
+#: Decoded binary payloads an :class:`ExtPayloads` keeps: a value stays for the next this many binary
+#: payloads: long enough for the writers, up to three batches behind the reader thread, and for its
+#: range to end.
+EXT_PAYLOADS_MAX = 4 * BATCH_EVENTS
 
 
-class _BlobEvent:
-    """A ``recorder.Blob`` of a columnar batch, seen as the ``blob`` Event that :class:`ExtDecoder` takes."""
+class ExtPayloads:
+    """The decoded binary payloads (payload extension) of one conversion, by the key that stands in
+    the payload column of their rows (``ptype`` :data:`~.columns.PT_EXT`): what
+    :class:`BatchExtDecoder` decodes, the writers look up (:meth:`.pairing.PairedBatch.ext_payload`).
+    Bounded: the oldest value goes past :data:`EXT_PAYLOADS_MAX`.
 
-    __slots__ = ("kind", "name", "pid", "tid", "time_ns", "domain", "target", "data", "truncated")
+    >>> store = ExtPayloads(); key = store.add([1, 2])
+    >>> store.get(key), store.get(key + 1)
+    ([1, 2], None)
+    """
 
-    def __init__(self, blob: Any, pid: int, domain: Optional[str]) -> None:
-        self.kind = "blob"
-        self.name = blob.kind
-        self.pid = pid
-        self.tid = blob.tid
-        self.time_ns = blob.time_ns
-        self.domain = domain
-        self.target = blob.arg
-        self.data = blob.data
-        self.truncated = blob.truncated
+    def __init__(self) -> None:
+        self._values: Dict[int, Any] = {}
+        self._last_key = 0
+
+    def add(self, value: Any, truncated: bool = False) -> int:
+        """Keep a decoded (JSON-ready) payload; returns its key (never 0)."""
+        self._last_key += 1
+        key = self._last_key
+        values = self._values
+        values[key] = {"value": value, "truncated": True} if truncated else value
+        if len(values) > EXT_PAYLOADS_MAX:
+            del values[next(iter(values))]
+        return key
+
+    def get(self, raw: int) -> Any:
+        """The payload kept under ``raw`` (None when unknown or evicted)."""
+        return self._values.get(int(raw))
 
 
-class _RowEvent:
-    """A push/start/mark row with a binary payload, seen as the Event that :class:`ExtDecoder` takes."""
-
-    __slots__ = ("kind", "pid", "tid", "domain")
-
-    def __init__(self, kind: str, pid: int, tid: int, domain: Optional[str]) -> None:
-        self.kind, self.pid, self.tid, self.domain = kind, pid, tid, domain
-
-
-_ROW_KINDS = {1: "push", 3: "start", 5: "mark"}
-_PT_EXT = 7
+_ROW_KINDS = frozenset((PUSH, START, MARK))
 
 
 class BatchExtDecoder:
-    """Counters and binary payloads of a conversion's batches (:mod:`.columns`), in file order.
+    """The conversion's decode step: counters and binary payloads of its batches (:mod:`.columns`), in
+    file order.
 
-    :meth:`feed` takes each :class:`~.columns.RecordBatch` before it is paired: its blobs go through
-    one :class:`ExtDecoder` (per-process state across batches), counter samples to ``on_sample``; the
-    payload column of each push/start/mark with a binary payload becomes a key of
-    :data:`.columns.EXT_PAYLOADS`, which holds the decoded value (JSON-ready) for the writers.
+    :meth:`feed` takes each :class:`~.columns.RecordBatch` before it is paired (:meth:`decoded`: a
+    stream of them): its blobs go through one :class:`ExtDecoder` (per-process state across
+    batches), counter samples to ``on_sample``; the payload column of each push/start/mark with a
+    binary payload becomes the key under which ``payloads`` (an :class:`ExtPayloads`) holds the
+    decoded value (JSON-ready) for the writers.
     """
 
-    def __init__(self, on_sample: Callable[[CounterSample], None]) -> None:
+    def __init__(self, payloads: ExtPayloads, on_sample: Callable[[CounterSample], None]) -> None:
         self.decoder = ExtDecoder()
+        self.payloads = payloads
         self.on_sample = on_sample
         self._images: Dict[int, int] = {}  # pid -> exec generation whose registrations are loaded
+
+    def decoded(self, batches: Iterable[Any]) -> Iterator[Any]:
+        """``batches``, each fed as it goes by."""
+        for batch in batches:
+            self.feed(batch)
+            yield batch
 
     def feed(self, batch: Any) -> None:
         blobs = batch.blobs
@@ -265,8 +259,6 @@ class BatchExtDecoder:
             # every registration of the image first: decoding does not depend on the chunks' order
             self._images[batch.pid] = batch.image
             self.decoder.preload(info)
-        from .columns import store_ext_payload
-
         pid = batch.pid
         domains = batch.domains
         items: List[Tuple[int, int, int, int]] = []
@@ -275,10 +267,11 @@ class BatchExtDecoder:
         if batch.numpy:
             import numpy as np
 
-            rows = np.flatnonzero((batch.ptype == _PT_EXT) & ((batch.kind == 1) | (batch.kind == 3) | (batch.kind == 5)))
+            rows = np.flatnonzero((batch.ptype == PT_EXT) & ((batch.kind == PUSH) | (batch.kind == START)
+                                                              | (batch.kind == MARK)))
             rows = rows.tolist()
         else:
-            rows = [i for i, (pt, k) in enumerate(zip(batch.ptype, batch.kind)) if pt == _PT_EXT and k in _ROW_KINDS]
+            rows = [i for i, (pt, k) in enumerate(zip(batch.ptype, batch.kind)) if pt == PT_EXT and k in _ROW_KINDS]
         for i in rows:
             items.append((int(batch.tid[i]), int(batch.time[i]), 1, i))
         items.sort()  # per thread in time order; a payload's blobs come just before its event
@@ -286,12 +279,15 @@ class BatchExtDecoder:
         for tid, _t, is_row, j in items:
             if not is_row:
                 blob = blobs[j]
-                event = blob if hasattr(blob, "name") else _BlobEvent(blob, pid, domains.get(blob.domain))
-                for sample in decoder.feed(event):
+                if hasattr(blob, "name"):  # an Event (the pure-Python source keeps the Event API's)
+                    samples = decoder.feed(blob)
+                else:  # a recorder.Blob: its domain is the file's id
+                    samples = decoder.blob(blob.kind, pid, blob.tid, blob.time_ns, domains.get(blob.domain), blob.arg,
+                                           blob.data, blob.truncated)
+                for sample in samples:
                     self.on_sample(sample)
                 continue
-            row = _RowEvent(_ROW_KINDS[int(batch.kind[j])], pid, tid, domains.get(int(batch.domain[j])))
-            decoder.feed(row)
-            value, truncated = decoder.payload_of(row)
-            if value is not None:
-                batch.payload[j] = store_ext_payload(json_safe(value), truncated)
+            decoded = decoder.take_payload(pid, tid, domains.get(int(batch.domain[j])))
+            if decoded is not None and decoded[0] is not None:
+                value, truncated = decoded
+                batch.payload[j] = self.payloads.add(json_safe(value), truncated)

@@ -1,12 +1,13 @@
-"""Pair a recording's records batch by batch, as columns: the tracer's conversion pipeline.
+"""Pair a recording's records batch by batch, as columns: the pairing step of a conversion (:mod:`.convert`).
 
 :func:`pair_batches` turns the :class:`~.columns.RecordBatch` es of a recording into
 :class:`PairedBatch` es — complete push/pop ranges, start/end ranges and marks as columns — that the
-writers (:mod:`.chrome`, :mod:`.pftrace`, :mod:`.sqlite`) format in bulk. The rules are those of
-:func:`.model.pair_events`: push/pop nest per (pid, tid, domain); start/end match by (pid, domain,
-range id) and may end on another thread (an end read before its start waits for it); a pop with
-nothing open and an end that finds no start are counted, never guessed; ranges still open when the
-recording ends are closed at their process's last record and flagged ``unterminated``.
+writers (:mod:`.writers`) format in bulk. The rules (:mod:`.model`): push/pop nest per (pid, tid,
+domain); start/end match by (pid, domain, range id) and may end on another thread (an end read
+before its start waits for it); a pop with nothing open and an end that finds no start are
+counted, never guessed; ranges still open when the recording ends are closed at their process's
+last record and flagged ``unterminated``. The order of the records is the reader's: each thread's
+in time order, threads and processes interleaved by chunk.
 
 Two implementations give the same batches, in the same order:
 
@@ -22,9 +23,9 @@ across threads needs the waiting logic). Memory: one batch, plus what is open.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
-from .columns import END, MARK, POP, PUSH, START, RecordBatch, Source, payload_value
+from .columns import END, MARK, POP, PUSH, START, RecordBatch, Source, open_events, payload_value
 from .model import UNNAMED, Mark, Range, Timeline
 
 try:
@@ -32,8 +33,8 @@ try:
 except ImportError:  # pragma: no cover - PyPy
     _np = None
 
-__all__ = ["Columns", "PairedBatch", "pair_batches", "ranges_of", "marks_of", "RANGE_FIELDS", "ASYNC_FIELDS",
-           "MARK_FIELDS"]
+__all__ = ["Columns", "PairedBatch", "pair_batches", "ranges_of", "marks_of", "build_timeline", "RANGE_FIELDS",
+           "ASYNC_FIELDS", "MARK_FIELDS"]
 
 #: Columns of a range batch (push/pop or start/end) and of a mark batch.
 RANGE_FIELDS = ("tid", "start", "end", "depth", "text", "domain", "category", "color", "has_color",
@@ -74,12 +75,14 @@ class PairedBatch:
     (closed at their process's last record). ``records``: the source :class:`RecordBatch` (None for
     the final batch of unterminated ranges) and ``skip``: its records that the trace leaves out
     (unmatched pops), for writers that follow each thread's records in order (Perfetto).
+    ``payloads``: the conversion's decoded binary payloads (:class:`~.counters.ExtPayloads`, None
+    when it decodes none), looked up by :meth:`ext_payload`.
     """
 
     def __init__(self, pid: int, strings: Any, domains: Dict[int, Optional[str]],
                  category_names: Dict[Tuple[Optional[str], int], str], ranges: Columns, asyncs: Columns,
                  marks: Columns, unterminated: bool = False, records: Optional[RecordBatch] = None,
-                 skip: Any = None) -> None:
+                 skip: Any = None, payloads: Any = None) -> None:
         self.pid = pid
         self.strings = strings
         self._domains = domains
@@ -90,6 +93,12 @@ class PairedBatch:
         self.unterminated = unterminated
         self.records = records
         self.skip = skip
+        self.payloads = payloads
+
+    def ext_payload(self, raw: int) -> Any:
+        """The decoded binary payload of a row whose ``ptype`` is PT_EXT, by its ``payload`` column
+        (None when unknown or evicted)."""
+        return self.payloads.get(raw) if self.payloads is not None else None
 
     def text(self, i: int) -> str:
         """The name shown for text id ``i`` (``(unnamed)`` for none or empty)."""
@@ -166,11 +175,14 @@ def _take(col: Any, idx: Any, numpy: bool) -> Any:
     return [col[i] for i in idx]
 
 
-def pair_batches(recording: Source, timeline: Timeline) -> Iterator[PairedBatch]:
+def pair_batches(recording: Source, timeline: Timeline, batches: Optional[Iterable[RecordBatch]] = None,
+                 payloads: Any = None) -> Iterator[PairedBatch]:
     """Yield the paired batches of ``recording``, then one batch per process of unterminated ranges.
 
-    ``timeline`` receives the bookkeeping as it goes (threads, counts, unmatched pops/ends) and is
-    complete (names, times) when the iteration ends.
+    ``batches``: the recording's batches as the steps before pairing hand them on (default:
+    ``recording.batches()``); ``payloads``: the conversion's decoded binary payloads, handed on with
+    each paired batch. ``timeline`` receives the bookkeeping as it goes (threads, counts, unmatched
+    pops/ends) and is complete (names, times) when the iteration ends.
     """
     tl = timeline
     tl.dropped = recording.dropped
@@ -184,7 +196,7 @@ def pair_batches(recording: Source, timeline: Timeline) -> Iterator[PairedBatch]
     last_ns: Dict[Tuple[int, int], int] = {}  # latest event of each image: where its open ranges end
     domains_of: Dict[Tuple[int, int], Any] = {}
     categories_of: Dict[Tuple[int, int], Any] = {}
-    for batch in recording.batches():
+    for batch in recording.batches() if batches is None else batches:
         pid = batch.pid
         image = (pid, batch.image)
         if not len(batch):
@@ -215,7 +227,8 @@ def pair_batches(recording: Source, timeline: Timeline) -> Iterator[PairedBatch]
         marks = _marks(batch, numpy)
         tl.range_count += len(ranges) + len(asyncs)
         tl.mark_count += len(marks)
-        yield PairedBatch(pid, strings, domains, categories, ranges, asyncs, marks, records=batch, skip=skip)
+        yield PairedBatch(pid, strings, domains, categories, ranges, asyncs, marks, records=batch, skip=skip,
+                          payloads=payloads)
     # Still open when the recording ends: closed at their process's last record, flagged.
     for image in sorted(set(carry) | set(async_state)):
         pid = image[0]
@@ -244,7 +257,7 @@ def pair_batches(recording: Source, timeline: Timeline) -> Iterator[PairedBatch]
         tl.unterminated += len(ranges) + len(asyncs)
         tl.range_count += len(ranges) + len(asyncs)
         yield PairedBatch(pid, strings, domains_of.get(image, {0: None}), categories_of.get(image, {}), ranges, asyncs,
-                          Columns(MARK_FIELDS, [[] for _ in MARK_FIELDS]), unterminated=True)
+                          Columns(MARK_FIELDS, [[] for _ in MARK_FIELDS]), unterminated=True, payloads=payloads)
     for pid, info in recording.processes.items():  # complete now (a reader may learn them as it reads)
         for tid, name in (info.thread_names or {}).items():
             tl.thread_names[(pid, tid)] = name
@@ -550,3 +563,29 @@ def marks_of(pb: PairedBatch) -> Iterator[Mark]:
     for tid, t, text, dom, cat, color, has, ptype, payload in zip(*pb.marks.lists(*MARK_FIELDS)):
         yield Mark(pb.text(text), pb.domain_name(dom), pb.category_name(dom, cat), color if has else None,
                    payload_value(ptype, payload), pb.pid, tid, t)
+
+
+def build_timeline(events: Sequence[Any], processes: Dict[int, Any], dropped: int = 0) -> Timeline:
+    """Pair :class:`~nvtx_cffi.recorder.Event` objects held in memory (``recorder.read().events``, or
+    made by hand) as a conversion does (:func:`~.columns.open_events`, :func:`pair_batches`),
+    keeping every range and mark in ``timeline.ranges`` / ``.marks``, in the order the pairing
+    hands them out. ``processes`` maps pid to the reader's ``ProcessInfo`` (``ppid``, ``dropped``,
+    ``thread_names``, ``category_names``; missing entries are fine); ``thread_name`` events name
+    the threads that ``processes`` leaves unnamed, as the reader's first pass folds them into
+    ``thread_names``. For small recordings and tests: memory grows with the recording.
+
+    >>> from types import SimpleNamespace as E
+    >>> ev = [E(kind=kind, time_ns=t, pid=1, tid=1, domain=None, message=message, color=None, category=0,
+    ...         payload=None, payload_type=None, range_id=None)
+    ...       for kind, t, message in [("push", 10, "a"), ("pop", 25, None)]]
+    >>> [(r.name, r.start_ns, r.end_ns, r.depth) for r in build_timeline(ev, {}).ranges]
+    [('a', 10, 25, 0)]
+    """
+    tl = Timeline()
+    for pb in pair_batches(open_events(events, processes, dropped), tl):
+        tl.ranges.extend(ranges_of(pb))
+        tl.marks.extend(marks_of(pb))
+    for ev in events:
+        if ev.kind == "thread_name" and ev.name:
+            tl.thread_names.setdefault((ev.pid, int(ev.target or ev.tid)), ev.name)
+    return tl

@@ -38,6 +38,7 @@ from typing import IO, Any, Dict, List, Optional, Tuple
 from .columns import MARK, POP, PUSH, payload_value
 from .fixedwidth import join_rows
 from .model import Timeline
+from .writers import StreamWriter, register
 
 try:
     import numpy as _np
@@ -136,17 +137,17 @@ class _Sequence:
 _MAX_INTERNED = 1 << 16
 
 
-class PerfettoWriter:
+@register("pftrace", ".pftrace", ".perfetto-trace")
+class PerfettoWriter(StreamWriter):
     """Write a Perfetto protobuf trace to the binary stream ``out`` as batches come.
 
-    Methods as every tracer writer: :meth:`batch` (a :class:`~.pairing.PairedBatch`),
-    :meth:`counter`, :meth:`finish`, :meth:`close`.
+    A conversion's :class:`~.writers.Writer`: :meth:`batch` (a :class:`~.pairing.PairedBatch`),
+    ``sample`` (as :meth:`counter` per track), :meth:`finish`, :meth:`close` (``out`` too when
+    ``close=True``).
     """
 
     def __init__(self, out: IO[bytes], start_ns: int, close: bool = False) -> None:
-        self._out = out
-        self._close = close
-        self._t0 = start_ns
+        super().__init__(out, start_ns, close)
         self.count = 0
         self._next_uuid = 1  # small uuids: 1-2 byte varints where events name their track
         self._sequences: Dict[Tuple[int, int, int], _Sequence] = {}
@@ -523,10 +524,6 @@ class PerfettoWriter:
             else:
                 self._describe_thread(pid, tid, uuid, name)
         return self.count
-
-    def close(self) -> None:
-        if self._close:
-            self._out.close()
 
 
 def _value_field(value: Any) -> bytes:

@@ -38,6 +38,7 @@ import zlib
 from typing import Any, Dict, List, Optional, Tuple
 
 from .model import Mark, Range, Timeline
+from .writers import TrackCounters, register
 
 __all__ = ["write_png", "PngCollector", "MatplotlibMissing", "WIDTH_PX", "MAX_LANES", "MAX_NAMES", "MAX_LABELS"]
 
@@ -101,10 +102,12 @@ def rgb_of(argb: Optional[int], name: str) -> int:
     return _PALETTE[zlib.crc32(name.encode("utf-8", "surrogatepass")) % len(_PALETTE)]
 
 
-class PngCollector:
+@register("png")
+class PngCollector(TrackCounters):
     """What ``--png`` draws, in arrays of fixed size (see the module's docstring).
 
     ``start_ns``/``end_ns``: the time bounds (or later :meth:`begin`); ``width``: pixel columns.
+    A conversion's :class:`~.writers.Writer` (:meth:`open`): it collects, :func:`write_png` draws.
     """
 
     #: Counter tracks drawn (the first ones seen) and points kept per track (the first ones).
@@ -144,6 +147,19 @@ class PngCollector:
         self._pending_marks: List[tuple] = []  # (pid, tid, time, name, argb)
         if start_ns is not None:
             self.begin(start_ns, end_ns if end_ns is not None else start_ns)
+
+    @classmethod
+    def open(cls, output: Optional[str], recording: Any) -> "PngCollector":
+        """The collector of a conversion of ``recording`` (a :class:`~.columns.Source`: its time
+        bounds); :func:`write_png` draws it into ``output`` once the trace is in place."""
+        return cls(recording.start_ns, recording.end_ns)
+
+    def finish(self, timeline: Timeline) -> int:
+        """Nothing to complete: :func:`write_png` draws what was collected (it writes no trace events)."""
+        return 0
+
+    def close(self) -> None:
+        """Nothing to release: the picture is a file of :func:`write_png`'s."""
 
     # ----------------------------------------------------------------------------------- feeding
 

@@ -52,7 +52,9 @@ import sqlite3
 from typing import Any, Dict, List, Optional, Tuple
 
 from .columns import payload_value
+from .grouping import group_rows
 from .model import Timeline
+from .writers import TrackCounters, register
 
 try:
     import numpy as _np
@@ -135,7 +137,8 @@ def global_tid(pid: int, tid: int) -> int:
     return (pid << 24) | tid
 
 
-class SqliteWriter:
+@register("sqlite", ".sqlite", ".sqlite3", ".db")
+class SqliteWriter(TrackCounters):
     """Write NVTX rows into a new SQLite database at ``path`` (an existing file is replaced)."""
 
     def __init__(self, path: str, start_ns: int) -> None:
@@ -153,6 +156,11 @@ class SqliteWriter:
         self.count = 0
         self._domains: Dict[Tuple[int, int], Optional[str]] = {}
         self._categories: Dict[Tuple[int, int, int], str] = {}
+
+    @classmethod
+    def open(cls, output: str, recording: Any) -> "SqliteWriter":
+        """The writer of the database ``output`` (created or replaced) for ``recording``."""
+        return cls(output, recording.start_ns or 0)
 
     def _note_names(self, pb: Any, doms: List[int], cats: List[Tuple[int, int]]) -> None:
         pid = pb.pid
@@ -221,14 +229,12 @@ class SqliteWriter:
         """Rows without payload, grouped by everything but their times: each group inserted with
         multi-row ``VALUES`` statements binding only the times (binding is most of the cost).
         False (nothing inserted) when the batch has payloads or too many distinct groups."""
-        from .chrome import _groups
-
         numpy = hasattr(cols.tid, "dtype")
         n = len(cols)
         if (_np.any(cols.ptype != 0) if numpy else any(cols.ptype)):
             return False
         rows = _np.arange(n) if numpy else list(range(n))
-        groups = _groups([cols.text, cols.domain, cols.category, cols.color, cols.has_color, cols.tid], rows, numpy)
+        groups = group_rows([cols.text, cols.domain, cols.category, cols.color, cols.has_color, cols.tid], rows, numpy)
         if len(groups) * 64 > n:
             return False
         time_col = cols.time if event_type == MARK else cols.start

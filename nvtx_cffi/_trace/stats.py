@@ -25,16 +25,20 @@ import operator
 from array import array
 from collections import Counter
 from itertools import compress, repeat
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from .model import Range, Timeline
+from .writers import register
+
+if TYPE_CHECKING:
+    from .counters import CounterStats
 
 try:
     import numpy as _np
 except ImportError:  # pragma: no cover - PyPy: the histogram narrowing below
     _np = None
 
-__all__ = ["RangeStats", "StatsCollector", "summarize", "format_summary", "format_duration", "MAX_NAMES",
+__all__ = ["RangeStats", "StatsCollector", "StatsWriter", "summarize", "format_summary", "format_duration", "MAX_NAMES",
            "OTHER_NAME"]
 
 #: Groups (domain, name, style) with a row of their own; later names go to the OTHER_NAME row.
@@ -227,6 +231,44 @@ class StatsCollector:
             keep[folded] = True
             other.frombytes(durations[_np.repeat(keep, _np.diff(bounds))].tobytes())
 
+    def add_batch(self, pb: Any) -> None:
+        """Count the complete ranges of a :class:`~.pairing.PairedBatch`, grouped by (domain, name, style)."""
+        if pb.unterminated:
+            return  # their end is not known
+        for style, cols in (("push", pb.ranges), ("start", pb.asyncs)):
+            if not len(cols):
+                continue
+            if _np is not None and hasattr(cols.start, "dtype") and int(cols.domain.max()) < 1 << 20:
+                # (text id, domain) as one integer: text ids stay below 2**43 (see pairing._EXTRA)
+                key = (cols.text.astype(_np.int64) << 20) | cols.domain.astype(_np.int64)
+                if not (key != key[0]).any():  # one name: no grouping needed
+                    k = int(key[0])
+                    self.add_many(pb.domain_name(k & 0xFFFFF), pb.text(k >> 20), style, cols.end - cols.start)
+                    continue
+                # grouped by (text id, domain id), not by text: one stable sort, then the texts of the
+                # groups looked up in one pass (a program that names each range differently makes as
+                # many groups as ranges)
+                order = _np.argsort(key, kind="stable")
+                skey = key[order]
+                starts = _np.flatnonzero(_np.concatenate(([True], skey[1:] != skey[:-1])))
+                uniq = skey[starts]
+                bounds = _np.append(starts, len(skey))
+                durations = (cols.end - cols.start)[order]
+                texts = pb.text_list((uniq >> 20).tolist())
+                domains = {d: pb.domain_name(d) for d in set((uniq & 0xFFFFF).tolist())}
+                self.add_grouped([domains[d] for d in (uniq & 0xFFFFF).tolist()], texts, style, durations, bounds)
+            else:
+                groups: Dict[tuple, list] = {}
+                text, dom, start, end = cols.lists("text", "domain", "start", "end")
+                for t, d, s, e in zip(text, dom, start, end):
+                    key2 = (pb.domain_name(d), pb.text(t))
+                    group = groups.get(key2)
+                    if group is None:
+                        group = groups[key2] = []
+                    group.append(e - s)
+                for (domain, name), durations_list in groups.items():
+                    self.add_many(domain, name, style, durations_list)
+
     @property
     def folded(self) -> int:
         """Ranges counted in the OTHER_NAME rows (their names came after the first ``max_names``)."""
@@ -243,6 +285,41 @@ class StatsCollector:
                 for (domain, name, style), durations in self._groups.items()]
         rows.sort(key=lambda row: (-row.total_ns, row.label))
         return rows
+
+
+@register("stats")
+class StatsWriter:
+    """A conversion's :class:`~.writers.Writer` for ``--stats``: the complete ranges into ``ranges``
+    (a :class:`StatsCollector`), the counter samples into ``counters`` (a
+    :class:`~.counters.CounterStats`); either may be None. The CLI prints them with the timeline."""
+
+    def __init__(self, ranges: Optional[StatsCollector] = None, counters: Optional[CounterStats] = None) -> None:
+        self.ranges = ranges
+        self.counters = counters
+
+    @classmethod
+    def open(cls, output: Optional[str], recording: Any) -> "StatsWriter":
+        """Both tables, empty (``output``: none, the summary is printed)."""
+        from .counters import CounterStats
+
+        return cls(StatsCollector(), CounterStats())
+
+    def batch(self, pb: Any) -> None:
+        if self.ranges is not None:
+            self.ranges.add_batch(pb)
+
+    def sample(self, sample: Any, tracks: Any) -> None:
+        if self.counters is not None:
+            self.counters.add(sample)
+
+    def finish(self, timeline: Timeline) -> int:
+        """The counter table notes the samples the decoder could not place on the trace's clock."""
+        if self.counters is not None:
+            self.counters.unmapped = dict(timeline.unmapped_samples)
+        return 0
+
+    def close(self) -> None:
+        """Nothing to release: the tables stay for the summary."""
 
 
 def summarize(source: Union[Timeline, StatsCollector]) -> List[RangeStats]:
