@@ -3,8 +3,8 @@
  * Why: after the CFFI work (keep_gil.h, slot caches) what remains of a call's cost is CPython
  * running Python frames (an empty __enter__/__exit__ pair is ~80 ns, a 5-default function ~20 ns).
  * Only C callables avoid that. This file is compiled into the optional module nvtx_cffi._speedups
- * (c/speedups.c), not into the CFFI shim: it reaches the shim's slot and domain tables through the
- * shim's function table (nvtxcffi_shim, c/nvtx_api.h), bound by nvtx_cffi/_accel.py.
+ * (speedups.c), not into the CFFI shim: it reaches the shim's slot and domain tables through the
+ * shim's function table (nvtxcffi_shim, c/shim/nvtx_api.h), bound by nvtx_cffi/_accel.py.
  *
  * How Python reaches it: nvtx_cffi/_accel.py imports nvtx_cffi._speedups, binds it to the shim and
  * calls install(active) once; then the setup functions below receive the Python caches and twins.
