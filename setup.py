@@ -39,7 +39,10 @@ from build_ffi import (  # noqa: E402
 # Tests that build a tool of their own load this file for them (setup() runs only as __main__).
 SPEEDUPS_SOURCES = [
     # c/speedups/: nvtx_cffi._speedups, the optional accelerator (with c/shim/'s nvtx_api.h, nvtx_shim.h)
-    "c/speedups/speedups.c", "c/speedups/accel.c", "c/speedups/profiler.c", "c/speedups/counters_speedups.c",
+    "c/speedups/speedups.c", "c/speedups/accel.c", "c/speedups/accel_caches.c", "c/speedups/accel_payloads.c",
+    "c/speedups/accel_first_sight.c", "c/speedups/accel_annotate.c", "c/speedups/accel_annotate_call.c",
+    "c/speedups/accel_ranges.c", "c/speedups/accel_domain.c", "c/speedups/accel_function.c",
+    "c/speedups/profiler.c", "c/speedups/counters_speedups.c",
 ]
 RECORDER_SOURCES = [
     # c/recorder/: libnvtx_recorder, the recording tool, with the records of NVTX's extensions

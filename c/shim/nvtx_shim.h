@@ -30,7 +30,8 @@
  * (a string entry, a slot, a cached call). A preparation costs about as much as twenty calls sent
  * with their message, so a message used a few times never pays it and one used often pays it once. */
 #define NVTXCFFI_PREPARE_AT 32
-/* The most NVTX_CFFI_PREPARE_AT may set (nvtx_cffi/_domain.py PREPARE_AT; c/speedups/accel.c counts in 6 bits). */
+/* The most NVTX_CFFI_PREPARE_AT may set (nvtx_cffi/_domain.py PREPARE_AT; c/speedups/accel_first_sight.c
+ * counts in 6 bits). */
 #define NVTXCFFI_PREPARE_AT_MAX 64
 
 /* op for nvtxcffi_emit / nvtxcffi_emit_slot */

@@ -1,8 +1,10 @@
-/* speedups.h - what the three files of the optional accelerator module nvtx_cffi._speedups share.
+/* speedups.h - what the parts of the optional accelerator module nvtx_cffi._speedups share.
  *
- * speedups.c  the module: PyInit__speedups, bind() (the shim's function table), version stamp
- * accel.c     C fast paths of annotate, decorated functions, module-level and Domain calls
- * profiler.c  the C engine of nvtx_cffi.Profile
+ * speedups.c           the module: PyInit__speedups, bind() (the shim's function table), version stamp
+ * accel*.c             C fast paths of annotate, decorated functions, module-level and Domain calls
+ *                      (accel.h lists the files)
+ * profiler.c           the C engine of nvtx_cffi.Profile
+ * counters_speedups.c  counters' sample() and array payloads
  *
  * CPython only (setup.py builds it for neither PyPy nor free-threaded builds). It reaches the CFFI
  * shim only through nvtxcffi_shim, a copy of the shim's nvtxcffi_api_t (c/shim/nvtx_api.h) made by
