@@ -28,6 +28,7 @@ from setuptools.errors import CompileError, ExecError, PlatformError
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from build_ffi import (  # noqa: E402
     C_FLAGS,
+    RECORDING_FORMAT,
     SPEEDUPS_C_FLAGS,
     build_speedups,
     nvtx_include_dir,
@@ -38,7 +39,8 @@ from build_ffi import (  # noqa: E402
 # The source lists of what setup.py builds (c/README.md; the CFFI module's is build_ffi.SOURCES).
 # Tests that build a tool of their own load this file for them (setup() runs only as __main__).
 SPEEDUPS_SOURCES = [
-    # c/speedups/: nvtx_cffi._speedups, the optional accelerator (with c/shim/'s nvtx_api.h, nvtx_shim.h)
+    # c/speedups/: nvtx_cffi._speedups, the optional accelerator (with c/shim/'s nvtx_api.h, nvtx_shim.h
+    # and c/recorder/'s nvtxrec_format.h)
     "c/speedups/speedups.c", "c/speedups/accel.c", "c/speedups/accel_caches.c", "c/speedups/accel_payloads.c",
     "c/speedups/accel_first_sight.c", "c/speedups/accel_annotate.c", "c/speedups/accel_annotate_call.c",
     "c/speedups/accel_ranges.c", "c/speedups/accel_domain.c", "c/speedups/accel_function.c",
@@ -127,8 +129,9 @@ speedups = [
     Extension(
         "nvtx_cffi._speedups",
         sources=SPEEDUPS_SOURCES,
-        depends=SPEEDUPS_SOURCES + sorted(glob.glob("c/speedups/*.h")) + ["c/shim/nvtx_api.h", "c/shim/nvtx_shim.h"],
-        include_dirs=[nvtx_include_dir(), "c/speedups", "c/shim"],
+        depends=SPEEDUPS_SOURCES + sorted(glob.glob("c/speedups/*.h"))
+        + ["c/shim/nvtx_api.h", "c/shim/nvtx_shim.h", RECORDING_FORMAT],
+        include_dirs=[nvtx_include_dir(), "c/speedups", "c/shim", "c/recorder"],
         extra_compile_args=SPEEDUPS_C_FLAGS,
         libraries=["pthread"],
         define_macros=[("NVTXCFFI_VERSION", '"%s"' % package_version())],

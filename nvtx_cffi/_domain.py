@@ -47,7 +47,7 @@ OP_PUSH = lib.NVTXCFFI_OP_PUSH
 OP_START = lib.NVTXCFFI_OP_START
 OP_MARK = lib.NVTXCFFI_OP_MARK
 
-_NO_PAYLOAD = (lib.NVTXCFFI_PAYLOAD_NONE, 0, 0.0)
+_NO_PAYLOAD = (lib.NVTXREC_PT_NONE, 0, 0.0)
 # Argument types whose equal values mean the same (get_event_attributes answers them by an equal key).
 _PLAIN_KEYS = frozenset((str, int, type(None)))
 

@@ -366,15 +366,15 @@ void nvtxcffi_mark(int slot)
 static void payload_set(nvtxEventAttributes_t *attr, int kind, int64_t ivalue, double fvalue)
 {
     switch (kind) {
-    case NVTXCFFI_PAYLOAD_INT64:
+    case NVTXREC_PT_INT64:
         attr->payloadType = NVTX_PAYLOAD_TYPE_INT64;
         attr->payload.llValue = ivalue;
         break;
-    case NVTXCFFI_PAYLOAD_UINT64:
+    case NVTXREC_PT_UINT64:
         attr->payloadType = NVTX_PAYLOAD_TYPE_UNSIGNED_INT64;
         attr->payload.ullValue = (uint64_t)ivalue;
         break;
-    case NVTXCFFI_PAYLOAD_DOUBLE:
+    case NVTXREC_PT_DOUBLE:
         attr->payloadType = NVTX_PAYLOAD_TYPE_DOUBLE;
         attr->payload.dValue = fvalue;
         break;

@@ -17,6 +17,8 @@
 
 #include <stdint.h>
 
+#include "nvtxrec_format.h" /* payload kinds: NVTXREC_PT_* (c/recorder/; its own cdef) */
+
 #define NVTXCFFI_MAX_DOMAINS 256
 #define NVTXCFFI_MAX_STRINGS 65536
 #define NVTXCFFI_MAX_SLOTS 131072
@@ -38,12 +40,6 @@
 #define NVTXCFFI_OP_PUSH 0
 #define NVTXCFFI_OP_START 1
 #define NVTXCFFI_OP_MARK 2
-
-/* payload kinds */
-#define NVTXCFFI_PAYLOAD_NONE 0
-#define NVTXCFFI_PAYLOAD_INT64 1
-#define NVTXCFFI_PAYLOAD_UINT64 2
-#define NVTXCFFI_PAYLOAD_DOUBLE 3
 
 /* Initialise NVTX now (it would otherwise happen at the first call) and report whether a tool
  * filled the domain range/mark slots: 1 attached, 0 none. Idempotent. */
@@ -86,7 +82,8 @@ void nvtxcffi_end(int domain, uint64_t range_id);
 void nvtxcffi_end_default(uint64_t range_id);
 void nvtxcffi_mark(int slot);
 
-/* A prepared slot with a per-call payload (kind NVTXCFFI_PAYLOAD_*; ints travel as int64 bits). */
+/* A prepared slot with a per-call payload (kind NVTXREC_PT_INT64, UINT64 or DOUBLE, NONE for none:
+ * the recording format's payload type codes; ints travel as int64 bits). */
 uint64_t nvtxcffi_emit_slot(int op, int slot, int payload_kind, int64_t ivalue, double fvalue);
 
 /* Nothing prepared: message (UTF-8, may be NULL), colour, category and payload given per call. The

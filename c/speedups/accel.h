@@ -42,10 +42,6 @@ extern PyObject *pop_default_function;   /* _annotate._pop_default: _close of a 
 /* The parameter names of the module-level range calls, interned (accel_ranges.c). */
 extern PyObject *range_params[5]; /* message, color, domain, category, payload */
 
-/* An annotate object's payload_kind for an array sent by payload_emit at __enter__ (the value of
- * _payload.KIND_EXT; the shim's NVTXCFFI_PAYLOAD_* kinds are 0..3). */
-#define PAYLOAD_ARRAY 100
-
 /* After a call into NVTX: a tool may run Python in its callbacks (NVIDIA's python test tool does)
  * and leave an exception set. The call then raises it: returning a value with it set would be
  * CPython's SystemError, and the next unrelated call would find it. */
@@ -72,7 +68,7 @@ typedef struct {
      * while nothing but this template holds it (see annotate_with_payload) */
     PyObject *carrier;
     int is_carrier;
-    int payload_kind;      /* NVTXCFFI_PAYLOAD_*, NONE when not made so */
+    int payload_kind;      /* NVTXREC_PT_*: NONE when not made so, EXT an array for payload_emit */
     int payload_slot;
     int64_t payload_int;
     double payload_float;
@@ -249,7 +245,7 @@ static inline int hash_cached(PyObject *s)
 
 /* ---- payloads --------------------------------------------------------------------------------- */
 
-/* A per-call payload as the shim wants it (kind NVTXCFFI_PAYLOAD_*, int64 bits, double): 1 when
+/* A per-call payload as the shim wants it (kind NVTXREC_PT_*, int64 bits, double): 1 when
  * converted; 0 when it is not an exact int or float that fits (nothing raised): the Python twin then
  * converts it or raises, with its own messages. The payload is a value: nothing is kept. */
 static inline int payload_c_general(PyObject *payload, int *kind, int64_t *ivalue, double *fvalue);
@@ -258,13 +254,13 @@ static inline int payload_c(PyObject *payload, int *kind, int64_t *ivalue, doubl
 {
     long long small;
     if (small_int(payload, &small)) { /* step numbers, sizes: no call */
-        *kind = NVTXCFFI_PAYLOAD_INT64;
+        *kind = NVTXREC_PT_INT64;
         *ivalue = (int64_t)small;
         *fvalue = 0.0;
         return 1;
     }
     if (PyFloat_CheckExact(payload)) {
-        *kind = NVTXCFFI_PAYLOAD_DOUBLE;
+        *kind = NVTXREC_PT_DOUBLE;
         *ivalue = 0;
         *fvalue = PyFloat_AS_DOUBLE(payload);
         return 1;
@@ -279,7 +275,7 @@ static inline int payload_c_general(PyObject *payload, int *kind, int64_t *ivalu
         int overflow = 0;
         long long value = PyLong_AsLongLongAndOverflow(payload, &overflow);
         if (overflow == 0 && !(value == -1 && PyErr_Occurred())) {
-            *kind = NVTXCFFI_PAYLOAD_INT64;
+            *kind = NVTXREC_PT_INT64;
             *ivalue = (int64_t)value;
             *fvalue = 0.0;
             return 1;
@@ -287,7 +283,7 @@ static inline int payload_c_general(PyObject *payload, int *kind, int64_t *ivalu
         if (overflow > 0) {
             unsigned long long u = PyLong_AsUnsignedLongLong(payload);
             if (!(u == (unsigned long long)-1 && PyErr_Occurred())) {
-                *kind = NVTXCFFI_PAYLOAD_UINT64;
+                *kind = NVTXREC_PT_UINT64;
                 *ivalue = (int64_t)u; /* the same bits, as _validate.payload_fields sends them */
                 *fvalue = 0.0;
                 return 1;
@@ -319,7 +315,7 @@ int emit_push(PyObject *attributes);
  * one dispatch of every accelerated call that has its slot (module-level, Domain, annotate). */
 static inline uint64_t send_slot(int opcode, int slot, int kind, int64_t ivalue, double fvalue)
 {
-    if (kind != NVTXCFFI_PAYLOAD_NONE)
+    if (kind != NVTXREC_PT_NONE)
         return nvtxcffi_shim.emit_slot(opcode, slot, kind, ivalue, fvalue);
     switch (opcode) {
     case NVTXCFFI_OP_PUSH:

@@ -85,10 +85,10 @@ static PyObject *annotate_enter(PyObject *op, PyObject *unused)
     } else if (self->first_sight == 1)
         self->first_sight = 2;
     if (active) {
-        if (self->payload_kind == PAYLOAD_ARRAY) { /* what its attributes' _emit would send */
+        if (self->payload_kind == NVTXREC_PT_EXT) { /* an array: what its attributes' _emit would send */
             if (emit_array(NVTXCFFI_OP_PUSH, self->payload_slot, self->domain_index, self->payload) < 0)
                 return NULL;
-        } else if (self->payload_kind != NVTXCFFI_PAYLOAD_NONE)
+        } else if (self->payload_kind != NVTXREC_PT_NONE)
             nvtxcffi_shim.emit_slot(NVTXCFFI_OP_PUSH, self->payload_slot, self->payload_kind,
                                     self->payload_int, self->payload_float);
         else if (self->slot >= 0)
@@ -101,7 +101,7 @@ static PyObject *annotate_enter(PyObject *op, PyObject *unused)
             const char *text = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(args, 0), NULL);
             if (text != NULL)
                 nvtxcffi_shim.emit(NVTXCFFI_OP_PUSH, self->domain_index, text, self->inline_argb,
-                                   self->inline_category, NVTXCFFI_PAYLOAD_NONE, 0, 0.0);
+                                   self->inline_category, NVTXREC_PT_NONE, 0, 0.0);
             Py_DECREF(args);
             if (text == NULL)
                 return NULL;

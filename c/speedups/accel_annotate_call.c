@@ -306,9 +306,9 @@ static PyObject *annotate_class_call(PyObject *callable, PyObject *const *args, 
             if ((template_->slot >= 0 || !active) && payload_c(payload, &kind, &ivalue, &fvalue))
                 return annotate_with_payload(template_, payload, kind, ivalue, fvalue);
             if (!active && array_checked(payload)) /* nothing is sent: as checked_later below */
-                return annotate_with_payload(template_, payload, NVTXCFFI_PAYLOAD_NONE, 0, 0.0);
+                return annotate_with_payload(template_, payload, NVTXREC_PT_NONE, 0, 0.0);
             if (active && template_->slot >= 0 && array_sendable(payload)) /* __enter__ sends it */
-                return annotate_with_payload(template_, payload, PAYLOAD_ARRAY, 0, 0.0);
+                return annotate_with_payload(template_, payload, NVTXREC_PT_EXT, 0, 0.0);
             /* other payloads: the general path below */
         }
     }
@@ -328,7 +328,7 @@ static PyObject *annotate_class_call(PyObject *callable, PyObject *const *args, 
         for (int i = 0; i < 5; i++)
             if (a[i] == NULL)
                 a[i] = Py_None;
-        int kind = NVTXCFFI_PAYLOAD_NONE;
+        int kind = NVTXREC_PT_NONE;
         int64_t ivalue = 0;
         double fvalue = 0.0;
         int checked_later = 0; /* no tool, a payload other than an int or a float (an array...) */
@@ -364,12 +364,12 @@ static PyObject *annotate_class_call(PyObject *callable, PyObject *const *args, 
                 }
                 if (keyable)
                     site_put(SITE_ANNOTATE, key, nargs, kwnames, 1, 0, 0, found);
-                return annotate_with_payload(template_, a[4], NVTXCFFI_PAYLOAD_NONE, 0, 0.0);
+                return annotate_with_payload(template_, a[4], NVTXREC_PT_NONE, 0, 0.0);
             }
             if (array_later && template_->slot >= 0) {
                 if (keyable) /* a hit checks the array and the slot again */
                     site_put(SITE_ANNOTATE, key, nargs, kwnames, 1, 0, 0, found);
-                return annotate_with_payload(template_, a[4], PAYLOAD_ARRAY, 0, 0.0);
+                return annotate_with_payload(template_, a[4], NVTXREC_PT_EXT, 0, 0.0);
             }
             if (!array_later && (template_->slot >= 0 || !active)) {
                 if (keyable) /* a hit checks slot and active again */

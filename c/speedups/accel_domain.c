@@ -139,7 +139,7 @@ static PyObject *domain_array(int opcode, PyObject *payload)
 static PyObject *domain_emit_array(int opcode, int slot, PyObject *domain, PyObject *array)
 {
     if (!active)
-        return domain_emit(opcode, slot, NVTXCFFI_PAYLOAD_NONE, 0, 0.0);
+        return domain_emit(opcode, slot, NVTXREC_PT_NONE, 0, 0.0);
     int index = domain_index_of(domain);
     if (slot < 0 || index < 0)
         return NULL;
@@ -153,7 +153,7 @@ static PyObject *domain_keywords(PyObject *const *args, size_t nargsf, PyObject 
     if (domain_keywords_offset < 0 || PyVectorcall_NARGS(nargsf) != 1 || kwnames == NULL
         || !Py_IS_TYPE(args[0], domain_cls))
         return NULL;
-    int kind = NVTXCFFI_PAYLOAD_NONE;
+    int kind = NVTXREC_PT_NONE;
     int64_t ivalue = 0;
     double fvalue = 0.0;
     const site_entry *site = site_find(SITE_DOMAIN + opcode, args, 1, kwnames);
@@ -434,8 +434,8 @@ static PyObject *setup_domain(PyObject *module, PyObject *const *args, Py_ssize_
         }
     }
     if (int64_kind == NULL) {
-        int64_kind = PyLong_FromLong(NVTXCFFI_PAYLOAD_INT64);
-        double_kind = PyLong_FromLong(NVTXCFFI_PAYLOAD_DOUBLE);
+        int64_kind = PyLong_FromLong(NVTXREC_PT_INT64);
+        double_kind = PyLong_FromLong(NVTXREC_PT_DOUBLE);
         zero_int = PyLong_FromLong(0);
         zero_float = PyFloat_FromDouble(0.0);
         minus_one = PyLong_FromLong(-1);

@@ -90,7 +90,7 @@ static inline PyObject *range_call(PyObject *op, PyObject *const *args, size_t n
     const site_entry *site = site_find(SITE_MODULE + opcode, args, PyVectorcall_NARGS(nargsf), kwnames);
     if (site == NULL)
         return range_call_general(op, args, nargsf, kwnames, opcode);
-    int kind = NVTXCFFI_PAYLOAD_NONE;
+    int kind = NVTXREC_PT_NONE;
     int64_t ivalue = 0;
     double fvalue = 0.0;
     PyObject *payload = site->payload_at >= 0 ? args[site->payload_at] : Py_None;
@@ -127,7 +127,7 @@ static PyObject *range_call_bound(PyObject *op, PyObject *const *args, size_t na
                                   int opcode, PyObject *const *a, PyObject *message)
 {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    int kind = NVTXCFFI_PAYLOAD_NONE;
+    int kind = NVTXREC_PT_NONE;
     int64_t ivalue = 0;
     double fvalue = 0.0;
     PyObject *default_ = opcode == NVTXCFFI_OP_START ? Py_None : default_color;

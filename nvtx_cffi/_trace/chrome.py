@@ -229,7 +229,7 @@ class ChromeTraceWriter:
         return out
 
     def _payload_args(self, static: List[str], ptype: List[int], payload: List[int], unterminated: bool) -> List[str]:
-        from .columns import ext_payload_value
+        from .columns import PT_EXT, ext_payload_value
         from .pairing import payload_value
 
         tail = ',"unterminated":true' if unterminated else ""
@@ -237,7 +237,7 @@ class ChromeTraceWriter:
         for s, pt, raw in zip(static, ptype, payload):
             parts = s
             if pt:
-                value = ext_payload_value(raw) if pt == 7 else payload_value(pt, raw)  # 7: binary payload
+                value = ext_payload_value(raw) if pt == PT_EXT else payload_value(pt, raw)
                 if value is not None:
                     parts = f'{parts},"payload":{json_value(value)}' if parts else f'"payload":{json_value(value)}'
             if tail:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple
 
+from .. import _recording_format as _format
 from ..ext_records import CounterSample, ExtDecoder
 
 __all__ = ["CounterStats", "CounterTrack", "decode_stream", "counter_series", "counter_tracks", "json_safe"]
@@ -238,8 +239,9 @@ class _RowEvent:
         self.kind, self.pid, self.tid, self.domain = kind, pid, tid, domain
 
 
-_ROW_KINDS = {1: "push", 3: "start", 5: "mark"}
-_PT_EXT = 7
+#: the events a binary payload comes with (kind code -> name)
+_ROW_KINDS = {code: name for code, name in _format.KINDS.items() if name in ("push", "start", "mark")}
+_PT_EXT = _format.lib.NVTXREC_PT_EXT
 
 
 class BatchExtDecoder:
@@ -275,7 +277,7 @@ class BatchExtDecoder:
         if batch.numpy:
             import numpy as np
 
-            rows = np.flatnonzero((batch.ptype == _PT_EXT) & ((batch.kind == 1) | (batch.kind == 3) | (batch.kind == 5)))
+            rows = np.flatnonzero((batch.ptype == _PT_EXT) & np.isin(batch.kind, list(_ROW_KINDS)))
             rows = rows.tolist()
         else:
             rows = [i for i, (pt, k) in enumerate(zip(batch.ptype, batch.kind)) if pt == _PT_EXT and k in _ROW_KINDS]
