@@ -418,8 +418,9 @@ def registry(domain_index: int) -> SchemaRegistry:
 
 # --------------------------------------------------------------------------- event payloads
 
-#: payload_fields()' kind for an extended payload (not a kind the C scalar calls know).
-KIND_EXT = 100
+#: payload_fields()' kind for an extended payload (a binary payload: the recording format's code of
+#: one, not a kind the C scalar calls send).
+KIND_EXT = lib.NVTXREC_PT_EXT
 _SEQUENCES = (list, tuple, range, bytes)
 
 
@@ -498,7 +499,7 @@ def fields_for(payload):
     if np is None and type(payload) in _SEQUENCES:
         msg += " Install numpy for extended payload support."
     warn_at_caller(msg, NvtxWarning)
-    return (lib.NVTXCFFI_PAYLOAD_NONE, 0, 0.0)
+    return (lib.NVTXREC_PT_NONE, 0, 0.0)
 
 
 def _note_checked(dtype) -> None:
@@ -674,9 +675,9 @@ def _emit_general(op: int, slot: int, domain_index: int, inline, payload) -> int
     if encoded is None:
         # No payload: the plain call (nvtx sends the event without one).
         if inline is None:
-            return lib.nvtxcffi_emit_slot(op, slot, lib.NVTXCFFI_PAYLOAD_NONE, 0, 0.0)
+            return lib.nvtxcffi_emit_slot(op, slot, lib.NVTXREC_PT_NONE, 0, 0.0)
         message, argb, category = inline
-        return lib.nvtxcffi_emit(op, domain_index, message, argb, category, lib.NVTXCFFI_PAYLOAD_NONE, 0, 0.0)
+        return lib.nvtxcffi_emit(op, domain_index, message, argb, category, lib.NVTXREC_PT_NONE, 0, 0.0)
     if inline is None:
         return lib.nvtxcffi_emit_ext(op, slot, domain_index, ffi.NULL, 0, 0, schema, buffer, size)
     message, argb, category = inline

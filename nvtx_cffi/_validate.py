@@ -88,7 +88,8 @@ def keyable(value: object) -> bool:
     is an error while the int is not. Only values whose every equal key validates alike are looked
     up: None, an exact str, an integer-like (an int, a NumPy integer, anything with ``__index__``;
     not a bool), a 3- or 4-tuple of exact ints and floats (an RGB(A) tuple). Anything else takes the
-    validating path, which rejects it or prepares it. (c/accel.c's ``keyable`` is the same rule.)
+    validating path, which rejects it or prepares it. (c/speedups/accel_caches.c's ``keyable`` is the
+    same rule.)
 
     >>> keyable(1), keyable(True), keyable(1.0), keyable((1.0, 0, 0)), keyable((True, 0, 0))
     (True, False, False, True, False)
@@ -176,8 +177,8 @@ def to_category_id(category: object) -> int:
     return value
 
 
-_INT64 = lib.NVTXCFFI_PAYLOAD_INT64
-_DOUBLE = lib.NVTXCFFI_PAYLOAD_DOUBLE
+_INT64 = lib.NVTXREC_PT_INT64
+_DOUBLE = lib.NVTXREC_PT_DOUBLE
 
 
 def payload_fields(payload: object) -> Tuple[int, int, float]:
@@ -198,16 +199,16 @@ def payload_fields(payload: object) -> Tuple[int, int, float]:
     value = int(payload) if isinstance(payload, bool) else as_index(payload)  # bool: an int, as before
     if value is not None:
         if _INT64_MIN <= value <= _INT64_MAX:
-            return lib.NVTXCFFI_PAYLOAD_INT64, value, 0.0
+            return lib.NVTXREC_PT_INT64, value, 0.0
         if 0 <= value <= _UINT64_MAX:
-            return lib.NVTXCFFI_PAYLOAD_UINT64, value - (1 << 64), 0.0
+            return lib.NVTXREC_PT_UINT64, value - (1 << 64), 0.0
         msg = f"payload {describe_int(value)} is out of range: it must fit in int64 or uint64"
         raise OverflowError(msg)
     import numbers  # (here: only a payload of another number type gets this far)
 
     if isinstance(payload, numbers.Real):
         try:
-            return lib.NVTXCFFI_PAYLOAD_DOUBLE, 0, float(payload)
+            return lib.NVTXREC_PT_DOUBLE, 0, float(payload)
         except OverflowError:
             msg = f"payload is out of range for a float (double): a {type(payload).__name__} too large"
             raise OverflowError(msg) from None

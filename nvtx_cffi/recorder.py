@@ -45,7 +45,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
 
-from . import _tools
+from . import _recording_format as _format, _tools
+from ._recording_format import lib as _lib
 
 __all__ = [
     "Capture",
@@ -75,17 +76,21 @@ __all__ = [
 ]
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_MAGIC = b"NVTXREC2"
-_HEADER_SIZE = 4096
-# struct nvtxrec_file_header in c/recorder.h
-_HEADER = struct.Struct("<8sIIIIIIQQQQIIQdQQQ")
-_KINDS = (None, "push", "pop", "start", "end", "mark")
-_APIS = ("ex", "ascii", "unicode", "domain")
-_RESOURCES = (None, "cuda_device", "cuda_context", "cuda_stream", "cuda_event")
-_D = struct.Struct("<d")
+# The recording format: c/recorder/nvtxrec_format.h, through nvtx_cffi/_recording_format.py.
+_MAGIC = _format.MAGIC
+_HEADER_SIZE = _lib.NVTXREC_HEADER_SIZE
+_HEADER = _format.FILE_HEADER  # struct nvtxrec_file_header
+
+
+def _by_code(names: Dict[int, str]) -> Tuple[Optional[str], ...]:
+    """A code -> name map as a tuple indexed by the code (None where no name)."""
+    return tuple(names.get(code) for code in range(max(names) + 1))
+
+
+_KINDS = _by_code(_format.KINDS)
+_APIS = _by_code(_format.APIS)
+_RESOURCES = _by_code(_format.RESOURCES)
 _Q = struct.Struct("<Q")
-_F = struct.Struct("<f")
-_I = struct.Struct("<I")
 
 Payload = Union[int, float, None]
 
@@ -235,7 +240,7 @@ def environment(directory: Union[str, "os.PathLike[str]"], *, max_bytes: Optiona
 
 
 def _size_text(n: int) -> str:
-    """``n`` bytes as the recorder reads a size (c/recorder.c parse_size: at most 19 digits, then
+    """``n`` bytes as the recorder reads a size (c/recorder/recorder.c parse_size: at most 19 digits, then
     an optional k/m/g/t): plain digits, or past 19 digits in the largest unit that divides ``n``.
     A size the recorder would not take (it would warn and use its default) is a ValueError.
 
@@ -362,44 +367,48 @@ def capture() -> Iterator[Capture]:
         ]
 
 
-# --------------------------------------------------------------------------- reading (file format 2, c/recorder.h)
+# --------------------------------------------------------------------------- reading (file format 2, c/recorder/recorder.h)
 
 ProgressFn = Callable[[int, int], None]
 
-_CHUNK_HDR = struct.Struct("<QIIQQ")
-_CHUNK_TAG = 0x30
-_CHUNK_CHECK = 0x4E565443
-_W_ATTR, _W_COLOR, _W_CATEGORY, _W_PAYLOAD, _W_PAYLOAD_HI, _W_RANGE_ID, _W_PTYPE_RAW, _W_RANGE_ID_HI = range(0x10, 0x18)
-_D_STRING, _D_DOMAIN, _D_CATEGORY, _D_THREAD, _D_RESOURCE, _D_BLOB, _D_CLOCK = range(0x20, 0x27)
-_W_CONT = 0xFF
-_DF_INHERITED, _DF_TRUNCATED, _DF_MESSAGE = 1, 2, 8
-_REGISTRATIONS = (1, 2, 5)  # blob kinds that register: schema, counter group, scope
-_DATA_FIXED = struct.Struct("<QQB")
-_STRING_OVERFLOW = 0xFFFFFFFF
+_CHUNK_HDR = _format.CHUNK_HEADER  # struct nvtxrec_chunk_header
+_CHUNK_WORDS = _CHUNK_HDR.size // 8  # a chunk's records start after its header
+_CHUNK_TAG, _CHUNK_CHECK = _lib.NVTXREC_CHUNK_TAG, _lib.NVTXREC_CHUNK_CHECK
+# event heads NVTXREC_KIND_PUSH..MARK, extension words NVTXREC_W_ATTR..RANGE_ID_HI, data records
+# NVTXREC_D_STRING..CLOCK
+_HEAD_LO, _HEAD_HI = _lib.NVTXREC_KIND_PUSH, _lib.NVTXREC_KIND_MARK
+_KIND_START, _KIND_END = _lib.NVTXREC_KIND_START, _lib.NVTXREC_KIND_END
+_W_ATTR, _W_COLOR, _W_CATEGORY = _lib.NVTXREC_W_ATTR, _lib.NVTXREC_W_COLOR, _lib.NVTXREC_W_CATEGORY
+_W_PAYLOAD, _W_PAYLOAD_HI = _lib.NVTXREC_W_PAYLOAD, _lib.NVTXREC_W_PAYLOAD_HI
+_W_RANGE_ID, _W_RANGE_ID_HI = _lib.NVTXREC_W_RANGE_ID, _lib.NVTXREC_W_RANGE_ID_HI
+_D_STRING, _D_DOMAIN, _D_CATEGORY = _lib.NVTXREC_D_STRING, _lib.NVTXREC_D_DOMAIN, _lib.NVTXREC_D_CATEGORY
+_D_THREAD, _D_RESOURCE = _lib.NVTXREC_D_THREAD_NAME, _lib.NVTXREC_D_RESOURCE_NAME
+_D_BLOB, _D_CLOCK = _lib.NVTXREC_D_BLOB, _lib.NVTXREC_D_CLOCK
+_W_CONT = _lib.NVTXREC_W_CONT
+_DF_INHERITED, _DF_TRUNCATED = _lib.NVTXREC_DFLAG_INHERITED, _lib.NVTXREC_DFLAG_TRUNCATED
+_DF_MESSAGE, _DF_API_SHIFT = _lib.NVTXREC_DFLAG_MESSAGE, _lib.NVTXREC_DFLAG_API_SHIFT
+# blob kinds that register (a forked child's file carries them): schema, counter group, scope
+_REGISTRATIONS = (_lib.NVTXREC_BLOB_SCHEMA, _lib.NVTXREC_BLOB_COUNTER_GROUP, _lib.NVTXREC_BLOB_SCOPE)
+_DATA_FIXED = struct.Struct("<QQB")  # a data record's time, arg, aux: NVTXREC_DATA_FIXED bytes
+_STRING_OVERFLOW = _lib.NVTXREC_STRING_OVERFLOW
+_CLOCK_TSC = _lib.NVTXREC_CLOCK_TSC
+_RES_CUDA_DEVICE = _lib.NVTXREC_RES_CUDA_DEVICE  # a device ordinal: a signed int
 _M56 = (1 << 56) - 1
 _OVERFLOW_TEXT = "<nvtx-cffi recorder: string table full>"
-_DEF_KINDS = {_D_STRING: "string", _D_DOMAIN: "domain", _D_CATEGORY: "category", _D_THREAD: "thread_name",
-              _D_RESOURCE: "resource_name", _D_BLOB: "blob"}
-_PT_NAMES = (None, "uint64", "int64", "double", "uint32", "int32", "float", "ext", "unknown")
+_DEF_KINDS = _format.DEFINITIONS
+_PT_EXT, _PT_UNKNOWN = _lib.NVTXREC_PT_EXT, _lib.NVTXREC_PT_UNKNOWN
+
+
+#: payload type code -> (its name, its value from the raw bits), for every value type
+_PAYLOADS = {code: (_format.PAYLOAD_TYPES[code], value) for code, value in _format.PAYLOAD_VALUES.items()}
 
 
 def _decode_payload(code: int, raw: int, raw_type: int = 0) -> Tuple[Payload, Optional[str]]:
-    if code == 0:
-        return None, None
-    if code == 1:
-        return raw, "uint64"
-    if code == 2:
-        return raw - (1 << 64) if raw >= 1 << 63 else raw, "int64"
-    if code == 3:
-        return _D.unpack(_Q.pack(raw))[0], "double"
-    if code == 4:
-        return raw & 0xFFFFFFFF, "uint32"
-    if code == 5:
-        v = raw & 0xFFFFFFFF
-        return v - (1 << 32) if v >= 1 << 31 else v, "int32"
-    if code == 6:
-        return _F.unpack(_I.pack(raw & 0xFFFFFFFF))[0], "float"
-    if code == 7:
+    found = _PAYLOADS.get(code)
+    if found is not None:
+        name, value = found
+        return value(raw), name
+    if code == _PT_EXT:
         return None, "ext"
     signed = raw_type - (1 << 32) if raw_type >= 1 << 31 else raw_type
     return raw, f"unknown({signed})"
@@ -434,19 +443,18 @@ def _read_header(f: "io.BufferedReader", path: str) -> Optional[_Header]:
                          f"reads {_MAGIC.decode()})")
     if len(head) < _HEADER.size or size < _HEADER_SIZE:
         raise ValueError(f"{path}: NVTX recording cut inside its header ({size} of {_HEADER_SIZE} bytes)")
-    (_magic, _version, header_size, page, pid, ppid, exec_gen, start_ns, start_rt, _max, proc_start, clock,
-     _cmax, tsc0, ns_per_tick, dropped, write_errors, run_id) = _HEADER.unpack(head)
+    fields = dict(zip(_format.FILE_HEADER_FIELDS, _HEADER.unpack(head)))
+    header_size, page, start_ns = fields["header_size"], fields["page_size"], fields["start_ns"]
     if header_size != _HEADER_SIZE or page == 0 or page & (page - 1) or page % 8:
         raise ValueError(f"{path}: corrupt NVTX recording header (header size {header_size}, page {page})")
     if start_ns >= _START_NS_LIMIT:  # event times are start_ns plus their offset, as int64 nanoseconds
         raise ValueError(f"{path}: corrupt NVTX recording header (start_ns {start_ns} is not below 2**62, "
                          "the CLOCK_MONOTONIC time the file was created)")
     h = _Header()
-    h.path, h.size, h.pid, h.ppid, h.exec_gen, h.page = path, size, pid, ppid, exec_gen, page
-    h.start_ns, h.clock, h.tsc0, h.ns_per_tick = start_ns, clock, tsc0, ns_per_tick
-    h.start_realtime_ns = start_rt
-    h.dropped, h.write_errors, h.proc_start = dropped, write_errors, proc_start
-    h.run_id = run_id
+    h.path, h.size, h.page = path, size, page
+    for name in ("pid", "ppid", "exec_gen", "start_ns", "clock", "tsc0", "ns_per_tick", "start_realtime_ns", "dropped",
+                 "write_errors", "proc_start", "run_id"):
+        setattr(h, name, fields[name])
     return h
 
 
@@ -524,7 +532,7 @@ def _cut_chunk(data: bytes) -> bytes:
         tag = data[end]
         if tag == 0:
             return data  # the chunk's records ended before the cut
-        if 1 <= tag <= 5 or 0x20 <= tag <= 0x26:
+        if _HEAD_LO <= tag <= _HEAD_HI or _D_STRING <= tag <= _D_CLOCK:
             return data[:end]
     return data[:_CHUNK_HDR.size]
 
@@ -537,7 +545,7 @@ class _Defs:
 
     def to_ns(self, t: int) -> int:
         h = self.header
-        if h.clock != 1:
+        if h.clock != _CLOCK_TSC:
             return h.start_ns + t
         xs, ys = self.cal_x, self.cal_y
         i = bisect.bisect_right(xs, t) - 1
@@ -552,7 +560,7 @@ class _Defs:
 def _segment_converter(d: "_Defs") -> Callable[[int], int]:
     """d.to_ns, with the interpolation segment of the last call cached (a chunk's times increase)."""
     h = d.header
-    if h.clock != 1:
+    if h.clock != _CLOCK_TSC:
         start = h.start_ns
         return lambda t: start + t
     xs, ys, slope, start = d.cal_x, d.cal_y, d.slope, h.start_ns
@@ -721,14 +729,15 @@ def _scan(path: str) -> Optional[_Defs]:
             bounds.append((t, t))
 
     np = _numpy()
+    head_lo, head_hi, w_lo, w_hi, d_lo, d_hi = _HEAD_LO, _HEAD_HI, _W_ATTR, _W_RANGE_ID_HI, _D_STRING, _D_CLOCK
     try:
         for _off, _tid, data in _chunks(f, h, d.skips):
             if np is not None:
                 w, tags = _np_valid(np, data, d.skips)
-                heads = np.flatnonzero((tags >= 1) & (tags <= 5))
+                heads = np.flatnonzero((tags >= _HEAD_LO) & (tags <= _HEAD_HI))
                 if heads.size:  # a chunk is one thread's, in time order
                     bounds.append((int(w[heads[0]]) >> 8, int(w[heads[-1]]) >> 8))
-                data_heads = np.flatnonzero((tags >= 0x20) & (tags <= 0x26))
+                data_heads = np.flatnonzero((tags >= _D_STRING) & (tags <= _D_CLOCK))
                 if data_heads.size > 16:  # many definitions (strings): in bulk where they check out
                     data_heads = _np_strings(np, w, tags, data_heads, strings, truncated, bounds)
                 for k in data_heads.tolist():
@@ -741,19 +750,19 @@ def _scan(path: str) -> Optional[_Defs]:
                 continue
             words = _chunk_words(data)
             n = len(words)
-            i = 4
+            i = _CHUNK_WORDS
             lo = hi = None
             while i < n:
                 w = words[i]
                 tag = w & 0xFF
-                if 1 <= tag <= 5:
+                if head_lo <= tag <= head_hi:
                     if lo is None:
                         lo = (w >> 8) & _M56
                     hi = (w >> 8) & _M56
                     i += 1
-                elif 0x10 <= tag <= 0x17:
+                elif w_lo <= tag <= w_hi:
                     i += 1
-                elif 0x20 <= tag <= 0x26:
+                elif d_lo <= tag <= d_hi:
                     r = _data_record(words, i, n)
                     if r is None:  # skipped, as the NumPy path skips it: the records after it stay
                         torn = _torn_words(words, i, n)
@@ -786,7 +795,7 @@ def _scan(path: str) -> Optional[_Defs]:
         ys.append(top)
     d.cal_x, d.cal_y = xs, ys
     span_ns = ys[-1] - ys[0]
-    if h.clock == 1 and span_ns >= 10_000_000 and xs[-1] > xs[0]:
+    if h.clock == _CLOCK_TSC and span_ns >= 10_000_000 and xs[-1] > xs[0]:
         d.slope = span_ns / (xs[-1] - xs[0])
     else:
         d.slope = h.ns_per_tick or 1.0
@@ -806,7 +815,7 @@ def _scan(path: str) -> Optional[_Defs]:
 
     tsc0 = h.tsc0
     info.clocks = Clocks(h.start_ns, h.start_realtime_ns,
-                         (lambda ticks: d.to_ns(ticks - tsc0)) if h.clock == 1 else None)
+                         (lambda ticks: d.to_ns(ticks - tsc0)) if h.clock == _CLOCK_TSC else None)
     return d
 
 
@@ -837,15 +846,17 @@ def _events(d: _Defs, progress: Optional[ProgressFn], done: int, total: int) -> 
     set_ = _set
     skips = _Skips()
     step = 0
+    head_lo, head_hi, w_lo, w_hi, d_lo, d_hi = _HEAD_LO, _HEAD_HI, _W_ATTR, _W_RANGE_ID_HI, _D_STRING, _D_CLOCK
+    start_end = (_KIND_START, _KIND_END)
     try:
         for done_here, tid, data in _chunks(f, h, skips):
             words = _chunk_words(data)
             n = len(words)
-            i = 4
+            i = _CHUNK_WORDS
             while i < n:
                 w = words[i]
                 tag = w & 0xFF
-                if 1 <= tag <= 5:
+                if head_lo <= tag <= head_hi:
                     t = (w >> 8) & _M56
                     i += 1
                     api = dom = msg = category = ptype = raw_type = 0
@@ -855,7 +866,7 @@ def _events(d: _Defs, progress: Optional[ProgressFn], done: int, total: int) -> 
                     while i < n:
                         x = words[i]
                         xt = x & 0xFF
-                        if xt < 0x10 or xt > 0x17:
+                        if xt < w_lo or xt > w_hi:
                             break
                         hi = (x >> 32) & 0xFFFFFFFF
                         if xt == _W_ATTR:
@@ -882,11 +893,11 @@ def _events(d: _Defs, progress: Optional[ProgressFn], done: int, total: int) -> 
                         "domain": _domain_name(domains, dom) if dom else None,
                         "message": _string(strings, msg) if msg else None, "color": color,
                         "category": category, "payload": value, "payload_type": vtype,
-                        "range_id": (range_id or 0) if tag == 3 or tag == 4 else None, "api": _APIS[api],
+                        "range_id": (range_id or 0) if tag in start_end else None, "api": _APIS[api],
                         "name": None, "target": None, "resource": None, "truncated": msg in truncated,
                         "data": None, "exec_gen": gen})
                     yield ev
-                elif 0x20 <= tag <= 0x26:
+                elif d_lo <= tag <= d_hi:
                     r = _data_record(words, i, n)
                     if r is None:  # torn: skipped (and counted by _scan)
                         i += _torn_words(words, i, n)
@@ -897,7 +908,7 @@ def _events(d: _Defs, progress: Optional[ProgressFn], done: int, total: int) -> 
                     if tag == _D_CLOCK or (flags & _DF_INHERITED and tag != _D_BLOB) or (
                             tag == _D_STRING and flags & _DF_MESSAGE):
                         continue
-                    api = _APIS[(flags >> 4) & 3]
+                    api = _APIS[(flags >> _DF_API_SHIFT) & 3]
                     domain = _domain_name(domains, dom) if dom else None
                     data_bytes = None
                     if tag == _D_BLOB:
@@ -906,7 +917,7 @@ def _events(d: _Defs, progress: Optional[ProgressFn], done: int, total: int) -> 
                     else:
                         name = raw.decode("utf-8", "replace")
                         if tag == _D_RESOURCE:
-                            target = arg - (1 << 64) if aux == 1 and arg >= 1 << 63 else arg
+                            target = arg - (1 << 64) if aux == _RES_CUDA_DEVICE and arg >= 1 << 63 else arg
                             resource = _RESOURCES[aux] if aux < len(_RESOURCES) else f"unknown({aux})"
                         else:
                             target, resource = arg, None
@@ -920,7 +931,7 @@ def _events(d: _Defs, progress: Optional[ProgressFn], done: int, total: int) -> 
                         "range_id": None, "api": api, "name": name, "target": target, "resource": resource,
                         "truncated": bool(flags & _DF_TRUNCATED), "data": data_bytes, "exec_gen": gen})
                     yield ev
-                elif 0x10 <= tag <= 0x17:
+                elif w_lo <= tag <= w_hi:
                     i += 1  # an extension word without its head: skip
                 else:
                     break
@@ -1150,11 +1161,15 @@ def active_files(directory: Union[str, "os.PathLike[str]"]) -> List[str]:
 #   Blob (namedtuple): kind (str, BLOB_KINDS), kind_id (int), time_ns, tid, domain (id),
 #       arg (int), data (bytes), truncated (bool).
 
-KIND_PUSH, KIND_POP, KIND_START, KIND_END, KIND_MARK = 1, 2, 3, 4, 5
-FLAG_COLOR, FLAG_TRUNCATED = 1, 4
-PT_NONE, PT_UINT64, PT_INT64, PT_DOUBLE, PT_UINT32, PT_INT32, PT_FLOAT, PT_EXT, PT_UNKNOWN = range(9)
-#: names of the blob kinds (c/recorder_internal.h NVTXREC_BLOB_*)
-BLOB_KINDS = {1: "schema", 2: "counter_group", 3: "counter_sample", 4: "payload", 5: "scope"}
+KIND_PUSH, KIND_POP, KIND_START, KIND_END, KIND_MARK = (
+    _lib.NVTXREC_KIND_PUSH, _lib.NVTXREC_KIND_POP, _lib.NVTXREC_KIND_START, _lib.NVTXREC_KIND_END, _lib.NVTXREC_KIND_MARK)
+FLAG_COLOR, FLAG_TRUNCATED = _lib.NVTXCFFI_EVENT_COLOR, _lib.NVTXCFFI_EVENT_TRUNCATED
+PT_NONE, PT_UINT64, PT_INT64 = _lib.NVTXREC_PT_NONE, _lib.NVTXREC_PT_UINT64, _lib.NVTXREC_PT_INT64
+PT_DOUBLE, PT_UINT32, PT_INT32, PT_FLOAT = (
+    _lib.NVTXREC_PT_DOUBLE, _lib.NVTXREC_PT_UINT32, _lib.NVTXREC_PT_INT32, _lib.NVTXREC_PT_FLOAT)
+PT_EXT, PT_UNKNOWN = _PT_EXT, _PT_UNKNOWN
+#: names of the blob kinds (c/recorder/nvtxrec_format.h NVTXREC_BLOB_*)
+BLOB_KINDS = _format.BLOB_KINDS
 
 _EVENT_FIELDS = [
     ("time_ns", "<i8"), ("kind", "u1"), ("api", "u1"), ("flags", "u1"), ("payload_type", "u1"),
@@ -1408,17 +1423,16 @@ def decode_payloads(events):
     pt = events["payload_type"]
     raw = events["payload"]
     out = np.full(len(events), np.nan)
-    low = (raw & 0xFFFFFFFF).astype(np.uint32)
-    for code, values in ((PT_UINT64, lambda m: raw[m].astype(np.float64)),
-                         (PT_INT64, lambda m: raw[m].view(np.int64).astype(np.float64)),
-                         (PT_DOUBLE, lambda m: raw[m].view(np.float64)),
-                         (PT_UINT32, lambda m: low[m].astype(np.float64)),
-                         (PT_INT32, lambda m: low[m].view(np.int32).astype(np.float64)),
-                         (PT_FLOAT, lambda m: low[m].view(np.float32).astype(np.float64))):
+    valid = np.zeros(len(events), dtype=bool)
+    for code, (name, _value) in _PAYLOADS.items():
         m = pt == code
         if m.any():
-            out[m] = values(m)
-    return out, (pt >= PT_UINT64) & (pt <= PT_FLOAT)
+            valid |= m
+            fmt = _format.PAYLOAD_FORMATS[name].format
+            size = struct.calcsize(fmt)  # the value's bytes: the low ones of the 64 bits
+            bits = raw[m] if size == 8 else (raw[m] & np.uint64((1 << 8 * size) - 1)).astype(f"<u{size}")
+            out[m] = bits.view(np.dtype(fmt)).astype(np.float64)
+    return out, valid
 
 
 class EventBlock:
@@ -1449,12 +1463,13 @@ def _np_times(np, d: _Defs, raw):
 
 def _np_valid(np, data: bytes, skips: _Skips):
     """The chunk's record words up to its first zero word (or first corrupt one, counted)."""
-    w = np.frombuffer(data, dtype="<u8", offset=32)
+    w = np.frombuffer(data, dtype="<u8", offset=_CHUNK_HDR.size)
     zero = np.flatnonzero(w == 0)
     if zero.size:
         w = w[:zero[0]]
     tags = (w & 0xFF).astype(np.uint8)
-    bad = np.flatnonzero(((tags > 5) & (tags < 0x10)) | ((tags > 0x17) & (tags < 0x20)) | ((tags > 0x26) & (tags < 0xFF)))
+    bad = np.flatnonzero(((tags > _HEAD_HI) & (tags < _W_ATTR)) | ((tags > _W_RANGE_ID_HI) & (tags < _D_STRING))
+                         | ((tags > _D_CLOCK) & (tags < _W_CONT)))
     if bad.size:
         skips.bytes += (len(w) - bad[0]) * 8
         w, tags = w[:bad[0]], tags[:bad[0]]
@@ -1465,7 +1480,7 @@ _NATIVE: list = []
 
 
 def _native_decoder():
-    """The CFFI module's ``(ffi, lib)`` when it has the tracer's decoder (c/trace_decode.c), else None."""
+    """The CFFI module's ``(ffi, lib)`` when it has the tracer's decoder (c/shim/trace_decode.c), else None."""
     if not _NATIVE:
         try:
             from nvtx_cffi._native._ffi import ffi, lib  # type: ignore[import-not-found]
@@ -1495,7 +1510,7 @@ def _np_decode(np, words, n_events: int, dtype):
 def _np_block(np, d: _Defs, parts, dtype, skips: _Skips) -> EventBlock:
     words = np.concatenate([p[1] for p in parts]) if len(parts) > 1 else parts[0][1]
     tags = np.concatenate([p[2] for p in parts]) if len(parts) > 1 else parts[0][2]
-    is_head = (tags >= 1) & (tags <= 5)
+    is_head = (tags >= _HEAD_LO) & (tags <= _HEAD_HI)
     counts = [int(np.count_nonzero(is_head[s:e])) for s, e in _spans(parts)]
     decoded = _np_decode(np, words, sum(counts), dtype)
     if decoded is not None:
@@ -1611,7 +1626,7 @@ class BlockStream:
                 for done_here, tid, data in _chunks(f, h, skips):
                     w, t = _np_valid(np, data, skips)
                     while len(w):
-                        head_pos = np.flatnonzero((t >= 1) & (t <= 5))
+                        head_pos = np.flatnonzero((t >= _HEAD_LO) & (t <= _HEAD_HI))
                         room = self._max - n
                         if len(head_pos) > room:  # split the chunk at a head: at most max_events per block
                             cut = int(head_pos[room]) if room > 0 else 0

@@ -24,7 +24,7 @@ import pytest
 
 from nvtx_cffi import recorder
 
-from conftest import build_script
+from conftest import build_script, setup_script
 
 try:
     import numpy  # noqa: F401  (recorder.blocks needs it; the Event API does not)
@@ -48,7 +48,7 @@ def client_lib(tmp_path_factory) -> str:
         pytest.skip("no C compiler")
     out = tmp_path_factory.mktemp("client") / "libnvtx_test_client.so"
     cmd = [cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-fPIC", "-shared",
-           "-I", _nvtx_include_dir(), "-I", str(HERE.parent / "c"),  # c/cuda.h: CUDA handle types
+           "-I", _nvtx_include_dir(), "-I", str(ROOT / "c" / "shim"),  # c/shim/cuda.h: CUDA handle types
            str(HERE / "nvtx_client.c"), "-o", str(out), "-ldl"]
     subprocess.run(cmd, check=True)
     return str(out)
@@ -469,6 +469,45 @@ def test_reading_what_is_not_a_recording(tmp_path):
         recorder.read(tmp_path / "empty")
 
 
+def test_the_readers_take_format_version_2_from_its_header():
+    """The readers read every number of the format from c/recorder/nvtxrec_format.h (through the
+    CFFI module); these are the numbers of the files written so far, which must still read."""
+    from nvtx_cffi import _recording_format as fmt
+
+    lib = fmt.lib
+    assert (fmt.MAGIC, lib.NVTXREC_HEADER_SIZE) == (b"NVTXREC2", 4096)
+    assert (fmt.FILE_HEADER.format, fmt.CHUNK_HEADER.format) == ("<8sIIIIIIQQQQIIQdQQQ", "<QIIQQ")
+    assert fmt.FILE_HEADER_FIELDS[:4] == ("magic", "version", "header_size", "page_size")
+    assert fmt.FILE_HEADER_FIELDS[-3:] == ("dropped", "write_errors", "run_id")
+    assert fmt.KINDS == {1: "push", 2: "pop", 3: "start", 4: "end", 5: "mark"}
+    assert fmt.APIS == {0: "ex", 1: "ascii", 2: "unicode", 3: "domain"}
+    assert [lib.NVTXREC_W_ATTR, lib.NVTXREC_W_RANGE_ID_HI, lib.NVTXREC_W_CONT] == [0x10, 0x17, 0xFF]
+    assert fmt.DEFINITIONS == {0x20: "string", 0x21: "domain", 0x22: "category", 0x23: "thread_name",
+                               0x24: "resource_name", 0x25: "blob", 0x26: "clock"}
+    assert fmt.PAYLOAD_TYPES == {1: "uint64", 2: "int64", 3: "double", 4: "uint32", 5: "int32", 6: "float",
+                                 7: "ext", 8: "unknown"}
+    assert fmt.BLOB_KINDS == {1: "schema", 2: "counter_group", 3: "counter_sample", 4: "payload", 5: "scope"}
+    assert fmt.RESOURCES == {1: "cuda_device", 2: "cuda_context", 3: "cuda_stream", 4: "cuda_event"}
+    assert (lib.NVTXREC_CHUNK_TAG, lib.NVTXREC_CHUNK_CHECK, lib.NVTXREC_STRING_OVERFLOW) == (0x30, 0x4E565443, 0xFFFFFFFF)
+    assert recorder._DATA_FIXED.size == lib.NVTXREC_DATA_FIXED
+    # the shim's payload kinds are the format's codes (one numbering)
+    assert (recorder.PT_INT64, recorder.PT_UINT64, recorder.PT_DOUBLE) == (2, 1, 3)
+
+
+@pytest.mark.parametrize("name, raw, value", [
+    ("int8", 0xFF, -1), ("uint16", 0x1FFFF, 0xFFFF), ("int32", 0xFFFFFFF9, -7), ("int64", (1 << 64) - 7, -7),
+    ("uint64", (1 << 64) - 1, (1 << 64) - 1), ("float", 0x3E800000, 0.25), ("double", 0x3FD0000000000000, 0.25),
+])
+def test_a_payload_type_reads_by_its_name(name, raw, value):
+    """What makes a payload type added to the header read with no change to the readers: its name."""
+    from nvtx_cffi import _recording_format as fmt
+
+    read = fmt._value_reader(fmt._value_format(name))
+    assert read(raw) == value
+    if name in fmt.PAYLOAD_FORMATS:  # a type of the header: the tracer writes its bits back alike
+        assert read(fmt.payload_bits(name, value)) == value
+
+
 def test_corrupt_chunk_header_is_skipped_and_reported(tmp_path, client_lib):
     # two threads: two chunks; the first one's header is damaged
     run_recorded(tmp_path / "rec", script(client_lib, """
@@ -588,8 +627,9 @@ def blob_recorder(tmp_path_factory) -> str:
         pytest.skip("no C compiler")
     out = tmp_path_factory.mktemp("blobrec") / "libnvtx_recorder_blob.so"
     cmd = [cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-fPIC", "-shared", "-fvisibility=hidden",
-           "-I", _nvtx_include_dir(), "-I", str(ROOT / "c"), str(ROOT / "c" / "recorder.c"),
-           str(ROOT / "c" / "recorder_ext.c"), str(HERE / "blob_hook.c"), "-o", str(out), "-lpthread"]
+           "-I", _nvtx_include_dir(), "-I", str(ROOT / "c" / "recorder"),
+           *[str(ROOT / source) for source in setup_script()["RECORDER_SOURCES"]], str(HERE / "blob_hook.c"),
+           "-o", str(out), "-lpthread"]
     subprocess.run(cmd, check=True)
     return str(out)
 

@@ -12,16 +12,16 @@ Sources:
 * without NumPy (PyPy), the Event API (``recorder.stream``): the same columns as Python lists.
 
 Conventions (those of the READER-API): ``text`` indexes ``strings`` and 0 means no text
-(``strings[0] is None``); ``ptype`` is the reader's payload code (``PT_*``: 1 uint64, 2 int64,
-3 double, 4 uint32, 5 int32, 6 float, 7 extension, 8 unknown), ``payload`` its raw 64 bits;
+(``strings[0] is None``); ``ptype`` is the reader's payload code (``PT_*``, the recording format's
+NVTXREC_PT_*: uint64, int64, double, uint32, int32, float, extension, unknown), ``payload`` its raw
+64 bits;
 ``domain`` is the file's domain id (``batch.domains`` names it, 0 the default domain).
 """
 from __future__ import annotations
 
-import struct
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
-from .. import recorder as _rec
+from .. import _recording_format as _format, recorder as _rec
 
 try:  # CPython fast path; PyPy and NumPy-less installs use lists
     import numpy as _np
@@ -33,35 +33,24 @@ __all__ = ["RecordBatch", "Source", "ReadAt", "open_recording", "open_events", "
 
 HAVE_NUMPY = _np is not None
 
-PUSH, POP, START, END, MARK = 1, 2, 3, 4, 5
-_KIND_CODES = {"push": PUSH, "pop": POP, "start": START, "end": END, "mark": MARK}
-_F_COLOR = 1
-PT_EXT, PT_UNKNOWN = 7, 8
-_PT_CODES = {"uint64": 1, "int64": 2, "double": 3, "uint32": 4, "int32": 5, "float": 6, "ext": PT_EXT}
+PUSH, POP, START, END, MARK = _rec.KIND_PUSH, _rec.KIND_POP, _rec.KIND_START, _rec.KIND_END, _rec.KIND_MARK
+_KIND_CODES = {name: code for code, name in _format.KINDS.items()}
+_F_COLOR = _rec.FLAG_COLOR
+PT_EXT, PT_UNKNOWN = _rec.PT_EXT, _rec.PT_UNKNOWN
+_PAYLOAD_VALUES = _format.PAYLOAD_VALUES  # value type code -> its value from the raw bits
 
 #: Events per batch: big enough that NumPy's per-call costs vanish, small enough that a batch and
 #: the temporaries of its pairing and formatting stay some tens of MB.
 BATCH_EVENTS = 1 << 16
 
-_D, _Q, _F, _I = struct.Struct("<d"), struct.Struct("<Q"), struct.Struct("<f"), struct.Struct("<I")
 
 
 def payload_value(ptype: int, raw: int) -> Any:
     """The payload as a Python number from its ``PT_*`` code and raw bits (None: none or extension)."""
-    if ptype == 1 or ptype == PT_UNKNOWN:
-        return raw
-    if ptype == 2:
-        return raw - (1 << 64) if raw >= 1 << 63 else raw
-    if ptype == 3:
-        return _D.unpack(_Q.pack(raw))[0]
-    if ptype == 4:
-        return raw & 0xFFFFFFFF
-    if ptype == 5:
-        v = raw & 0xFFFFFFFF
-        return v - (1 << 32) if v >= 1 << 31 else v
-    if ptype == 6:
-        return _F.unpack(_I.pack(raw & 0xFFFFFFFF))[0]
-    return None
+    value = _PAYLOAD_VALUES.get(ptype)
+    if value is not None:
+        return value(raw)
+    return raw if ptype == PT_UNKNOWN else None
 
 
 class RecordBatch:
@@ -194,16 +183,11 @@ def _raw_payload(ptype: Optional[str], value: Any) -> Tuple[int, int]:
     """The (``PT_*`` code, raw bits) of a decoded :class:`~nvtx_cffi.recorder.Event` payload."""
     if ptype is None:
         return 0, 0
-    code = _PT_CODES.get(ptype)
-    if code is None:
-        return PT_UNKNOWN, int(value) & 0xFFFFFFFFFFFFFFFF
-    if code == 3:
-        return code, _Q.unpack(_D.pack(value))[0]
-    if code == 6:
-        return code, _I.unpack(_F.pack(value))[0]
-    if code == PT_EXT:
-        return code, 0
-    return code, int(value) & 0xFFFFFFFFFFFFFFFF
+    if ptype in _format.PAYLOAD_FORMATS:
+        return _format.PAYLOAD_CODES[ptype], _format.payload_bits(ptype, value)
+    if ptype == "ext":
+        return PT_EXT, 0
+    return PT_UNKNOWN, int(value) & 0xFFFFFFFFFFFFFFFF  # "unknown(N)": the raw bits
 
 
 class _EventSource(Source):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple
 
+from .. import _recording_format as _format
 from ..ext_records import CounterSample, ExtDecoder
 from .columns import BATCH_EVENTS, MARK, PT_EXT, PUSH, START
 

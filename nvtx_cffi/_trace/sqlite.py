@@ -51,6 +51,7 @@ import os
 import sqlite3
 from typing import Any, Dict, List, Optional, Tuple
 
+from .. import _recording_format as _format
 from .columns import payload_value
 from .grouping import group_rows
 from .model import Timeline
@@ -97,14 +98,27 @@ _PLAIN = ("INSERT INTO NVTX_EVENTS (start, end, eventType, category, color, text
           " VALUES (?,?,%d,?,?,?,?,?)")
 _ALL = ("INSERT INTO NVTX_EVENTS (start, end, eventType, category, color, text, globalTid, domainId, rangeId,"
         " endGlobalTid) VALUES (?,?,?,?,?,?,?,?,?,?)")
+#: NVTX_EVENTS's payload columns (Nsight's: one per NVTX payload type, "<type>Value")
+_PAYLOAD_COLUMNS = ("uint64Value", "int64Value", "doubleValue", "uint32Value", "int32Value", "floatValue")
 _WITH_PAYLOAD = ("INSERT INTO NVTX_EVENTS (start, end, eventType, category, color, text, globalTid, domainId, rangeId,"
-                 " endGlobalTid, uint64Value, int64Value, doubleValue, uint32Value, int32Value, floatValue)"
-                 " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+                 " endGlobalTid, %s) VALUES (%s)" % (", ".join(_PAYLOAD_COLUMNS), ",".join("?" * (10 + len(_PAYLOAD_COLUMNS)))))
 #: rows per multi-row INSERT statement (2 bound values a row: start, end)
 _ROWS = 256
-#: payload type code (columns.PT_*) -> its column among uint64Value, int64Value, doubleValue, uint32Value,
-#: int32Value, floatValue (unknown types: the raw bits as uint64Value)
-_PAYLOAD_SLOT = {1: 0, 2: 1, 3: 2, 4: 3, 5: 4, 6: 5, 8: 0}
+
+
+def _payload_slot(name: str) -> int:
+    """The payload column of value type ``name``: its own, else the widest of its kind."""
+    column = f"{name}Value"
+    if column not in _PAYLOAD_COLUMNS:
+        fmt = _format.PAYLOAD_FORMATS[name]
+        column = "doubleValue" if fmt.floating else "uint64Value" if fmt.unsigned else "int64Value"
+    return _PAYLOAD_COLUMNS.index(column)
+
+
+#: payload type code (columns.PT_*) -> its column in _PAYLOAD_COLUMNS (unknown types: the raw bits
+#: as uint64Value)
+_PAYLOAD_SLOT = {_format.PAYLOAD_CODES[name]: _payload_slot(name) for name in _format.PAYLOAD_FORMATS}
+_PAYLOAD_SLOT[_format.lib.NVTXREC_PT_UNKNOWN] = _PAYLOAD_COLUMNS.index("uint64Value")
 
 
 #: the largest integer an SQLite INTEGER holds (signed 64-bit)

@@ -17,6 +17,8 @@
 
 #include <stdint.h>
 
+#include "nvtxrec_format.h" /* payload kinds: NVTXREC_PT_* (c/recorder/; its own cdef) */
+
 #define NVTXCFFI_MAX_DOMAINS 256
 #define NVTXCFFI_MAX_STRINGS 65536
 #define NVTXCFFI_MAX_SLOTS 131072
@@ -30,19 +32,14 @@
  * (a string entry, a slot, a cached call). A preparation costs about as much as twenty calls sent
  * with their message, so a message used a few times never pays it and one used often pays it once. */
 #define NVTXCFFI_PREPARE_AT 32
-/* The most NVTX_CFFI_PREPARE_AT may set (nvtx_cffi/_domain.py PREPARE_AT; c/accel.c counts in 6 bits). */
+/* The most NVTX_CFFI_PREPARE_AT may set (nvtx_cffi/_domain.py PREPARE_AT; c/speedups/accel_first_sight.c
+ * counts in 6 bits). */
 #define NVTXCFFI_PREPARE_AT_MAX 64
 
 /* op for nvtxcffi_emit / nvtxcffi_emit_slot */
 #define NVTXCFFI_OP_PUSH 0
 #define NVTXCFFI_OP_START 1
 #define NVTXCFFI_OP_MARK 2
-
-/* payload kinds */
-#define NVTXCFFI_PAYLOAD_NONE 0
-#define NVTXCFFI_PAYLOAD_INT64 1
-#define NVTXCFFI_PAYLOAD_UINT64 2
-#define NVTXCFFI_PAYLOAD_DOUBLE 3
 
 /* Initialise NVTX now (it would otherwise happen at the first call) and report whether a tool
  * filled the domain range/mark slots: 1 attached, 0 none. Idempotent. */
@@ -85,7 +82,8 @@ void nvtxcffi_end(int domain, uint64_t range_id);
 void nvtxcffi_end_default(uint64_t range_id);
 void nvtxcffi_mark(int slot);
 
-/* A prepared slot with a per-call payload (kind NVTXCFFI_PAYLOAD_*; ints travel as int64 bits). */
+/* A prepared slot with a per-call payload (kind NVTXREC_PT_INT64, UINT64 or DOUBLE, NONE for none:
+ * the recording format's payload type codes; ints travel as int64 bits). */
 uint64_t nvtxcffi_emit_slot(int op, int slot, int payload_kind, int64_t ivalue, double fvalue);
 
 /* Nothing prepared: message (UTF-8, may be NULL), colour, category and payload given per call. The
@@ -100,13 +98,13 @@ void nvtxcffi_name_os_thread(uint32_t os_thread_id, const char *name);
 /* ---- CUDA resource naming (nvToolsExtCuda.h) ---------------------------------------------------
  * Handles travel as integers so that neither this header nor the cdef needs CUDA's types:
  * a device is its ordinal (CUdevice is an int), contexts, streams and events are pointers.
- * The shim builds without the CUDA toolkit (see c/cuda.h). */
+ * The shim builds without the CUDA toolkit (see cuda.h). */
 void nvtxcffi_name_cuda_device(int device, const char *name);
 void nvtxcffi_name_cuda_context(uintptr_t context, const char *name);
 void nvtxcffi_name_cuda_stream(uintptr_t stream, const char *name);
 void nvtxcffi_name_cuda_event(uintptr_t event, const char *name);
 
-/* The function table of c/nvtx_api.h (a const nvtxcffi_api_t *), for the optional accelerator
+/* The function table of nvtx_api.h (a const nvtxcffi_api_t *), for the optional accelerator
  * module nvtx_cffi._speedups; Python passes its address on (nvtx_cffi/_accel.py). */
 const void *nvtxcffi_api(void);
 

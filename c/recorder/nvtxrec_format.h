@@ -1,26 +1,21 @@
-/* recorder.h - file format and in-process C API of nvtx-cffi's NVTX recorder (libnvtx_recorder.so).
+/* nvtxrec_format.h - the recording format (version 2): what nvtx-cffi's recorder writes and its
+ * readers read. One specification for every side: the recorder (recorder.c, recorder_ext.c) and
+ * the NVTXW backend (writer_backend.c) write it; the tracer's C decoder (c/shim/trace_decode.c)
+ * includes it; and build_ffi.py feeds it to the CFFI module's cdef, so that nvtx_cffi/recorder.py
+ * and the tracer read every constant below as lib.NVTXREC_* and the two structs' layouts through
+ * ffi (nvtx_cffi/_recording_format.py). Numbers here are on disk: old recordings must still read,
+ * so a code is never renumbered, only added.
  *
- * The recorder is an NVTX v3 injection library: a process started with
- *   NVTX_INJECTION64_PATH=/path/to/libnvtx_recorder.so  NVTX_CFFI_RECORD_DIR=/some/dir
- * records every NVTX event of every NVTX client in it (each client calls InitializeInjectionNvtx2
- * once; all state here is process-global). NVTX_CFFI_RECORD_DIR unset: handlers are installed
- * (domains, string handles, range ids and push levels still work) but nothing is recorded.
- * The directory is created (one level) if missing.
- *   NVTX_CFFI_RECORD_MAX_BYTES   bound of the file (default 4G); NVTX_CFFI_RECORD_CHUNK_BYTES the
- *   largest per-thread chunk (default 1M). Both take a size like 4096, 64k, 16M, 2G, 1T (binary
- *   suffixes, case-insensitive, an optional trailing B), as the tracer's --max-bytes; anything else
- *   is warned about on stderr and the default is used.
- *   NVTX_CFFI_RECORD_RUN  the run id (1 to 16 hex digits, recorder.environment() draws one per
- *   call) written into every file's header: files of one run carry the same id, so a reader can
- *   tell two runs recorded into one directory apart (0 / unset: no id).
+ * For the cdef: plain declarations, and "#define NAME <integer>" lines (a trailing comment on the
+ * same line at most); other preprocessor lines are C's only.
  *
  * ---- Files (version 2) ----
  * "<dir>/nvtx-<pid>-e<exec generation>-<monotonic ns hex>.nvtxrec", little-endian, one per process
  * image: a program that exec()s keeps its pid but its new image writes a new file with exec_gen + 1
  * (files of the same pid whose proc_start matches are earlier images of the same process).
- *   [0, 4096)  header (struct nvtxrec_file_header); dropped/write_errors are live counters. Space is
- *              reserved with posix_fallocate and the header written with pwrite() before it is
- *              mapped, so a full disk is a warning and an unrecorded run, never a SIGBUS.
+ *   [0, 4096)  header (struct nvtxrec_file_header, below); dropped/write_errors are live counters.
+ *              Space is reserved with posix_fallocate and the header written with pwrite() before
+ *              it is mapped, so a full disk is a warning and an unrecorded run, never a SIGBUS.
  *   then chunks, each page-aligned and a whole number of pages, back to back in claim order. A thread
  *   owns one chunk at a time; its first chunk is one page and each next one doubles, up to the chunk
  *   bound, so thousands of short-lived threads cost a page each. A chunk's first 32 bytes are its
@@ -61,7 +56,7 @@
  *       CATEGORY 0x22     arg: category id (domain in the head); name
  *       THREAD_NAME 0x23  arg: OS thread id; name
  *       RESOURCE_NAME 0x24 arg: handle; aux: NVTXREC_RES_*; name
- *       BLOB 0x25         arg: caller's; aux: NVTXREC_BLOB_* (recorder_internal.h); raw bytes
+ *       BLOB 0x25         arg: caller's; aux: NVTXREC_BLOB_*; raw bytes
  *       CLOCK 0x26        time: a TSC value (relative, see Time); arg: CLOCK_MONOTONIC ns then
  *   String ids are per file: every message (ASCII, wide, registered) is interned once per process
  *   and events carry its id; a forked child re-records the definitions it inherited (flag INHERITED):
@@ -76,23 +71,26 @@
  * CLOCK_MONOTONIC by interpolating between the pairs (sorted by TSC) and extrapolate past the last
  * one with the slope of all pairs (or ns_per_tick when they span less than 10 ms).
  */
-#ifndef NVTX_CFFI_RECORDER_H
-#define NVTX_CFFI_RECORDER_H
+#ifndef NVTX_CFFI_NVTXREC_FORMAT_H
+#define NVTX_CFFI_NVTXREC_FORMAT_H
 
 #include <stdint.h>
 
-#define NVTXREC_MAGIC "NVTXREC2"
 #define NVTXREC_VERSION 2
 #define NVTXREC_HEADER_SIZE 4096
+/* The file's first 8 bytes (no NUL): "NVTXREC" and the version digit. */
+#define NVTXREC_MAGIC_TEXT_(version) "NVTXREC" #version
+#define NVTXREC_MAGIC_TEXT(version) NVTXREC_MAGIC_TEXT_(version)
+#define NVTXREC_MAGIC NVTXREC_MAGIC_TEXT(NVTXREC_VERSION)
 
-/* event kinds (head tags) */
+/* event kinds (head tags); the readers name them by their lower-case suffix */
 #define NVTXREC_KIND_PUSH 1
 #define NVTXREC_KIND_POP 2
 #define NVTXREC_KIND_START 3
 #define NVTXREC_KIND_END 4
 #define NVTXREC_KIND_MARK 5
 
-/* extension word tags */
+/* extension word tags: NVTXREC_W_ATTR..NVTXREC_W_RANGE_ID_HI */
 #define NVTXREC_W_ATTR 0x10
 #define NVTXREC_W_COLOR 0x11
 #define NVTXREC_W_CATEGORY 0x12
@@ -102,7 +100,8 @@
 #define NVTXREC_W_PTYPE_RAW 0x16
 #define NVTXREC_W_RANGE_ID_HI 0x17
 
-/* data record tags */
+/* data record tags: NVTXREC_D_STRING..NVTXREC_D_CLOCK; a definition's event kind in the readers is
+ * the lower-case suffix */
 #define NVTXREC_D_STRING 0x20
 #define NVTXREC_D_DOMAIN 0x21
 #define NVTXREC_D_CATEGORY 0x22
@@ -129,7 +128,11 @@
 #define NVTXREC_DFLAG_MESSAGE 8u   /* STRING: an interned event message, not a registration call */
 #define NVTXREC_DFLAG_API_SHIFT 4  /* bits 4..5: NVTXREC_API_* of the naming call */
 
-/* payload type codes */
+/* Payload type codes (PAYLOAD bits 8..15): the one numbering of payload kinds, also the kind the
+ * CFFI shim and the accelerator pass along with a per-call payload (NONE, INT64, UINT64, DOUBLE)
+ * and the one nvtx_cffi's Python code gives a binary payload (EXT). A value type's name says how
+ * its bits read (nvtx_cffi/_recording_format.py): UINT<n> and INT<n> an n-bit little-endian
+ * integer, FLOAT and DOUBLE an IEEE binary32 and binary64; the readers name it in lower case. */
 #define NVTXREC_PT_NONE 0
 #define NVTXREC_PT_UINT64 1
 #define NVTXREC_PT_INT64 2
@@ -137,14 +140,22 @@
 #define NVTXREC_PT_UINT32 4
 #define NVTXREC_PT_INT32 5
 #define NVTXREC_PT_FLOAT 6
-#define NVTXREC_PT_EXT 7
-#define NVTXREC_PT_UNKNOWN 8
+#define NVTXREC_PT_EXT 7     /* a binary payload (payload extension): its bytes are PAYLOAD blobs */
+#define NVTXREC_PT_UNKNOWN 8 /* a type the recorder does not know: PTYPE_RAW holds it */
 
-/* resource kinds (RESOURCE_NAME aux) */
+/* resource kinds (RESOURCE_NAME aux); the readers name them by their lower-case suffix */
 #define NVTXREC_RES_CUDA_DEVICE 1
 #define NVTXREC_RES_CUDA_CONTEXT 2
 #define NVTXREC_RES_CUDA_STREAM 3
 #define NVTXREC_RES_CUDA_EVENT 4
+
+/* blob kinds (BLOB aux); the readers name them by their lower-case suffix */
+#define NVTXREC_BLOB_SCHEMA 1         /* a payload schema registration (nvtxPayloadSchemaRegister) */
+#define NVTXREC_BLOB_COUNTER_GROUP 2  /* a counter (group) registration */
+#define NVTXREC_BLOB_COUNTER_SAMPLE 3 /* one sample of a counter (group) */
+#define NVTXREC_BLOB_PAYLOAD 4        /* a binary payload attached to an event */
+#define NVTXREC_BLOB_SCOPE 5          /* a counter scope registration (its path) */
+/* 6..63 reserved for nvtx-cffi; 64..255 free for experiments */
 
 #define NVTXREC_CLOCK_MONOTONIC 0
 #define NVTXREC_CLOCK_TSC 1
@@ -152,6 +163,7 @@
 /* string id of the shared entry used once the string table is full */
 #define NVTXREC_STRING_OVERFLOW 0xFFFFFFFFu
 
+/* Both headers are packed by their own layout (no padding): the readers unpack them field by field. */
 struct nvtxrec_file_header {
     char magic[8];            /* NVTXREC_MAGIC, written with the rest by one pwrite */
     uint32_t version;         /* NVTXREC_VERSION */
@@ -180,15 +192,5 @@ struct nvtxrec_chunk_header {
     uint64_t offset;    /* the chunk's own file offset */
     uint64_t seq;       /* the order threads took their chunks in (1, 2, ...; 0: files before it) */
 };
-
-/* In-process API (for ctypes). */
-/* Make everything recorded so far visible to readers (records live in a MAP_SHARED mapping of the
- * file, so this is a memory fence plus a clock pair, and opens the file if it is still due).
- * 0 when recording, -1 not. */
-int nvtx_recorder_flush(void);
-/* Events this process could not record (bound reached, write errors, re-entrant calls). */
-uint64_t nvtx_recorder_dropped(void);
-/* This process's record file, or NULL when not recording. */
-const char *nvtx_recorder_file(void);
 
 #endif

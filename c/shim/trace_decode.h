@@ -1,4 +1,4 @@
-/* trace_decode.h - the tracer's bulk helpers (c/trace_decode.c), in the CFFI module with the shim.
+/* trace_decode.h - the tracer's bulk helpers (trace_decode.c), in the CFFI module with the shim.
  *
  * The header is also the cdef (build_ffi.py): plain declarations only.
  */
@@ -7,22 +7,27 @@
 
 #include <stdint.h>
 
-/* Decode a block of recorder words (format 2, c/recorder.h: a file's chunk records, chunk headers
- * left out, each chunk cut at its first zero or corrupt word) into `events`: packed 48-byte
- * records of nvtx_cffi.recorder's EVENT_DTYPE (time_ns i8, kind u1, api u1, flags u1,
+/* The flags of a decoded event (EVENT_DTYPE's flags; nvtx_cffi.recorder.FLAG_*): a colour was
+ * given; the message was cut (set by the reader). */
+#define NVTXCFFI_EVENT_COLOR 1
+#define NVTXCFFI_EVENT_TRUNCATED 4
+
+/* Decode a block of recorder words (format 2, c/recorder/nvtxrec_format.h: a file's chunk records,
+ * chunk headers left out, each chunk cut at its first zero or corrupt word) into `events`: packed
+ * 48-byte records of nvtx_cffi.recorder's EVENT_DTYPE (time_ns i8, kind u1, api u1, flags u1,
  * payload_type u1, tid u4, domain u4, message u4, color u4, category u4, payload u8,
- * range_id u8), zeroed by the caller. Event heads (tags 1..5) start a record; extension words
- * (0x10..0x17) fill the latest one (none yet: ignored); anything else is skipped. The raw 56-bit
- * time of each event goes to ticks[] (time_ns is the caller's: the clock mapping). Returns the
- * events written, or -1 when there are more than `capacity`. */
+ * range_id u8), zeroed by the caller. Event heads (NVTXREC_KIND_*) start a record; extension
+ * words (NVTXREC_W_ATTR..NVTXREC_W_RANGE_ID_HI) fill the latest one (none yet: ignored); anything
+ * else is skipped. The raw 56-bit time of each event goes to ticks[] (time_ns is the caller's: the
+ * clock mapping). Returns the events written, or -1 when there are more than `capacity`. */
 int64_t nvtxcffi_decode_events(const uint64_t *words, int64_t n, void *events, uint64_t *ticks,
                                int64_t capacity);
 
-/* Push/pop pairing with one stack per group: kind[i] 1 (push) or 2 (pop), group[i] in
- * [0, ngroups). Pairs go out in the order of their pops: push_of[k], pop_of[k] (indices into
- * the input); returns their number. level[i]: a push's depth in its group's stack (0: outermost);
- * state[i]: 1 for a pop with nothing open (unmatched), 2 for a push still open at the end, 0
- * otherwise. top (ngroups) and below (n) are scratch. */
+/* Push/pop pairing with one stack per group: kind[i] NVTXREC_KIND_PUSH or NVTXREC_KIND_POP,
+ * group[i] in [0, ngroups). Pairs go out in the order of their pops: push_of[k], pop_of[k]
+ * (indices into the input); returns their number. level[i]: a push's depth in its group's stack
+ * (0: outermost); state[i]: 1 for a pop with nothing open (unmatched), 2 for a push still open at
+ * the end, 0 otherwise. top (ngroups) and below (n) are scratch. */
 int64_t nvtxcffi_pair_stacks(const uint8_t *kind, const int64_t *group, int64_t n, int64_t ngroups,
                              int64_t *top, int64_t *below, int64_t *level, uint8_t *state, int64_t *push_of,
                              int64_t *pop_of);

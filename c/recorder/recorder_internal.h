@@ -2,10 +2,10 @@
  * (the NVTX payload-extension tool side). Not exported from the shared library.
  *
  * nvtxrec_emit_blob records one variable-length "blob" record on the calling thread: a kind
- * (NVTXREC_BLOB_*), the NVTX domain (the recorder's domain id: (uint32_t)(uintptr_t) of the
- * nvtxDomainHandle_t the recorder returned; 0 for the default domain), a 64-bit argument of the
- * caller's choosing (schema id, counter id, ...), a CLOCK_MONOTONIC timestamp taken now, the
- * thread id, and len raw bytes. At most NVTXREC_BLOB_MAX_BYTES bytes are kept; longer data is
+ * (NVTXREC_BLOB_*, nvtxrec_format.h), the NVTX domain (the recorder's domain id:
+ * (uint32_t)(uintptr_t) of the nvtxDomainHandle_t the recorder returned; 0 for the default domain),
+ * a 64-bit argument of the caller's choosing (schema id, counter id, ...), a CLOCK_MONOTONIC
+ * timestamp taken now, the thread id, and len raw bytes. At most NVTXREC_BLOB_MAX_BYTES bytes are kept; longer data is
  * cut and the record flagged truncated. Thread-safe, lock-free on the hot path like every other
  * record; a call while the recorder is off is a no-op, one that cannot be recorded (bound reached,
  * disk full, re-entered from a signal handler) is counted in the file's dropped counter.
@@ -21,12 +21,7 @@
 
 #include <stdint.h>
 
-#define NVTXREC_BLOB_SCHEMA 1         /* a payload schema registration (nvtxPayloadSchemaRegister) */
-#define NVTXREC_BLOB_COUNTER_GROUP 2  /* a counter (group) registration */
-#define NVTXREC_BLOB_COUNTER_SAMPLE 3 /* one sample of a counter (group) */
-#define NVTXREC_BLOB_PAYLOAD 4        /* a binary payload attached to an event */
-#define NVTXREC_BLOB_SCOPE 5          /* a counter scope registration (its path) */
-/* 6..63 reserved for nvtx-cffi; 64..255 free for experiments */
+#include "nvtxrec_format.h" /* the blob kinds, NVTXREC_BLOB_* */
 
 #define NVTXREC_BLOB_MAX_BYTES 65536u
 

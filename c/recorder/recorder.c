@@ -1,6 +1,6 @@
 /* recorder.c - nvtx-cffi's NVTX v3 injection library that records every NVTX event to a file.
  *
- * See recorder.h for the environment variables and the file format (version 2).
+ * See recorder.h for the environment variables and nvtxrec_format.h for the file format (version 2).
  *
  * Design:
  *  - All state is process-global: InitializeInjectionNvtx2 runs once per NVTX client copy (each

@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "nvtxrec_format.h"
+
 /* keep_gil.h (compiled into the same CFFI module) strips the GIL release from every cffi wrapper,
  * which suits the shim's nanosecond calls but not these, which run for up to seconds: each releases
  * the GIL itself when its input is big enough for that to be worth a switch, so the tracer's
@@ -45,7 +47,7 @@ static int64_t decode_events(const uint64_t *words, int64_t n, void *events, uin
     for (int64_t i = 0; i < n; i++) {
         uint64_t w = words[i];
         unsigned tag = (unsigned)(w & 0xFF);
-        if (tag >= 1 && tag <= 5) {
+        if (tag >= NVTXREC_KIND_PUSH && tag <= NVTXREC_KIND_MARK) {
             if (e >= capacity)
                 return -1;
             rec = base + e * EV_SIZE;
@@ -53,36 +55,36 @@ static int64_t decode_events(const uint64_t *words, int64_t n, void *events, uin
             ticks[e++] = w >> 8;
             continue;
         }
-        if (tag < 0x10 || tag > 0x17 || rec == NULL)
+        if (tag < NVTXREC_W_ATTR || tag > NVTXREC_W_RANGE_ID_HI || rec == NULL)
             continue;
         uint32_t hi = (uint32_t)(w >> 32);
         switch (tag) {
-        case 0x10: /* ATTR */
+        case NVTXREC_W_ATTR:
             rec[OFF_API] = (unsigned char)((w >> 8) & 3);
             put32(rec, OFF_DOMAIN, (uint32_t)((w >> 16) & 0xFFFF));
             put32(rec, OFF_MESSAGE, hi);
             break;
-        case 0x11: /* COLOR */
+        case NVTXREC_W_COLOR:
             put32(rec, OFF_COLOR, hi);
-            rec[OFF_FLAGS] |= 1;
+            rec[OFF_FLAGS] |= NVTXCFFI_EVENT_COLOR;
             break;
-        case 0x12: /* CATEGORY */
+        case NVTXREC_W_CATEGORY:
             put32(rec, OFF_CATEGORY, hi);
             break;
-        case 0x13: /* PAYLOAD */
+        case NVTXREC_W_PAYLOAD:
             rec[OFF_PTYPE] = (unsigned char)((w >> 8) & 0xFF);
             or64(rec, OFF_PAYLOAD, hi);
             break;
-        case 0x14: /* PAYLOAD_HI */
+        case NVTXREC_W_PAYLOAD_HI:
             or64(rec, OFF_PAYLOAD, (uint64_t)hi << 32);
             break;
-        case 0x15: /* RANGE_ID */
+        case NVTXREC_W_RANGE_ID:
             or64(rec, OFF_RANGE_ID, w >> 8);
             break;
-        case 0x17: /* RANGE_ID_HI */
+        case NVTXREC_W_RANGE_ID_HI:
             or64(rec, OFF_RANGE_ID, ((w >> 8) & 0xFF) << 56);
             break;
-        default: /* 0x16 PTYPE_RAW: not a column */
+        default: /* NVTXREC_W_PTYPE_RAW: not a column */
             break;
         }
     }
@@ -99,7 +101,7 @@ static int64_t pair_stacks(const uint8_t *kind, const int64_t *group, int64_t n,
     for (int64_t i = 0; i < n; i++) {
         int64_t g = group[i];
         int64_t t = top[g];
-        if (kind[i] == 1) {
+        if (kind[i] == NVTXREC_KIND_PUSH) {
             below[i] = t;
             level[i] = t < 0 ? 0 : level[t] + 1;
             state[i] = 2;
