@@ -51,7 +51,7 @@ static Py_ssize_t attributes_fast_offset = -1; /* where EventAttributes keeps _f
 static Py_ssize_t attributes_domain_offset = -1; /* where EventAttributes keeps _domain */
 static Py_ssize_t domain_keywords_offset = -1; /* where a Domain keeps _by_keywords */
 static PyObject *payload_attributes; /* _annotate._payload_attributes(template, payload) */
-static PyObject *payload_check;      /* _validate.payload_fields(payload): raises/warns for bad payloads */
+static PyObject *payload_check;      /* _payload.payload_fields(payload): raises/warns for bad payloads */
 static PyObject *payload_emit;       /* _payload.emit(op, slot, domain_index, inline, payload): a binary payload */
 
 /* An annotate object's payload_kind for an array sent by payload_emit at __enter__ (the value of
@@ -381,7 +381,7 @@ static int payload_c_general(PyObject *payload, int *kind, int64_t *ivalue, doub
             unsigned long long u = PyLong_AsUnsignedLongLong(payload);
             if (!(u == (unsigned long long)-1 && PyErr_Occurred())) {
                 *kind = NVTXCFFI_PAYLOAD_UINT64;
-                *ivalue = (int64_t)u; /* the same bits, as _validate.payload_fields sends them */
+                *ivalue = (int64_t)u; /* the same bits, as _payload.payload_fields sends them */
                 *fvalue = 0.0;
                 return 1;
             }

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from typing import Callable, Optional, Type, TypeVar, Union
 
     from ._colors import ColorLike
-    from ._validate import Category, Message, Payload
+    from ._domain import Category, Message, Payload
 
     F = TypeVar("F", bound=Callable)  # (what annotate(...)(f) gives back: f's own type)
 
@@ -20,8 +20,8 @@ from ._accel import accel as _accel, partial as _partial
 from ._locks import hold_across_fork
 from ._domain import OP_PUSH, OP_START, PREPARE_AT, EventAttributes, FirstSight, _inline_style, get_domain, make_room
 from ._native import lib
-from ._validate import _DOUBLE, _INT64, _INT64_MAX, _INT64_MIN, ArgumentTypeError, keyable, payload_fields
-from ._payload import KIND_EXT as _KIND_EXT, emit as _payload_emit
+from ._validate import _INT64_MAX, _INT64_MIN, ArgumentTypeError, keyable
+from ._payload import _DOUBLE, _INT64, KIND_EXT as _KIND_EXT, emit as _payload_emit, payload_fields
 from ._wrappers import wrap
 
 __all__ = ["annotate"]

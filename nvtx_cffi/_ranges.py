@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from typing import Optional, Tuple, Union
 
     from ._colors import ColorLike
-    from ._validate import Category, Message, Payload
+    from ._domain import Category, Message, Payload
 
     #: What :func:`start_range` returns: ``(range_id, domain_index)``, nvtx's ``(id, domain)`` shape.
     RangeId = Tuple[int, int]
@@ -42,10 +42,9 @@ from ._accel import accel as _accel, update_wrapper as _update_wrapper
 from ._locks import hold_across_fork
 from ._domain import OP_MARK, OP_PUSH, OP_START, EventAttributes, FirstSight, _bad_range_id, get_domain, make_room
 from ._native import lib
-from ._validate import as_index, keyable, payload_fields
+from ._validate import as_index, keyable
 from . import _payload
-from ._payload import KIND_EXT as _KIND_EXT
-from ._payload import FAST_TYPES as _FAST_TYPES
+from ._payload import FAST_TYPES as _FAST_TYPES, KIND_EXT as _KIND_EXT, payload_fields
 
 __all__ = ["push_range", "pop_range", "start_range", "end_range", "mark", "RangeId"]
 

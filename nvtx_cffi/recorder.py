@@ -802,7 +802,7 @@ def _scan(path: str) -> Optional[_Defs]:
             "payload": None, "payload_type": None, "range_id": None, "api": "ex", "name": BLOB_KINDS[aux],
             "target": arg, "resource": None, "truncated": cut, "data": raw, "exec_gen": h.exec_gen})
         info.registrations.append(ev)
-    from .ext_records import Clocks
+    from .ext_records import Clocks  # (here: a program that only names the recorder need not build its classes)
 
     tsc0 = h.tsc0
     info.clocks = Clocks(h.start_ns, h.start_realtime_ns,
@@ -1334,7 +1334,7 @@ class StringTable(Mapping):
         ``nul``: a 0 byte after each text (the keys of length -1 too), not counted in ``lengths``."""
         import numpy as np
 
-        from ._trace.fixedwidth import join_rows
+        from ._fixedwidth import join_rows  # (here: it imports NumPy)
 
         if self._ids is not None:
             self._index()
