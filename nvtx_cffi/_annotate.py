@@ -97,7 +97,8 @@ else:  # (and what type checkers see)
     class _Base:
         """annotate's fields and ``with`` protocol in Python (PyPy, ``NVTX_CFFI_PURE_PYTHON=1``),
         what ``AnnotateBase`` in ``c/accel.c`` does in C on CPython. ``__enter__``/``__exit__`` are
-        bound when NVTX's first call decides (every instance is made after that)."""
+        bound by nvtx_cffi/_dispatch.py when NVTX's first call decides (every instance is made after
+        that)."""
 
         # _attrs: the prepared EventAttributes, or None for an object carrying a per-call payload
         # (_template, _fields): its attributes are made when first asked for, as in C.
@@ -114,6 +115,8 @@ else:  # (and what type checkers see)
 
         _attributes = property(_get_attributes, _set_attributes)
 
+
+# The Python base's __enter__/__exit__, with a tool and without one (nvtx_cffi/_dispatch.py binds them).
 
 def _enter_active(self) -> "annotate":
     slot = self._slot
@@ -178,7 +181,7 @@ class annotate(_Base):  # noqa: N801 - the name nvtx users know
 
     __slots__ = ()
 
-    if TYPE_CHECKING:  # bound by _bind() below, once NVTX's first call has decided
+    if TYPE_CHECKING:  # bound by nvtx_cffi/_dispatch.py, once NVTX's first call has decided
         def __call__(self, func: F) -> F: ...
 
         def __enter__(self) -> "annotate": ...
@@ -265,8 +268,9 @@ class annotate(_Base):  # noqa: N801 - the name nvtx users know
         return (f"annotate(message={message!r}, color={color!r}, domain={domain!r}, "
                 f"category={category!r}, payload={payload!r})")
 
-    # __aenter__, __aexit__, __call__ and _start: bound by _bind when NVTX's first call decides
-    # (creating an annotate object is such a call, so every instance sees them bound).
+    # __aenter__, __aexit__, __call__ and _start: the functions below, with a tool or without one,
+    # bound by nvtx_cffi/_dispatch.py when NVTX's first call decides (creating an annotate object is
+    # such a call, so every instance sees them bound).
 
 
 async def _aenter_active(self) -> "annotate":
@@ -355,6 +359,8 @@ def _start_active(self) -> int:
     return _start(slot) if slot >= 0 else self._attributes._emit(OP_START)
 
 
+# Without a tool: annotate's methods do nothing (nvtx_cffi/_dispatch.py binds them).
+
 async def _aenter_noop(self) -> "annotate":
     return self
 
@@ -373,26 +379,6 @@ def _call_noop(self, func: F) -> F:
 
 def _start_noop(self) -> int:
     return 0
-
-
-def _bind(active: bool) -> None:
-    methods = {
-        "__aenter__": _aenter_active if active else _aenter_noop,
-        "__aexit__": _aexit_active if active else _aexit_noop,
-        "__call__": _call_active if active else _call_noop,
-        "_start": _start_active if active else _start_noop,
-    }
-    if _accel is None:
-        methods.update(__enter__=_enter_active if active else _enter_noop,
-                       __exit__=_exit_active if active else _exit_noop)
-    for name, function in methods.items():
-        function.__name__ = name
-        function.__qualname__ = f"annotate.{name}"
-        setattr(_Base if name in ("__enter__", "__exit__") else annotate, name, function)
-
-
-_bind(True)  # a complete class for introspection until decided (no instance exists before)
-_state.on_decide(_bind)
 
 
 _NONE_TYPE = type(None)

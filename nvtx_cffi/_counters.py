@@ -166,16 +166,7 @@ def _bind_c_samplers() -> bool:
     return True
 
 
-_samplers_bound = False
-
-
-def _bind_samplers(active: bool) -> None:  # at NVTX's first call (nvtx_cffi/_state.py)
-    global _samplers_bound
-    if active and _CBase is not None:
-        _samplers_bound = _bind_c_samplers()
-
-
-_state.on_decide(_bind_samplers)
+_samplers_bound = False  # (bound at the first counter: counters exist only with a tool)
 
 
 def _sample_type_error(value, is_float: bool) -> TypeError:
@@ -234,9 +225,10 @@ def _python_sampler(c_sample, truncates_floats: bool):
 
 def _bind_scalar_sample(counter: "Counter", is_float: bool) -> None:
     """Int64Counter/Float64Counter._bind: ``sample`` as one C call."""
+    global _samplers_bound
     if _CBase is not None:  # C: sample() is CounterBase's C method (nvtx_cffi._speedups)
         if not _samplers_bound:
-            _bind_samplers(True)
+            _samplers_bound = _bind_c_samplers()
         counter._bind_sample(counter._index, is_float)
         return
     fast = lib.nvtxcffi_fast_counter(counter._index)

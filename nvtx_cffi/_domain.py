@@ -154,15 +154,7 @@ _category_names = 0
 _other_category_named: set = set()  # domain indexes where OTHER_CATEGORY_ID has been named
 _registered_bytes = 0
 
-_ACTIVE = False  # _state.ACTIVE, set when NVTX's first call decides (every Domain exists after it)
-
-
-def _bind(active: bool) -> None:
-    global _ACTIVE
-    _ACTIVE = active
-
-
-_state.on_decide(_bind)
+_ACTIVE = False  # _state.ACTIVE, bound at NVTX's first call by nvtx_cffi/_dispatch.py (every Domain exists after it)
 _KEEP = object()  # "argument not given" for the Domain methods' keyword arguments
 
 
