@@ -72,6 +72,12 @@ __all__ = [
     "read",
     "read_file",
     "stream",
+    # the columnar reader's constants (READER-API, near the end of this module)
+    "KIND_PUSH", "KIND_POP", "KIND_START", "KIND_END", "KIND_MARK", "FLAG_COLOR", "FLAG_TRUNCATED",
+    "PT_NONE", "PT_UINT64", "PT_INT64", "PT_DOUBLE", "PT_UINT32", "PT_INT32", "PT_FLOAT", "PT_EXT", "PT_UNKNOWN",
+    "BLOB_KINDS",
+    # the types that the signatures above name (Event.payload, progress=)
+    "Payload", "ProgressFn",
 ]
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
