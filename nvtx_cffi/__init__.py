@@ -18,9 +18,11 @@ from ._colors import to_argb
 from ._domain import Domain, EventAttributes, RegisteredString, get_domain
 from ._ranges import end_range, mark, pop_range, push_range, start_range
 from ._cuda import name_cuda_context, name_cuda_device, name_cuda_event, name_cuda_stream
-from . import _threads
 from ._payload import numpy_dtype
 from ._tools import null_tool_path, recorder_path
+# What NVTX's first call binds, real or do-nothing (registered with _state: importing makes no NVTX
+# call, so a tool named later still counts).
+from . import _dispatch  # noqa: F401
 
 __all__ = [
     "annotate",
@@ -49,11 +51,6 @@ __all__ = [
     # the bundled NVTX tools, for NVTX_INJECTION64_PATH
     "null_tool_path", "recorder_path",
 ]
-
-# Name Python threads in NVTX (existing ones then, new ones at start, renames); only with a tool,
-# once NVTX's first call found one (importing makes no NVTX call: a tool named later still counts).
-_state.on_decide(lambda active: _threads.install() if active else None)
-
 
 
 def enabled() -> bool:

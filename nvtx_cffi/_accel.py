@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from types import ModuleType
     from typing import Optional
 
-from . import _state
 from ._env import env_flag
 from ._native import ffi, lib
 from ._version import __version__
@@ -124,7 +123,6 @@ speedups = _load()
 
 #: The fast paths, for _annotate/_ranges/_domain/_wrappers. Until NVTX's first call decides whether
 #: a tool listens (nvtx_cffi/_state.py), the module-level fast paths call their Python twins, which
-#: decide; install() then gives them their with- or without-tool bodies.
+#: decide; nvtx_cffi/_dispatch.py then calls install(), which gives them their with- or without-tool
+#: bodies.
 accel: Optional[ModuleType] = speedups
-if accel is not None:
-    _state.on_decide(accel.install)

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from typing import Callable, Optional, Type, TypeVar, Union
 
     from ._colors import ColorLike
-    from ._validate import Category, Message, Payload
+    from ._domain import Category, Message, Payload
 
     F = TypeVar("F", bound=Callable)  # (what annotate(...)(f) gives back: f's own type)
 
@@ -20,8 +20,8 @@ from ._accel import accel as _accel, partial as _partial
 from ._locks import hold_across_fork
 from ._domain import OP_PUSH, OP_START, PREPARE_AT, EventAttributes, FirstSight, _inline_style, get_domain, make_room
 from ._native import lib
-from ._validate import _DOUBLE, _INT64, _INT64_MAX, _INT64_MIN, ArgumentTypeError, keyable, payload_fields
-from ._payload import KIND_EXT as _KIND_EXT, emit as _payload_emit
+from ._validate import _INT64_MAX, _INT64_MIN, ArgumentTypeError, keyable
+from ._payload import _DOUBLE, _INT64, KIND_EXT as _KIND_EXT, emit as _payload_emit, payload_fields
 from ._wrappers import wrap
 
 __all__ = ["annotate"]
@@ -97,8 +97,8 @@ else:  # (and what type checkers see)
     class _Base:
         """annotate's fields and ``with`` protocol in Python (PyPy, ``NVTX_CFFI_PURE_PYTHON=1``),
         what ``AnnotateBase`` in ``c/speedups/accel_annotate.c`` does in C on CPython.
-        ``__enter__``/``__exit__`` are bound when NVTX's first call decides (every instance is made
-        after that)."""
+        ``__enter__``/``__exit__`` are bound by nvtx_cffi/_dispatch.py when NVTX's first call decides
+        (every instance is made after that)."""
 
         # _attrs: the prepared EventAttributes, or None for an object carrying a per-call payload
         # (_template, _fields): its attributes are made when first asked for, as in C.
@@ -115,6 +115,8 @@ else:  # (and what type checkers see)
 
         _attributes = property(_get_attributes, _set_attributes)
 
+
+# The Python base's __enter__/__exit__, with a tool and without one (nvtx_cffi/_dispatch.py binds them).
 
 def _enter_active(self) -> "annotate":
     slot = self._slot
@@ -179,7 +181,7 @@ class annotate(_Base):  # noqa: N801 - the name nvtx users know
 
     __slots__ = ()
 
-    if TYPE_CHECKING:  # bound by _bind() below, once NVTX's first call has decided
+    if TYPE_CHECKING:  # bound by nvtx_cffi/_dispatch.py, once NVTX's first call has decided
         def __call__(self, func: F) -> F: ...
 
         def __enter__(self) -> "annotate": ...
@@ -267,8 +269,9 @@ class annotate(_Base):  # noqa: N801 - the name nvtx users know
         return (f"annotate(message={message!r}, color={color!r}, domain={domain!r}, "
                 f"category={category!r}, payload={payload!r})")
 
-    # __aenter__, __aexit__, __call__ and _start: bound by _bind when NVTX's first call decides
-    # (creating an annotate object is such a call, so every instance sees them bound).
+    # __aenter__, __aexit__, __call__ and _start: the functions below, with a tool or without one,
+    # bound by nvtx_cffi/_dispatch.py when NVTX's first call decides (creating an annotate object is
+    # such a call, so every instance sees them bound).
 
 
 async def _aenter_active(self) -> "annotate":
@@ -357,6 +360,8 @@ def _start_active(self) -> int:
     return _start(slot) if slot >= 0 else self._attributes._emit(OP_START)
 
 
+# Without a tool: annotate's methods do nothing (nvtx_cffi/_dispatch.py binds them).
+
 async def _aenter_noop(self) -> "annotate":
     return self
 
@@ -375,26 +380,6 @@ def _call_noop(self, func: F) -> F:
 
 def _start_noop(self) -> int:
     return 0
-
-
-def _bind(active: bool) -> None:
-    methods = {
-        "__aenter__": _aenter_active if active else _aenter_noop,
-        "__aexit__": _aexit_active if active else _aexit_noop,
-        "__call__": _call_active if active else _call_noop,
-        "_start": _start_active if active else _start_noop,
-    }
-    if _accel is None:
-        methods.update(__enter__=_enter_active if active else _enter_noop,
-                       __exit__=_exit_active if active else _exit_noop)
-    for name, function in methods.items():
-        function.__name__ = name
-        function.__qualname__ = f"annotate.{name}"
-        setattr(_Base if name in ("__enter__", "__exit__") else annotate, name, function)
-
-
-_bind(True)  # a complete class for introspection until decided (no instance exists before)
-_state.on_decide(_bind)
 
 
 _NONE_TYPE = type(None)

@@ -27,7 +27,7 @@ else:
         msg = f"module {__name__!r} has no attribute {name!r}"
         raise AttributeError(msg)
 
-__all__ = ["ColorLike", "NVTX_COLORS", "CSS_COLORS", "to_argb"]
+__all__ = ["ColorLike", "NVTX_COLORS", "CSS_COLORS", "to_argb", "color_to_hex"]
 
 #: nvtx 0.2.x's names and values (alpha 0; Nsight Systems ignores the alpha byte).
 NVTX_COLORS = {
@@ -229,6 +229,16 @@ def to_argb(color: ColorLike) -> int:
         return value
     msg = f"color must be a name, '#rrggbb', an ARGB int or an RGB(A) tuple, not {type(color).__name__}"
     raise ArgumentColorError(msg)
+
+
+def color_to_hex(color: ColorLike = None) -> int:
+    """``color`` as the ARGB integer NVTX receives (nvtx's ``color_to_hex``): a name of nvtx's table,
+    any CSS / matplotlib colour, ``"#rrggbb"``, or an ``int`` (returned as it is).
+    What it cannot read (an unknown name, another type) raises an error that is both a ``TypeError``
+    and a ``ValueError`` (nvtx raises one or the other, by whether matplotlib is installed)."""
+    if isinstance(color, int) and not isinstance(color, bool):
+        return color  # as nvtx: an int is taken as it is
+    return to_argb(color)
 
 
 def _from_name(name: str) -> int:

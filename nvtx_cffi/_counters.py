@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import array as pyarray
 import _thread
-import enum
 import functools
 import struct
 import sys
@@ -21,47 +20,18 @@ if TYPE_CHECKING:
     from typing import Dict, Iterable, Optional, Union
 
 from . import _state
+from ._accel import speedups as _speedups
+from ._ext_abi import ENTRY_TYPE_FLOAT64, ENTRY_TYPE_INT64
 from ._locks import hold_across_fork
 from ._native import ffi, lib
-from ._validate import ArgumentEncodeError, ArgumentTypeError
-from ._payload import ENTRY_TYPE_FLOAT64, ENTRY_TYPE_INT64, _numpy, registry
-from ._payload_enums import TimestampType
+from ._validate import _INT64_MAX, _INT64_MIN, ArgumentEncodeError, ArgumentTypeError
+from ._payload import _metadata_key, _numpy, registry, semantics_struct
+from ._payload_enums import CounterInterpolation, CounterNoValueReason, CounterValueType, TimestampType
 
 __all__ = [
     "Counter", "Int64Counter", "Float64Counter", "ExtCounter", "CounterSemantics", "CounterValueType",
     "CounterInterpolation", "CounterNoValueReason", "get_counter", "get_timestamp",
 ]
-
-_INT64_MIN = -(1 << 63)
-_INT64_MAX = (1 << 63) - 1
-_UINT64_MAX = (1 << 64) - 1
-_LIMIT_UNDEFINED, _LIMIT_I64, _LIMIT_U64, _LIMIT_F64 = 0, 1, 2, 3
-_FLAG_LIMIT_MIN, _FLAG_LIMIT_MAX = 1 << 2, 1 << 3
-
-
-class CounterNoValueReason(enum.Enum):
-    """Why a sample has no value (``NVTX_COUNTER_SAMPLE_*``), for :meth:`Counter.sample_no_value`."""
-
-    ZERO = 0
-    UNCHANGED = 1
-    UNAVAILABLE = 2
-
-
-class CounterValueType(enum.Enum):
-    """How samples relate to earlier ones (``NVTX_COUNTER_FLAG_VALUETYPE_*``)."""
-
-    ABSOLUTE = 1 << 4
-    DELTA = 2 << 4
-    DELTA_SINCE_START = 3 << 4
-
-
-class CounterInterpolation(enum.Enum):
-    """How tools interpolate between samples (``NVTX_COUNTER_FLAG_INTERPOLATION_*``)."""
-
-    POINT = 1 << 8
-    SINCE_LAST = 2 << 8
-    UNTIL_NEXT = 3 << 8
-    LINEAR = 4 << 8
 
 
 if TYPE_CHECKING:
@@ -85,45 +55,11 @@ def _is_semantics(value) -> bool:
     return module is not None and isinstance(value, module.CounterSemantics)
 
 
-def _limit_bits(value, limit_type: int) -> int:
-    if limit_type == _LIMIT_F64:
-        return int.from_bytes(pyarray.array("d", [float(value)]).tobytes(), "little")
-    return int(value) & _UINT64_MAX
-
-
-def semantics_struct(semantics, c_struct):
-    """Fill ``nvtxcffi_counter_semantics`` ``c_struct`` from nvtx-cffi's (or nvtx's) CounterSemantics;
-    returns what must stay alive while NVTX reads it."""
-    limit_type = getattr(semantics, "_limit_type", _LIMIT_UNDEFINED)
-    flags = semantics.value_type.value | semantics.interpolation.value
-    c_struct.scale_numerator = semantics.unit_scale_numerator
-    c_struct.scale_denominator = semantics.unit_scale_denominator
-    c_struct.limit_type = limit_type
-    keep = None
-    if semantics.unit is not None:
-        keep = ffi.new("char[]", semantics.unit)
-        c_struct.unit = keep
-    if semantics.min is not None:
-        flags |= _FLAG_LIMIT_MIN
-        c_struct.min_bits = _limit_bits(semantics.min, limit_type)
-    if semantics.max is not None:
-        flags |= _FLAG_LIMIT_MAX
-        c_struct.max_bits = _limit_bits(semantics.max, limit_type)
-    c_struct.flags = flags
-    return keep
-
-
 # --------------------------------------------------------------------------- counters
 
 
-def _c_base():
-    """_speedups' CounterBase (sample() as a C method), or None (PyPy, no accelerator)."""
-    from ._accel import speedups
-
-    return getattr(speedups, "CounterBase", None) if speedups is not None else None
-
-
-_CBase = _c_base()
+#: _speedups' CounterBase (sample() as a C method), or None (PyPy, no accelerator).
+_CBase = getattr(_speedups, "CounterBase", None)
 
 
 class Counter(_CBase or object):  # type: ignore[misc]
@@ -223,25 +159,14 @@ def _array_of(values, typecode: str):  # without NumPy
 
 def _bind_c_samplers() -> bool:
     """Give CounterBase's C ``sample`` the shim's two sample functions; False without the accelerator."""
-    from ._accel import speedups
-
-    if speedups is None or not hasattr(speedups, "bind_samplers"):
+    if _speedups is None or not hasattr(_speedups, "bind_samplers"):
         return False
-    speedups.bind_samplers(int(ffi.cast("uintptr_t", ffi.addressof(lib, "nvtxcffi_counter_sample_int64"))),
-                           int(ffi.cast("uintptr_t", ffi.addressof(lib, "nvtxcffi_counter_sample_float64"))))
+    _speedups.bind_samplers(int(ffi.cast("uintptr_t", ffi.addressof(lib, "nvtxcffi_counter_sample_int64"))),
+                            int(ffi.cast("uintptr_t", ffi.addressof(lib, "nvtxcffi_counter_sample_float64"))))
     return True
 
 
-_samplers_bound = False
-
-
-def _bind_samplers(active: bool) -> None:  # at NVTX's first call (nvtx_cffi/_state.py)
-    global _samplers_bound
-    if active and _CBase is not None:
-        _samplers_bound = _bind_c_samplers()
-
-
-_state.on_decide(_bind_samplers)
+_samplers_bound = False  # (bound at the first counter: counters exist only with a tool)
 
 
 def _sample_type_error(value, is_float: bool) -> TypeError:
@@ -300,9 +225,10 @@ def _python_sampler(c_sample, truncates_floats: bool):
 
 def _bind_scalar_sample(counter: "Counter", is_float: bool) -> None:
     """Int64Counter/Float64Counter._bind: ``sample`` as one C call."""
+    global _samplers_bound
     if _CBase is not None:  # C: sample() is CounterBase's C method (nvtx_cffi._speedups)
         if not _samplers_bound:
-            _bind_samplers(True)
+            _samplers_bound = _bind_c_samplers()
         counter._bind_sample(counter._index, is_float)
         return
     fast = lib.nvtxcffi_fast_counter(counter._index)
@@ -425,9 +351,7 @@ def _own_c_methods(cls, *names) -> None:
     """Give ``cls`` its own descriptors of its C base's methods: CPython 3.11's specialised call of a
     C method wants ``self`` exactly of the descriptor's type (``counter.sample(v)`` stays
     unspecialised with the base's descriptor)."""
-    from ._accel import speedups
-
-    method_for = getattr(speedups, "method_for", None)
+    method_for = getattr(_speedups, "method_for", None)
     if method_for is not None:
         for name in names:
             setattr(cls, name, method_for(cls, name))
@@ -447,14 +371,8 @@ if _CBase is not None:  # ExtCounter.sample is Python: a class attribute over Co
     ExtCounter.sample = ExtCounter._sample_ext
 
 
-def _c_noop_base():
-    """_speedups' NoOpCounterBase (its methods: C, doing nothing), or None (PyPy, no accelerator)."""
-    from ._accel import speedups
-
-    return getattr(speedups, "NoOpCounterBase", None) if speedups is not None else None
-
-
-_NoOpBase = _c_noop_base()
+#: _speedups' NoOpCounterBase (its methods: C, doing nothing), or None (PyPy, no accelerator).
+_NoOpBase = getattr(_speedups, "NoOpCounterBase", None)
 
 
 class _NoOpCounter(_NoOpBase or object):  # type: ignore[misc]
@@ -574,8 +492,6 @@ def get_counter(self, name, dtype, *, description=None, scope=None, semantics=No
         raise ArgumentTypeError(msg)
     if not _state.active():
         return _NO_OP_COUNTER
-    from ._payload import _metadata_key
-
     group = getattr(dtype, "fields", None) is not None
     key = (self.name, name, dtype, group, _metadata_key(dtype), description, scope, semantics, time_domain.value)
     found = _counters.get(key)

@@ -17,20 +17,43 @@ from ._colors import to_argb
 from ._env import env_int
 from ._locks import hold_across_fork
 from ._native import ffi, lib
-from ._validate import (_DOUBLE, _INT64, _INT64_MAX, _INT64_MIN, ArgumentRangeError, ArgumentTypeError,
-                        as_index, describe_int, keyable, payload_fields, short_repr, text_of, to_category_id, to_utf8)
+from ._validate import (_INT64_MAX, _INT64_MIN, ArgumentRangeError, ArgumentTypeError, as_index, describe_int,
+                        keyable, short_repr, text_of, to_category_id, to_utf8)
 from . import _payload
-from ._payload import KIND_EXT as _KIND_EXT, ExtFields as _ExtFields
+from ._payload import _DOUBLE, _INT64, KIND_EXT as _KIND_EXT, ExtFields as _ExtFields, payload_fields
 
 if TYPE_CHECKING:
-    from typing import Any, Dict, Optional, Tuple, Union
+    from typing import Any, Dict, Optional, SupportsIndex, Tuple, Union
+
+    import numpy
 
     from ._colors import ColorLike
     from ._counters import Counter, CounterSemantics
-    from ._validate import Category, Message, Payload
     from ._payload_enums import TimestampType
 
-__all__ = ["Domain", "EventAttributes", "RegisteredString", "get_domain", "MAX_REGISTERED_BYTES"]
+    #: A payload: a number, or a binary payload (a NumPy array, a list, tuple, range or bytes of numbers).
+    Payload = Union[int, float, list, tuple, range, bytes, None, "numpy.ndarray"]
+    #: A message: text, UTF-8 bytes (as nvtx takes them), or a string registered in the call's domain.
+    Message = Union[str, bytes, "RegisteredString", None]
+    #: A category: a name (text or UTF-8 bytes) or a number (an int, or what has ``__index__``).
+    Category = Union[str, bytes, int, SupportsIndex, None]
+else:
+    def __getattr__(name: str):
+        """The ``Payload``, ``Message`` and ``Category`` aliases, built (with ``typing``) at their
+        first use at run time: type checkers read them above, and importing needs no ``typing``."""
+        if name in ("Payload", "Message", "Category"):
+            from typing import SupportsIndex, Union
+
+            module = globals()
+            module.setdefault("Payload", Union[int, float, list, tuple, range, bytes, None, "numpy.ndarray"])
+            module.setdefault("Message", Union[str, bytes, "RegisteredString", None])
+            module.setdefault("Category", Union[str, bytes, int, SupportsIndex, None])
+            return module[name]
+        msg = f"module {__name__!r} has no attribute {name!r}"
+        raise AttributeError(msg)
+
+__all__ = ["Domain", "EventAttributes", "RegisteredString", "get_domain", "MAX_REGISTERED_BYTES", "Payload", "Message",
+           "Category"]
 
 #: Longer messages are not kept registered (interned) but registered again with each call.
 MAX_REGISTERED_BYTES = lib.NVTXCFFI_MAX_STRING_BYTES
@@ -132,15 +155,7 @@ _category_names = 0
 _other_category_named: set = set()  # domain indexes where OTHER_CATEGORY_ID has been named
 _registered_bytes = 0
 
-_ACTIVE = False  # _state.ACTIVE, set when NVTX's first call decides (every Domain exists after it)
-
-
-def _bind(active: bool) -> None:
-    global _ACTIVE
-    _ACTIVE = active
-
-
-_state.on_decide(_bind)
+_ACTIVE = False  # _state.ACTIVE, bound at NVTX's first call by nvtx_cffi/_dispatch.py (every Domain exists after it)
 _KEEP = object()  # "argument not given" for the Domain methods' keyword arguments
 
 

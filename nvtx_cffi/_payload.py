@@ -13,9 +13,18 @@ import _thread
 import sys
 
 from . import _state
-from ._accel import accel as _accel
+from ._accel import accel as _accel, speedups as _speedups
+from ._ext_abi import (ATTR_FIELD_ENTRIES, ATTR_FIELD_FLAGS, ATTR_FIELD_NUM_ENTRIES, ATTR_FIELD_STATIC_SIZE,
+                       ATTR_FIELD_TYPE, COUNTER_FLAG_LIMIT_MAX, COUNTER_FLAG_LIMIT_MIN, COUNTER_LIMIT_F64,
+                       COUNTER_LIMIT_UNDEFINED, ENTRY_TYPE_BYTE, ENTRY_TYPE_CSTRING_UTF32, ENTRY_TYPE_FLOAT16,
+                       ENTRY_TYPE_FLOAT32, ENTRY_TYPE_FLOAT64, ENTRY_TYPE_INT8, ENTRY_TYPE_INT16, ENTRY_TYPE_INT32,
+                       ENTRY_TYPE_INT64, ENTRY_TYPE_UINT8, ENTRY_TYPE_UINT16, ENTRY_TYPE_UINT32, ENTRY_TYPE_UINT64,
+                       PAYLOAD_ENTRY_FLAG_ARRAY_FIXED_SIZE, PAYLOAD_ENTRY_FLAG_ARRAY_LENGTH_INDEX,
+                       PAYLOAD_ENTRY_FLAG_COUNTER, PAYLOAD_ENTRY_FLAG_TIMESTAMP, PAYLOAD_ENTRY_FLAG_UNUSED,
+                       SCHEMA_FLAG_COUNTER_GROUP, SCHEMA_TYPE_DYNAMIC, SCHEMA_TYPE_STATIC)
 from ._locks import hold_across_fork
 from ._native import ffi, lib
+from ._validate import _INT64_MAX, _INT64_MIN, _UINT64_MAX, ArgumentEncodeError, as_index, describe_int
 from ._warnings import warn_at_caller
 
 # NumPy is optional, and imported at the first payload, dtype or counter that needs it (_numpy()),
@@ -25,31 +34,11 @@ _numpy_missing = False
 
 __all__ = [
     "BatchOrdering", "EntryKind", "EventKind", "PayloadEntryType", "PredefinedScope", "TimestampType",
-    "NvtxWarning", "numpy_dtype", "MAX_SCHEMAS",
+    "NvtxWarning", "numpy_dtype", "MAX_SCHEMAS", "payload_fields",
 ]
 
 #: Schemas registered per process (all domains); past it new dtypes are refused (see register()).
 MAX_SCHEMAS = 4096
-
-# nvToolsExtPayload.h
-PAYLOAD_ENTRY_FLAG_UNUSED = 0
-PAYLOAD_ENTRY_FLAG_ARRAY_FIXED_SIZE = 1 << 4
-PAYLOAD_ENTRY_FLAG_ARRAY_LENGTH_INDEX = 3 << 4
-PAYLOAD_ENTRY_FLAG_EVENT_MESSAGE = 1 << 10
-PAYLOAD_ENTRY_FLAG_TIMESTAMP = 2 << 10
-PAYLOAD_ENTRY_FLAG_RANGE_BEGIN = 1 << 12
-PAYLOAD_ENTRY_FLAG_RANGE_END = 2 << 12
-PAYLOAD_ENTRY_FLAG_MARK = 3 << 12
-PAYLOAD_ENTRY_FLAG_COUNTER = 4 << 12
-ENTRY_TYPE_INT8, ENTRY_TYPE_UINT8, ENTRY_TYPE_INT16, ENTRY_TYPE_UINT16 = 11, 12, 13, 14
-ENTRY_TYPE_INT32, ENTRY_TYPE_UINT32, ENTRY_TYPE_INT64, ENTRY_TYPE_UINT64 = 15, 16, 17, 18
-ENTRY_TYPE_BYTE = 32
-ENTRY_TYPE_FLOAT16, ENTRY_TYPE_FLOAT32, ENTRY_TYPE_FLOAT64 = 42, 43, 44
-ENTRY_TYPE_CSTRING_UTF32 = 78
-SCHEMA_TYPE_STATIC, SCHEMA_TYPE_DYNAMIC = 1, 2
-SCHEMA_FLAG_COUNTER_GROUP = 1 << 3
-ATTR_FIELD_TYPE, ATTR_FIELD_FLAGS, ATTR_FIELD_ENTRIES = 1 << 2, 1 << 3, 1 << 4
-ATTR_FIELD_NUM_ENTRIES, ATTR_FIELD_STATIC_SIZE = 1 << 5, 1 << 6
 
 NVTX_DTYPE_METADATA_KEY_NAME = "nvidia_nvtx_payload_metadata"  # nvtx's key: dtypes are interchangeable
 
@@ -60,7 +49,7 @@ class NvtxWarning(UserWarning):
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, Optional
+    from typing import Dict, Optional, Tuple
 
     from ._payload_enums import BatchOrdering, EntryKind, EventKind, PayloadEntryType, PredefinedScope, TimestampType
 
@@ -150,7 +139,7 @@ _STORAGE = {
     "ptr": (frozenset("u"), ffi.sizeof("void *"), True, "native pointer-sized unsigned integer storage"),
 }
 def _role_storage() -> dict:
-    from ._payload_enums import EntryKind, PayloadEntryType
+    from ._payload_enums import EntryKind, PayloadEntryType  # (here: importing nvtx_cffi does not import enum)
 
     return {
         EntryKind.RANGE_BEGIN: "timestamp", EntryKind.RANGE_END: "timestamp", EntryKind.MARK: "timestamp",
@@ -177,7 +166,7 @@ def numpy_dtype(*args, counter_semantics=None, entry_kind: Optional[EntryKind] =
     """``numpy.dtype(*args, **kwargs)``, optionally carrying NVTX payload metadata (as nvtx's):
     ``counter_semantics`` for a field of a counter group, ``entry_kind`` (a field's role) and
     ``entry_type`` (a field's special interpretation)."""
-    from ._payload_enums import EntryKind, PayloadEntryType
+    from ._payload_enums import EntryKind, PayloadEntryType  # (here: importing nvtx_cffi does not import enum)
 
     np = _numpy()
     if np is None:
@@ -187,7 +176,7 @@ def numpy_dtype(*args, counter_semantics=None, entry_kind: Optional[EntryKind] =
     if entry_type is not None and not isinstance(entry_type, PayloadEntryType):
         raise TypeError("entry_type must be an nvtx.PayloadEntryType or None")
     if counter_semantics is not None:
-        from ._counters import CounterSemantics
+        from ._semantics import CounterSemantics  # (here: importing nvtx_cffi does not import dataclasses)
 
         if not isinstance(counter_semantics, CounterSemantics) and not _is_nvtx_semantics(counter_semantics):
             msg = f"counter_semantics must be a CounterSemantics or None, not {type(counter_semantics).__name__}"
@@ -200,7 +189,7 @@ def numpy_dtype(*args, counter_semantics=None, entry_kind: Optional[EntryKind] =
     metadata = dict(base.metadata or {})
     if NVTX_DTYPE_METADATA_KEY_NAME in metadata:
         warn_at_caller("NVTX dtype metadata key already exists; leaving it unchanged.", NvtxWarning)
-    from ._semantics import _PayloadMetadata
+    from ._semantics import _PayloadMetadata  # (here: importing nvtx_cffi does not import dataclasses)
 
     metadata[NVTX_DTYPE_METADATA_KEY_NAME] = _PayloadMetadata(counter_semantics, entry_kind, entry_type)
     return np.dtype(base, metadata=metadata)
@@ -253,10 +242,38 @@ def _field_name(name: str) -> bytes:
     try:
         return name.encode("utf-8")
     except UnicodeEncodeError as exc:
-        from ._validate import ArgumentEncodeError
-
         raise ArgumentEncodeError(exc.encoding, exc.object, exc.start, exc.end, exc.reason,
                                   f"dtype field name {name!r}") from None
+
+
+def _limit_bits(value, limit_type: int) -> int:
+    if limit_type == COUNTER_LIMIT_F64:
+        import array  # (here: only a float limit needs it; importing nvtx_cffi does not load it)
+
+        return int.from_bytes(array.array("d", [float(value)]).tobytes(), "little")
+    return int(value) & _UINT64_MAX
+
+
+def semantics_struct(semantics, c_struct):
+    """Fill ``nvtxcffi_counter_semantics`` ``c_struct`` from nvtx-cffi's (or nvtx's) CounterSemantics;
+    returns what must stay alive while NVTX reads it."""
+    limit_type = getattr(semantics, "_limit_type", COUNTER_LIMIT_UNDEFINED)
+    flags = semantics.value_type.value | semantics.interpolation.value
+    c_struct.scale_numerator = semantics.unit_scale_numerator
+    c_struct.scale_denominator = semantics.unit_scale_denominator
+    c_struct.limit_type = limit_type
+    keep = None
+    if semantics.unit is not None:
+        keep = ffi.new("char[]", semantics.unit)
+        c_struct.unit = keep
+    if semantics.min is not None:
+        flags |= COUNTER_FLAG_LIMIT_MIN
+        c_struct.min_bits = _limit_bits(semantics.min, limit_type)
+    if semantics.max is not None:
+        flags |= COUNTER_FLAG_LIMIT_MAX
+        c_struct.max_bits = _limit_bits(semantics.max, limit_type)
+    c_struct.flags = flags
+    return keep
 
 
 class SchemaRegistry:
@@ -278,8 +295,6 @@ class SchemaRegistry:
             msg = (f"a NumPy dtype of {len(entries)} fields is not supported in an NVTX payload "
                    f"(at most {lib.NVTXCFFI_MAX_SCHEMA_ENTRIES} fields)")
             raise ValueError(msg)
-        from ._counters import semantics_struct
-
         keep = []
         c_entries = ffi.new("nvtxcffi_schema_entry[]", len(entries))
         sems = [s for *_, s in entries if s is not None]
@@ -502,6 +517,51 @@ def fields_for(payload):
     return (lib.NVTXREC_PT_NONE, 0, 0.0)
 
 
+_INT64 = lib.NVTXREC_PT_INT64
+_DOUBLE = lib.NVTXREC_PT_DOUBLE
+
+
+def payload_fields(payload: object) -> Tuple[int, int, float]:
+    """(kind, int64 bits, double) for the C calls; ints become int64, or uint64 where only that fits."""
+    # Exact int and float first: a per-call payload is nearly always one, and the integer-like
+    # checks below cost far more than the rest of the call.
+    cls = payload.__class__
+    if cls is int and _INT64_MIN <= payload <= _INT64_MAX:
+        return _INT64, payload, 0.0
+    if cls is float or isinstance(payload, float):
+        return _DOUBLE, 0, float(payload)
+    if cls in FAST_TYPES:
+        # arrays (0-d too: the scalar schema of its dtype, as nvtx), lists, tuples, ranges, bytes (with NumPy)
+        return fields_for(payload)
+    np = _numpy_if_imported()
+    if np is not None and isinstance(payload, np.ndarray):  # (before the payload types fill FAST_TYPES)
+        return fields_for(payload)
+    value = int(payload) if isinstance(payload, bool) else as_index(payload)  # bool: an int, as before
+    if value is not None:
+        if _INT64_MIN <= value <= _INT64_MAX:
+            return lib.NVTXREC_PT_INT64, value, 0.0
+        if 0 <= value <= _UINT64_MAX:
+            return lib.NVTXREC_PT_UINT64, value - (1 << 64), 0.0
+        msg = f"payload {describe_int(value)} is out of range: it must fit in int64 or uint64"
+        raise OverflowError(msg)
+    import numbers  # (here: only a payload of another number type gets this far)
+
+    if isinstance(payload, numbers.Real):
+        try:
+            return lib.NVTXREC_PT_DOUBLE, 0, float(payload)
+        except OverflowError:
+            msg = f"payload is out of range for a float (double): a {type(payload).__name__} too large"
+            raise OverflowError(msg) from None
+        except (TypeError, ValueError) as exc:
+            msg = f"payload {type(payload).__name__} cannot be converted to a float (double)"
+            raise type(exc)(msg) from None
+    if hasattr(type(payload), "__index__") and not hasattr(payload, "__array_interface__"):
+        msg = f"payload must be an int, a float or None: {type(payload).__name__}.__index__ did not return an int"
+        raise TypeError(msg)
+    # Arrays, lists, tuples, ranges, bytes: an extended payload; anything else warns (as nvtx).
+    return fields_for(payload)
+
+
 def _note_checked(dtype) -> None:
     """``dtype`` passed check_dtype: the accelerator's array paths may take arrays of it (exact
     ndarrays) without this check (annotate without a tool) or without the Python frames before
@@ -611,13 +671,11 @@ _c_emit_array = None  # _speedups.emit_array once bound (first _remember), None 
 
 
 def _bind_c_emit_array():
-    from ._accel import speedups
-
-    if speedups is None or not hasattr(speedups, "emit_array"):
+    if _speedups is None or not hasattr(_speedups, "emit_array"):
         return None
-    speedups.bind_payloads(int(ffi.cast("uintptr_t", ffi.addressof(lib, "nvtxcffi_emit_ext"))),
-                           int(ffi.cast("uintptr_t", ffi.addressof(lib, "nvtxcffi_emit_ext_counted"))))
-    return speedups.emit_array
+    _speedups.bind_payloads(int(ffi.cast("uintptr_t", ffi.addressof(lib, "nvtxcffi_emit_ext"))),
+                            int(ffi.cast("uintptr_t", ffi.addressof(lib, "nvtxcffi_emit_ext_counted"))))
+    return _speedups.emit_array
 
 
 def _remember(domain_index: int, array) -> None:

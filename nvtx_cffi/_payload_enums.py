@@ -1,17 +1,19 @@
-"""nvtx 0.2.16's payload enums (``nvtx_cffi.EntryKind``, ``TimestampType``, ...).
+"""nvtx 0.2.16's payload and counter enums (``nvtx_cffi.EntryKind``, ``TimestampType``,
+``CounterValueType``, ...).
 
-A module of their own, imported at their first use through ``nvtx_cffi`` and ``nvtx_cffi._payload``
-(each enum names ``_payload`` as its module, where it is documented and pickled from): importing
-nvtx_cffi does not import ``enum``.
+A module of their own, imported at their first use through ``nvtx_cffi``, ``nvtx_cffi._payload`` and
+``nvtx_cffi._counters`` (each enum names ``_payload`` or ``_counters`` as its module, where it is
+documented and pickled from): importing nvtx_cffi does not import ``enum``.
 """
 from __future__ import annotations
 
 import enum
 
-from ._payload import (PAYLOAD_ENTRY_FLAG_EVENT_MESSAGE, PAYLOAD_ENTRY_FLAG_MARK, PAYLOAD_ENTRY_FLAG_RANGE_BEGIN,
+from ._ext_abi import (PAYLOAD_ENTRY_FLAG_EVENT_MESSAGE, PAYLOAD_ENTRY_FLAG_MARK, PAYLOAD_ENTRY_FLAG_RANGE_BEGIN,
                        PAYLOAD_ENTRY_FLAG_RANGE_END, PAYLOAD_ENTRY_FLAG_TIMESTAMP)
 
-__all__ = ["BatchOrdering", "EntryKind", "EventKind", "PayloadEntryType", "PredefinedScope", "TimestampType"]
+__all__ = ["BatchOrdering", "EntryKind", "EventKind", "PayloadEntryType", "PredefinedScope", "TimestampType",
+           "CounterNoValueReason", "CounterValueType", "CounterInterpolation"]
 
 
 class TimestampType(enum.Enum):
@@ -116,3 +118,34 @@ class BatchOrdering(enum.Enum):
     PARTIALLY_SORTED = 1 << 1
     SORTED_PER_SCOPE = 2 << 1
     UNSORTED = 3 << 1
+
+
+class CounterNoValueReason(enum.Enum):
+    """Why a sample has no value (``NVTX_COUNTER_SAMPLE_*``), for :meth:`Counter.sample_no_value`."""
+
+    __module__ = "nvtx_cffi._counters"
+
+    ZERO = 0
+    UNCHANGED = 1
+    UNAVAILABLE = 2
+
+
+class CounterValueType(enum.Enum):
+    """How samples relate to earlier ones (``NVTX_COUNTER_FLAG_VALUETYPE_*``)."""
+
+    __module__ = "nvtx_cffi._counters"
+
+    ABSOLUTE = 1 << 4
+    DELTA = 2 << 4
+    DELTA_SINCE_START = 3 << 4
+
+
+class CounterInterpolation(enum.Enum):
+    """How tools interpolate between samples (``NVTX_COUNTER_FLAG_INTERPOLATION_*``)."""
+
+    __module__ = "nvtx_cffi._counters"
+
+    POINT = 1 << 8
+    SINCE_LAST = 2 << 8
+    UNTIL_NEXT = 3 << 8
+    LINEAR = 4 << 8

@@ -7,10 +7,11 @@ inline messages, errors) goes through :mod:`._domain`.
 On CPython the five names are C functions (``c/speedups/accel_ranges.c``) that answer from the same
 caches and call the Python functions below (their ``__wrapped__``) for everything else.
 
-NVTX is initialised at the first call (nvtx_cffi/_state.py), which binds the real or do-nothing
-bodies. Without a tool (or with ``NVTX_DISABLE``) the same names then do nothing, with the same
-signatures: NVTX cannot record anything in this process, so no work is done and no
-argument is checked. :class:`~nvtx_cffi.annotate` and :class:`~nvtx_cffi.Domain` still check theirs.
+NVTX is initialised at the first call (nvtx_cffi/_state.py), and nvtx_cffi/_dispatch.py then gives
+each of the five its real or do-nothing body. Without a tool (or with ``NVTX_DISABLE``) the same
+names then do nothing, with the same signatures: NVTX cannot record anything in this process, so no
+work is done and no argument is checked. :class:`~nvtx_cffi.annotate` and :class:`~nvtx_cffi.Domain`
+still check theirs.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from typing import Optional, Tuple, Union
 
     from ._colors import ColorLike
-    from ._validate import Category, Message, Payload
+    from ._domain import Category, Message, Payload
 
     #: What :func:`start_range` returns: ``(range_id, domain_index)``, nvtx's ``(id, domain)`` shape.
     RangeId = Tuple[int, int]
@@ -42,10 +43,9 @@ from ._accel import accel as _accel, update_wrapper as _update_wrapper
 from ._locks import hold_across_fork
 from ._domain import OP_MARK, OP_PUSH, OP_START, EventAttributes, FirstSight, _bad_range_id, get_domain, make_room
 from ._native import lib
-from ._validate import as_index, keyable, payload_fields
+from ._validate import as_index, keyable
 from . import _payload
-from ._payload import KIND_EXT as _KIND_EXT
-from ._payload import FAST_TYPES as _FAST_TYPES
+from ._payload import FAST_TYPES as _FAST_TYPES, KIND_EXT as _KIND_EXT, payload_fields
 
 __all__ = ["push_range", "pop_range", "start_range", "end_range", "mark", "RangeId"]
 
@@ -137,7 +137,7 @@ def _with_payload(op: int, slot: int, payload) -> int:
     return lib.nvtxcffi_emit_slot(op, slot, kind, ivalue, fvalue)
 
 
-# The real implementations (bodies only: _bind gives them to the public functions below).
+# The real implementations (bodies only: nvtx_cffi/_dispatch.py gives them to the public functions below).
 
 def _push_range_active(message=None, color=_BLUE, domain=None, category=None, payload=None):
     _dispatch(OP_PUSH, _push, message, color, domain, category, payload)
@@ -187,8 +187,8 @@ def _mark_active(message=None, color=_BLUE, domain=None, category=None, payload=
     _dispatch(OP_MARK, _mark, message, color, domain, category, payload)
 
 
-# Without a tool (or with NVTX_DISABLE): do nothing, look at nothing. (Same parameter names as the
-# public functions: a body brings its parameters along.)
+# Without a tool (or with NVTX_DISABLE): do nothing, look at nothing (given the same way). (Same
+# parameter names as the public functions: a body brings its parameters along.)
 
 def _noop5(message=None, color=None, domain=None, category=None, payload=None):
     pass
@@ -202,15 +202,17 @@ def _end_range_noop(range_id):
     pass
 
 
-# The public functions. Until NVTX's first call they decide (nvtx_cffi/_state.py), which gives each
-# the body of its real or do-nothing implementation (its __code__), then run it. The function
-# objects stay the same, so names bound with ``from nvtx_cffi import push_range`` follow.
+# The public functions. Until NVTX's first call they decide (nvtx_cffi/_state.py), at which
+# nvtx_cffi/_dispatch.py gives each the body of its real or do-nothing implementation (its
+# __code__), then run it. The function objects stay the same, so names bound with
+# ``from nvtx_cffi import push_range`` follow.
 
 def push_range(message: Message = None, color: ColorLike = _BLUE, domain: Optional[str] = None,
                category: Category = None, payload: Payload = None) -> None:
     """Open a range on this thread (close it with :func:`pop_range` on the same thread).
 
-    Without a tool (or with ``NVTX_DISABLE``) does nothing.
+    Without a tool (or with ``NVTX_DISABLE``) does nothing. (Bound at NVTX's first call by
+    nvtx_cffi/_dispatch.py.)
 
     >>> push_range("load", color="green")
     >>> pop_range()
@@ -220,7 +222,8 @@ def push_range(message: Message = None, color: ColorLike = _BLUE, domain: Option
 
 
 def pop_range(domain: Optional[str] = None) -> None:
-    """Close this thread's innermost range of ``domain``; with nothing open, tools ignore it."""
+    """Close this thread's innermost range of ``domain``; with nothing open, tools ignore it.
+    (Bound at NVTX's first call by nvtx_cffi/_dispatch.py.)"""
     _state.decide()
     return pop_range(domain)
 
@@ -229,7 +232,8 @@ def start_range(message: Message = None, color: ColorLike = None, domain: Option
                 category: Category = None, payload: Payload = None) -> Optional[RangeId]:
     """Start a range that may end on any thread; pass the result to :func:`end_range`.
 
-    Without a tool (or with ``NVTX_DISABLE``) does nothing and returns ``None``.
+    Without a tool (or with ``NVTX_DISABLE``) does nothing and returns ``None``. (Bound at NVTX's
+    first call by nvtx_cffi/_dispatch.py.)
 
     >>> rng = start_range("request")
     >>> end_range(rng)
@@ -240,34 +244,20 @@ def start_range(message: Message = None, color: ColorLike = None, domain: Option
 
 def end_range(range_id: Union[RangeId, int, None]) -> None:
     """End a range from :func:`start_range`. ``None`` is ignored; a plain int is an id in the
-    default domain; an id NVTX never issued is passed on and tools ignore it."""
+    default domain; an id NVTX never issued is passed on and tools ignore it. (Bound at NVTX's
+    first call by nvtx_cffi/_dispatch.py.)"""
     _state.decide()
     return end_range(range_id)
 
 
 def mark(message: Message = None, color: ColorLike = _BLUE, domain: Optional[str] = None,
          category: Category = None, payload: Payload = None) -> None:
-    """An instantaneous event.
+    """An instantaneous event. (Bound at NVTX's first call by nvtx_cffi/_dispatch.py.)
 
     >>> mark("checkpoint", payload=3)
     """
     _state.decide()
     return mark(message, color, domain, category, payload)
-
-
-_PUBLIC = (push_range, pop_range, start_range, end_range, mark)
-
-
-def _bind(active: bool) -> None:
-    if active:
-        bodies = (_push_range_active, _pop_range_active, _start_range_active, _end_range_active, _mark_active)
-    else:
-        bodies = (_noop5, _pop_range_noop, _noop5, _end_range_noop, _noop5)
-    for function, body in zip(_PUBLIC, bodies):
-        _state.rebind(function, body)
-
-
-_state.on_decide(_bind)
 
 
 def _domain_index(name: str) -> int:

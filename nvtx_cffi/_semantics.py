@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from ._counters import (_INT64_MAX, _INT64_MIN, _LIMIT_F64, _LIMIT_I64, _LIMIT_U64, _LIMIT_UNDEFINED, _UINT64_MAX,
-                        CounterInterpolation, CounterValueType)
-from ._payload_enums import EntryKind, PayloadEntryType
+from ._ext_abi import COUNTER_LIMIT_F64, COUNTER_LIMIT_I64, COUNTER_LIMIT_U64, COUNTER_LIMIT_UNDEFINED
+from ._payload_enums import CounterInterpolation, CounterValueType, EntryKind, PayloadEntryType
+from ._validate import _INT64_MAX, _INT64_MIN, _UINT64_MAX
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ class CounterSemantics:
             raise ValueError("Counter semantic unit must not contain NUL bytes.")
         integer_limits = []
         signed = False
-        limit_type = _LIMIT_UNDEFINED
+        limit_type = COUNTER_LIMIT_UNDEFINED
         for limit in (self.min, self.max):
             if limit is None:
                 continue
@@ -65,10 +65,10 @@ class CounterSemantics:
                 integer_limits.append(limit)
                 signed = signed or limit < 0
             elif isinstance(limit, float):
-                limit_type = _LIMIT_F64
+                limit_type = COUNTER_LIMIT_F64
             else:
                 raise TypeError("Counter semantic limits must be int, float, or None.")
-        if integer_limits and limit_type == _LIMIT_F64:
+        if integer_limits and limit_type == COUNTER_LIMIT_F64:
             raise ValueError("Counter semantic min and max must have the same type.")
         if self.min is not None and self.max is not None and self.min > self.max:
             raise ValueError("Counter semantic min cannot exceed max.")
@@ -76,11 +76,11 @@ class CounterSemantics:
             if signed:
                 if any(v < _INT64_MIN or v > _INT64_MAX for v in integer_limits):
                     raise ValueError("Signed counter semantic limits must fit in int64.")
-                limit_type = _LIMIT_I64
+                limit_type = COUNTER_LIMIT_I64
             else:
                 if any(v > _UINT64_MAX for v in integer_limits):
                     raise ValueError("Unsigned counter semantic limits must fit in uint64.")
-                limit_type = _LIMIT_U64
+                limit_type = COUNTER_LIMIT_U64
         object.__setattr__(self, "_limit_type", limit_type)
 
 

@@ -7,11 +7,10 @@ first annotation, decoration, domain, range, mark or ``tool_attached()`` is used
 decides nothing (nvtx's reads only ``NVTX_DISABLE``): see :func:`enabled`.
 
 :func:`decide` then initialises NVTX, asks its dispatch table whether a tool filled the slots, and
-runs the callbacks that the modules registered with :func:`on_decide`: each binds its real or
-do-nothing implementations for good (module-level functions get the chosen ``__code__``, so names
-imported with ``from nvtx_cffi import push_range`` follow; the C accelerator gets ``install``).
-After that nothing here runs on a hot path. ``NVTX_DISABLE`` (strictly parsed, read at that first
-call) skips NVTX entirely.
+hands the answer to the binder that the package registered with :func:`bind_with`
+(nvtx_cffi/_dispatch.py), which binds the real or do-nothing implementations for good. After that
+nothing here runs on a hot path. ``NVTX_DISABLE`` (strictly parsed, read at that first call) skips
+NVTX entirely.
 """
 from __future__ import annotations
 
@@ -21,14 +20,14 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable, List, Optional, Tuple
+    from typing import Callable, Optional, Tuple
 
 from ._env import env_flag
 from ._locks import hold_across_fork
 from ._native import lib
 
 __all__ = ["DISABLED", "TOOL_ATTACHED", "ACTIVE", "decide", "active", "enabled", "tool_attached", "decided",
-           "on_decide", "rebind"]
+           "bind_with"]
 
 #: ``NVTX_DISABLE`` is set to a true value: nvtx-cffi never calls NVTX. (False until decided.)
 DISABLED: bool = False
@@ -45,19 +44,22 @@ ACTIVE: bool = False
 _INJECTION_PATH = "NVTX_INJECTION64_PATH" if sys.maxsize > 1 << 32 else "NVTX_INJECTION32_PATH"
 
 _decision: Optional[Tuple[bool, bool]] = None  # (tool attached, active), once decided
-_deciding: Optional[Tuple[bool, bool]] = None  # the same while the callbacks run
-_callbacks: List[Callable[[bool], None]] = []
+_deciding: Optional[Tuple[bool, bool]] = None  # the same while the binder runs
+_binder: Optional[Callable[[bool], None]] = None
 _lock = _thread.RLock()
 hold_across_fork(_lock)
 
 
-def on_decide(callback: Callable[[bool], None]) -> None:
-    """Call ``callback(active)`` once, at the decision (at once when it was made already)."""
+def bind_with(binder: Callable[[bool], None]) -> None:
+    """Have ``binder(active)`` bind the implementations once, at the decision (at once when it was
+    made already). The package's binder is nvtx_cffi/_dispatch.py's ``bind``, registered at import:
+    this module sits below the modules it binds, so it is handed the binder rather than importing it."""
+    global _binder
     with _lock:
+        _binder = binder
         if _decision is None:
-            _callbacks.append(callback)
             return
-    callback(_decision[1])
+    binder(_decision[1])
 
 
 def decide() -> bool:
@@ -79,16 +81,11 @@ def _decide_slowly() -> bool:
         attached = False if disabled else bool(lib.nvtxcffi_initialize())
         DISABLED, TOOL_ATTACHED, ACTIVE = disabled, attached, attached and not disabled
         _deciding = (TOOL_ATTACHED, ACTIVE)
-        failure = None
-        for callback in _callbacks:  # every module binds, even if one fails
-            try:
-                callback(ACTIVE)
-            except BaseException as exc:  # noqa: BLE001 - re-raised below
-                failure = failure or exc
-        _callbacks.clear()
-        _decision, _deciding = _deciding, None
-        if failure is not None:
-            raise failure
+        try:
+            if _binder is not None:
+                _binder(ACTIVE)
+        finally:
+            _decision, _deciding = _deciding, None
         return ACTIVE
 
 
@@ -119,12 +116,3 @@ def decided() -> bool:
     """Whether the first NVTX call happened (for tests and diagnostics; decides nothing)."""
     return _decision is not None
 
-
-def rebind(function, implementation) -> None:
-    """Give ``function`` the body of ``implementation`` (same parameters, no closure), keeping its
-    name in errors and tracebacks; every reference to ``function`` runs the new body."""
-    code = implementation.__code__
-    changes = {"co_name": function.__code__.co_name}
-    if hasattr(code, "co_qualname"):  # 3.11+: argument errors name the code's qualname
-        changes["co_qualname"] = function.__code__.co_qualname
-    function.__code__ = code.replace(**changes)

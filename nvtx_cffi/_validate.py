@@ -8,10 +8,7 @@ except ImportError:
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Optional, SupportsIndex, Tuple, Union
-
-from ._native import lib
-from ._payload import FAST_TYPES as _BINARY_TYPES, _numpy_if_imported, fields_for as _fields_for
+    from typing import Optional
 
 
 class ArgumentTypeError(TypeError, AttributeError):
@@ -46,33 +43,7 @@ class ArgumentEncodeError(UnicodeEncodeError):
         return f"{self.argument} is not valid Unicode ({self.reason} at index {self.start})"
 
 
-__all__ = ["Payload", "Message", "Category", "to_utf8", "to_category_id", "payload_fields", "as_index", "describe_int", "short_repr",
-           "keyable"]
-
-if TYPE_CHECKING:
-    import numpy
-
-    from ._domain import RegisteredString
-
-    Payload = Union[int, float, list, tuple, range, bytes, None, "numpy.ndarray"]
-    #: A message: text, UTF-8 bytes (as nvtx takes them), or a string registered in the call's domain.
-    Message = Union[str, bytes, "RegisteredString", None]
-    #: A category: a name (text or UTF-8 bytes) or a number (an int, or what has ``__index__``).
-    Category = Union[str, bytes, int, SupportsIndex, None]
-else:
-    def __getattr__(name: str):
-        """The ``Payload``, ``Message`` and ``Category`` aliases, built (with ``typing``) at their
-        first use at run time: type checkers read them above, and importing needs no ``typing``."""
-        if name in ("Payload", "Message", "Category"):
-            from typing import SupportsIndex, Union
-
-            module = globals()
-            module.setdefault("Payload", Union[int, float, list, tuple, range, bytes, None, "numpy.ndarray"])
-            module.setdefault("Message", Union[str, bytes, "RegisteredString", None])
-            module.setdefault("Category", Union[str, bytes, int, SupportsIndex, None])
-            return module[name]
-        msg = f"module {__name__!r} has no attribute {name!r}"
-        raise AttributeError(msg)
+__all__ = ["to_utf8", "to_category_id", "as_index", "describe_int", "short_repr", "keyable"]
 
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
@@ -175,48 +146,3 @@ def to_category_id(category: object) -> int:
         msg = f"category {describe_int(value)} is out of range (at most {_UINT32_MAX})"
         raise OverflowError(msg)
     return value
-
-
-_INT64 = lib.NVTXREC_PT_INT64
-_DOUBLE = lib.NVTXREC_PT_DOUBLE
-
-
-def payload_fields(payload: object) -> Tuple[int, int, float]:
-    """(kind, int64 bits, double) for the C calls; ints become int64, or uint64 where only that fits."""
-    # Exact int and float first: a per-call payload is nearly always one, and the integer-like
-    # checks below cost far more than the rest of the call.
-    cls = payload.__class__
-    if cls is int and _INT64_MIN <= payload <= _INT64_MAX:
-        return _INT64, payload, 0.0
-    if cls is float or isinstance(payload, float):
-        return _DOUBLE, 0, float(payload)
-    if cls in _BINARY_TYPES:
-        # arrays (0-d too: the scalar schema of its dtype, as nvtx), lists, tuples, ranges, bytes (with NumPy)
-        return _fields_for(payload)
-    np = _numpy_if_imported()
-    if np is not None and isinstance(payload, np.ndarray):  # (before the payload types fill FAST_TYPES)
-        return _fields_for(payload)
-    value = int(payload) if isinstance(payload, bool) else as_index(payload)  # bool: an int, as before
-    if value is not None:
-        if _INT64_MIN <= value <= _INT64_MAX:
-            return lib.NVTXREC_PT_INT64, value, 0.0
-        if 0 <= value <= _UINT64_MAX:
-            return lib.NVTXREC_PT_UINT64, value - (1 << 64), 0.0
-        msg = f"payload {describe_int(value)} is out of range: it must fit in int64 or uint64"
-        raise OverflowError(msg)
-    import numbers  # (here: only a payload of another number type gets this far)
-
-    if isinstance(payload, numbers.Real):
-        try:
-            return lib.NVTXREC_PT_DOUBLE, 0, float(payload)
-        except OverflowError:
-            msg = f"payload is out of range for a float (double): a {type(payload).__name__} too large"
-            raise OverflowError(msg) from None
-        except (TypeError, ValueError) as exc:
-            msg = f"payload {type(payload).__name__} cannot be converted to a float (double)"
-            raise type(exc)(msg) from None
-    if hasattr(type(payload), "__index__") and not hasattr(payload, "__array_interface__"):
-        msg = f"payload must be an int, a float or None: {type(payload).__name__}.__index__ did not return an int"
-        raise TypeError(msg)
-    # Arrays, lists, tuples, ranges, bytes: an extended payload; anything else warns (as nvtx).
-    return _fields_for(payload)

@@ -6,7 +6,7 @@
 """
 from __future__ import annotations
 
-from ._colors import NVTX_COLORS, to_argb
+from ._colors import color_to_hex
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -23,15 +23,4 @@ else:
 
 __all__ = ["color_to_hex"]
 
-#: nvtx's table (``None`` is its default colour, blue).
-_NVTX_COLORS = {None: 0x0000FF, **NVTX_COLORS}
-
-
-def color_to_hex(color: ColorLike = None) -> int:
-    """``color`` as the ARGB integer NVTX receives (nvtx's ``color_to_hex``): a name of nvtx's table,
-    any CSS / matplotlib colour, ``"#rrggbb"``, or an ``int`` (returned as it is).
-    What it cannot read (an unknown name, another type) raises an error that is both a ``TypeError``
-    and a ``ValueError`` (nvtx raises one or the other, by whether matplotlib is installed)."""
-    if isinstance(color, int) and not isinstance(color, bool):
-        return color  # as nvtx: an int is taken as it is
-    return to_argb(color)
+color_to_hex.__module__ = __name__  # nvtx's module: where it is documented (and pickled) from

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 __all__ = ["Schema", "SchemaEntry", "CounterInfo", "CounterSample", "ExtDecoder", "Clocks", "parse_schema",
-           "parse_counter", "decode", "TIME_DOMAINS"]
+           "parse_counter", "decode", "TIME_DOMAINS", "time_domain_name"]
 
 _Q = struct.Struct("<Q")
 _SCHEMA_HEAD = struct.Struct("<QQQQQII")
@@ -139,7 +139,7 @@ def _text(data: bytes) -> str:
     return data.decode("utf-8", "replace")
 
 
-def parse_semantics(data: bytes) -> List[Dict[str, Any]]:
+def _parse_semantics(data: bytes) -> List[Dict[str, Any]]:
     out = []
     off = 0
     while off + 8 <= len(data):
@@ -180,7 +180,7 @@ def parse_schema(schema_id: int, data: bytes, truncated: bool = False) -> Schema
         off += nl
         desc = _text(data[off:off + dl]) if dl else None
         off += dl
-        sems = parse_semantics(data[off:off + sl])
+        sems = _parse_semantics(data[off:off + sl])
         off += sl
         entries.append(SchemaEntry(eflags, etype, detail, eoff, ename, desc, sems))
     return Schema(schema_id, mask, stype, flags, size, name, entries, truncated)
@@ -193,7 +193,7 @@ def parse_counter(counter_id: int, domain: Optional[str], data: bytes, truncated
     off += nl
     desc = _text(data[off:off + dl]) if dl else None
     off += dl
-    return CounterInfo(counter_id, domain, schema_id, scope_id, name, desc, parse_semantics(data[off:off + sl]),
+    return CounterInfo(counter_id, domain, schema_id, scope_id, name, desc, _parse_semantics(data[off:off + sl]),
                        truncated=truncated)
 
 

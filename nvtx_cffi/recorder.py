@@ -73,6 +73,12 @@ __all__ = [
     "read",
     "read_file",
     "stream",
+    # the columnar reader's constants (READER-API, near the end of this module)
+    "KIND_PUSH", "KIND_POP", "KIND_START", "KIND_END", "KIND_MARK", "FLAG_COLOR", "FLAG_TRUNCATED",
+    "PT_NONE", "PT_UINT64", "PT_INT64", "PT_DOUBLE", "PT_UINT32", "PT_INT32", "PT_FLOAT", "PT_EXT", "PT_UNKNOWN",
+    "BLOB_KINDS",
+    # the types that the signatures above name (Event.payload, progress=)
+    "Payload", "ProgressFn",
 ]
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -811,7 +817,7 @@ def _scan(path: str) -> Optional[_Defs]:
             "payload": None, "payload_type": None, "range_id": None, "api": "ex", "name": BLOB_KINDS[aux],
             "target": arg, "resource": None, "truncated": cut, "data": raw, "exec_gen": h.exec_gen})
         info.registrations.append(ev)
-    from .ext_records import Clocks
+    from .ext_records import Clocks  # (here: a program that only names the recorder need not build its classes)
 
     tsc0 = h.tsc0
     info.clocks = Clocks(h.start_ns, h.start_realtime_ns,
@@ -1349,7 +1355,7 @@ class StringTable(Mapping):
         ``nul``: a 0 byte after each text (the keys of length -1 too), not counted in ``lengths``."""
         import numpy as np
 
-        from ._trace.fixedwidth import join_rows
+        from ._fixedwidth import join_rows  # (here: it imports NumPy)
 
         if self._ids is not None:
             self._index()

@@ -31,12 +31,11 @@ import os
 import threading
 from typing import Any, Dict, Iterable, Optional, Set, Union
 
-from ._colors import ColorLike
-from ._counters import CounterNoValueReason, CounterSemantics, _normalize_dtype, semantics_struct
+from ._colors import ColorLike, color_to_hex
+from ._counters import CounterNoValueReason, CounterSemantics, _normalize_dtype
 from ._native import ffi, lib
 from ._payload import (BatchOrdering, EntryKind, EventKind, PayloadEntryType, PredefinedScope, SchemaRegistry,
-                       TimestampType, _metadata, _metadata_key, _numpy, numpy_dtype)
-from .colors import color_to_hex
+                       TimestampType, _metadata, _metadata_key, _numpy, numpy_dtype, semantics_struct)
 
 __all__ = [
     "Backend",
@@ -254,7 +253,7 @@ def convert(source: Union[str, "os.PathLike[str]"], output: Union[str, "os.PathL
     >>> [(e["name"], e["dur"]) for e in json.load(open(out + "/trace.json"))["traceEvents"] if e["ph"] == "X"]
     [('step', 5.0)]
     """
-    from ._trace.convert import convert as _convert
+    from ._trace.convert import convert as _convert  # (here: only a conversion loads the tracer)
 
     _convert(os.fspath(source), os.fspath(output))
 

@@ -977,3 +977,15 @@ def test_a_closed_and_reused_descriptor_never_gets_the_recording(tmp_path, case)
         assert 0 < counts["after"] < 200000
         assert counts["after"] + pops - 1000 + rec.dropped == 400000
         assert "nvtx-cffi recorder: lost its descriptor and cannot reopen" in proc.stderr
+
+
+@pytest.mark.parametrize("name", ["nvtx_cffi.recorder", "nvtx_cffi.ext_records"])
+def test_all_lists_the_public_names(name):
+    # __all__ is what the module offers: each name in it exists, and every function, class and
+    # constant the module defines without a leading underscore is in it (its helpers are private).
+    module = importlib.import_module(name)
+    names = vars(module)
+    assert [n for n in module.__all__ if n not in names] == []
+    defined = {n for n, value in names.items() if not n.startswith("_") and not isinstance(value, type(sys))
+               and getattr(value, "__module__", name) == name}
+    assert sorted(defined - set(module.__all__)) == []

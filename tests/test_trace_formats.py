@@ -23,9 +23,10 @@ from _hardening import opted_in_slow  # noqa: F401  (a fixture)
 from trace_check import validate_chrome_trace
 
 from nvtx_cffi import recorder
+from nvtx_cffi._fixedwidth import fixed_rows
 from nvtx_cffi._trace import columns
 from nvtx_cffi._trace.convert import convert
-from nvtx_cffi._trace.fixedwidth import fixed_rows
+from nvtx_cffi._fixedwidth import fixed_rows
 from nvtx_cffi._trace.stats import StatsCollector
 from nvtx_cffi._trace.writers import format_for, open_writer
 
@@ -269,7 +270,8 @@ def test_the_c_helpers_write_what_the_numpy_paths_write(recording, small_batches
     """c/shim/trace_decode.c (block decoding, stack pairing, Perfetto packets, JSON rows) against NumPy alone."""
     if not columns.HAVE_NUMPY:
         pytest.skip("NumPy path only")
-    from nvtx_cffi._trace import fixedwidth, pairing, pftrace
+    from nvtx_cffi import _fixedwidth as fixedwidth
+    from nvtx_cffi._trace import pairing, pftrace
 
     assert recorder._native_decoder() is not None and pairing._native() is not None
     assert pftrace._native_encoder() is not None and fixedwidth._native() is not None

@@ -113,7 +113,8 @@ def test_distinct_names_that_need_escaping_read_back_from_json_and_pftrace(tmp_p
     """Many distinct names take the bulk paths (names' bytes copied as they are; the few that JSON
     escapes, or that are not ASCII, spelt by Python): every name reads back as recorded."""
     pytest.importorskip("numpy")
-    from nvtx_cffi._trace import chrome, fixedwidth
+    from nvtx_cffi import _fixedwidth as fixedwidth
+    from nvtx_cffi._trace import chrome
     from nvtx_cffi._trace.convert import convert
 
     n = 6000

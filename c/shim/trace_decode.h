@@ -44,7 +44,7 @@ int64_t nvtxcffi_pftrace_events(int64_t n, const uint64_t *dt, const uint64_t *e
                                 const uint64_t *color_iid, const uint8_t *seq, int64_t seq_len, uint8_t *out,
                                 int64_t capacity);
 
-/* Fixed-width text rows (nvtx_cffi/_trace/fixedwidth.py): row i is `tmpl` (row_len bytes) with
+/* Fixed-width text rows (nvtx_cffi/_fixedwidth.py): row i is `tmpl` (row_len bytes) with
  * column c's value values[c * n + i] (>= 0) printed right-aligned in [offsets[c], offsets[c] +
  * widths[c]): leading zeros where zero_pad[c], else spaces. The value must fit its width. */
 void nvtxcffi_fixed_rows(const int64_t *values, int64_t n, int64_t ncols, const int64_t *offsets,

@@ -284,7 +284,7 @@ static inline int payload_c_general(PyObject *payload, int *kind, int64_t *ivalu
             unsigned long long u = PyLong_AsUnsignedLongLong(payload);
             if (!(u == (unsigned long long)-1 && PyErr_Occurred())) {
                 *kind = NVTXREC_PT_UINT64;
-                *ivalue = (int64_t)u; /* the same bits, as _validate.payload_fields sends them */
+                *ivalue = (int64_t)u; /* the same bits, as _payload.payload_fields sends them */
                 *fvalue = 0.0;
                 return 1;
             }

@@ -11,7 +11,7 @@
 PyTypeObject *annotate_cls;           /* nvtx_cffi.annotate (a Python subclass of AnnotateBase) */
 static PyObject *annotate_by_message; /* _annotate._by_message: message -> annotate */
 static PyObject *annotate_cache;      /* _annotate._cache: (cls, 5 args, payload type) -> annotate */
-static PyObject *payload_check;       /* _validate.payload_fields(payload): raises/warns for bad payloads */
+static PyObject *payload_check;       /* _payload.payload_fields(payload): raises/warns for bad payloads */
 
 static PyObject *call_type_normally(PyObject *callable, PyObject *const *args, Py_ssize_t nargs,
                                     PyObject *kwnames)

@@ -28,7 +28,7 @@ import json
 import math
 from typing import IO, Any, Callable, Dict, List, Optional, Tuple
 
-from .fixedwidth import fixed_rows, join_rows
+from .._fixedwidth import fixed_rows, join_rows
 from .grouping import group_rows
 from .model import Mark, Range, Timeline
 from .writers import StreamWriter, register
@@ -258,7 +258,7 @@ class ChromeTraceWriter(StreamWriter):
 
     def _ranges(self, pb: Any) -> None:
         """Push/pop ranges: rows without payload in fixed-width blocks per (name, domain, category,
-        colour), each block formatted at once (:mod:`.fixedwidth`); the others row by row."""
+        colour), each block formatted at once (:mod:`nvtx_cffi._fixedwidth`); the others row by row."""
         r = pb.ranges
         if not len(r):
             return

@@ -17,8 +17,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple
 
-from .. import _recording_format as _format
-from ..ext_records import CounterSample, ExtDecoder
+from ..ext_records import CounterSample, ExtDecoder, time_domain_name
 from .columns import BATCH_EVENTS, MARK, PT_EXT, PUSH, START
 
 __all__ = ["CounterStats", "CounterTrack", "ExtPayloads", "BatchExtDecoder", "counter_series", "counter_tracks",
@@ -156,8 +155,6 @@ class CounterStats:
             note += (f"note: {self.batches_cut} batch_submit() call(s) passed more than the recorder's 1 MiB of "
                      "values per batch: their samples past it were not recorded and are missing above.\n")
         for (pid, title, time_domain), count in sorted(self.unmapped.items()):
-            from ..ext_records import time_domain_name
-
             note += (f"note: {count} batch sample(s) of counter {title!r} (process {pid}) were left out: their "
                      f"time domain {time_domain_name(time_domain)} cannot be placed on the trace's clock.\n")
         if not rows:

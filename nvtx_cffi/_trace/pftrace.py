@@ -36,7 +36,7 @@ import struct
 from typing import IO, Any, Dict, List, Optional, Tuple
 
 from .columns import MARK, POP, PUSH, payload_value
-from .fixedwidth import join_rows
+from .._fixedwidth import join_rows
 from .model import Timeline
 from .writers import StreamWriter, register
 

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # What an NVTX push+pop costs with no tool, the null tool and the recorder, side by side in one run:
-# from C (benchmarks/recorder_bench.c, N calls, best of 3) and from Python (nvtx_cffi.push_range +
+# from C (asv_bench/c/recorder_bench.c, N calls, best of 3) and from Python (nvtx_cffi.push_range +
 # pop_range, timeit). Each (tool) runs in its own process. Needs the package installed in the venv
 # that scripts/test.sh makes (or PY=/path/to/python).
-# Usage: scripts/bench_recorder.sh [N]   (default 10000000; the Python loop runs N/10)
+# Usage: asv_bench/scripts/bench_recorder.sh [N]   (default 10000000; the Python loop runs N/10)
 #        OLD_RECORDER=/path/to/an/older/libnvtx_recorder.so adds a row for it (before/after).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 ROOT=$PWD
 N=${1:-10000000}
 PY=${PY:-$ROOT/.venv-cpython3.11/bin/python}
@@ -15,7 +15,7 @@ INC=$(cd /tmp && "$PY" -c 'import importlib.util as u, os; s = u.spec_from_file_
 WORK=$(mktemp -d /tmp/nvtx-bench-XXXXXX)
 SHM=$(mktemp -d /dev/shm/nvtx-bench-XXXXXX 2>/dev/null || mktemp -d)
 trap 'rm -rf "$WORK" "$SHM"' EXIT
-cc -std=c11 -O2 -Wall -Wextra -I "$INC" benchmarks/recorder_bench.c -o "$WORK/bench" -ldl
+cc -std=c11 -O2 -Wall -Wextra -I "$INC" asv_bench/c/recorder_bench.c -o "$WORK/bench" -ldl
 run() {  # $1: label, $2: record dir (or -), rest: env assignments
     local label=$1 rec=$2; shift 2
     [ "$rec" != - ] && rm -rf "$rec"

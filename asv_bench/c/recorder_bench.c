@@ -1,7 +1,7 @@
 /* recorder_bench.c - ns per NVTX push+pop from C, for whatever tool NVTX_INJECTION64_PATH names.
  *
- * Usage: recorder_bench N   (run by scripts/bench_recorder.sh, once per tool, each in its own process:
- * NVTX loads its tool once per process). Prints one line per shape:
+ * Usage: recorder_bench N   (run by asv_bench/scripts/bench_recorder.sh, once per tool, each in its
+ * own process: NVTX loads its tool once per process). Prints one line per shape:
  *   <shape> <ns per push+pop>
  * Shapes: "pushA" nvtxRangePushA("...")+nvtxRangePop(); "pushEx" nvtxDomainRangePushEx with a
  * registered message and a colour + nvtxDomainRangePop (what nvtx-cffi's Python calls make).

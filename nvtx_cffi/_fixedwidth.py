@@ -111,7 +111,7 @@ def _native() -> Any:
     """``(ffi, lib)`` of the CFFI module when it has the row formatter (c/shim/trace_decode.c), else None."""
     if not _NATIVE:
         try:
-            from .._native._ffi import ffi, lib  # type: ignore[import-not-found]
+            from ._native._ffi import ffi, lib  # type: ignore[import-not-found]
 
             _NATIVE.append((ffi, lib) if hasattr(lib, "nvtxcffi_fixed_rows") else None)
         except ImportError:  # pragma: no cover - a source tree without its compiled module

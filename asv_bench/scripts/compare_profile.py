@@ -5,7 +5,7 @@ Each measurement runs in its own subprocess with the null NVTX tool attached (a 
 nothing, so the numbers are the Python-side cost). Overhead = time per call of a small function
 with the profile enabled minus without, best of several repeats.
 
-    python scripts/compare_profile.py [--calls N] [--repeat R]
+    python asv_bench/scripts/compare_profile.py [--calls N] [--repeat R]
 """
 from __future__ import annotations
 

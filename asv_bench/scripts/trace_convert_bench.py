@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Conversion time, output size and peak RSS of the tracer, per output format, side by side in one run.
 
-    python scripts/trace_convert_bench.py 1e6            # record 1e6 push/pop ranges once, convert it 3 ways
-    python scripts/trace_convert_bench.py 1e7 --keep DIR # keep the recording (and reuse it next time)
-    python scripts/trace_convert_bench.py 1e6 --baseline DIR  # also each format with the nvtx_cffi in DIR
+    python asv_bench/scripts/trace_convert_bench.py 1e6   # record 1e6 push/pop ranges once, convert it 4 ways
+    python asv_bench/scripts/trace_convert_bench.py 1e7 --keep DIR  # keep the recording (and reuse it next time)
+    python asv_bench/scripts/trace_convert_bench.py 1e6 --baseline DIR  # also each format with the nvtx_cffi in DIR
 
 ``--baseline DIR``: DIR holds another ``nvtx_cffi`` package (an older version, installed or copied
 there); each format is converted with it too (``PYTHONPATH=DIR``), right after the current one, so
@@ -29,7 +29,7 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+ROOT = os.path.dirname(os.path.dirname(HERE))
 
 CONVERT = r"""
 import sys, time

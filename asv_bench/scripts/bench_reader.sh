@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # How fast nvtx_cffi.recorder reads N push/pop ranges back: recorder.blocks (NumPy) and the Event
 # iterator, time and peak RSS, each in its own process.
-# Usage: scripts/bench_reader.sh [N...]   (default 1000000 10000000; the Event iterator only up to 1e6)
+# Usage: asv_bench/scripts/bench_reader.sh [N...]
+#        (default 1000000 10000000; the Event iterator only up to 1e6)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 ROOT=$PWD
 PY=${PY:-$ROOT/.venv-cpython3.11/bin/python}
 PKG=$(cd /tmp && "$PY" -c 'import nvtx_cffi, os; print(os.path.dirname(nvtx_cffi.__file__))')
 INC=$(cd /tmp && "$PY" -c 'import importlib.util as u; s = u.spec_from_file_location("b", "'"$ROOT"'/build_ffi.py"); m = u.module_from_spec(s); s.loader.exec_module(m); print(m.nvtx_include_dir())')
 WORK=$(mktemp -d /tmp/nvtx-read-XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
-cc -std=c11 -O2 -I "$INC" benchmarks/push_pop.c -o "$WORK/push_pop" -ldl
+cc -std=c11 -O2 -I "$INC" asv_bench/c/push_pop.c -o "$WORK/push_pop" -ldl
 [ $# -eq 0 ] && set -- 1000000 10000000
 for n in "$@"; do
     rm -rf "$WORK/rec"

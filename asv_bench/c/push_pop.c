@@ -1,5 +1,5 @@
 /* push_pop.c - N nvtxRangePushA("step") + nvtxRangePop() from C: a recording of N ranges to read
- * back (scripts/bench_reader.sh). */
+ * back (asv_bench/scripts/bench_reader.sh). */
 #include <stdlib.h>
 
 #include <nvtx3/nvToolsExt.h>
