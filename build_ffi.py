@@ -125,25 +125,25 @@ def _cdef_from_header(text: str) -> str:
 
 
 #: C files compiled into the module, and what a rebuild depends on (asv's stock-CFFI twin reuses these).
-SOURCES = [os.path.join("c", name) for name in ("nvtx_shim.c", "payload.c", "trace_decode.c", "writer.c")]
-DEPENDS = SOURCES + [os.path.join("c", name) for name in ("nvtx_shim.h", "nvtx_api.h", "keep_gil.h", "gil_release.h", "cuda.h", "payload.h",
-                                                          "shim_internal.h", "trace_decode.h", "writer.h")]
-
-#: The optional accelerator (a plain CPython extension, not CFFI; setup.py builds it when it can).
-SPEEDUPS_SOURCES = [os.path.join("c", name) for name in ("speedups.c", "accel.c", "profiler.c", "counters_speedups.c")]
-SPEEDUPS_DEPENDS = SPEEDUPS_SOURCES + [os.path.join("c", name) for name in ("speedups.h", "nvtx_api.h", "nvtx_shim.h")]
+SOURCES = [
+    # c/shim/: the abi3 CFFI core nvtx_cffi._native._ffi (NVTX calls, payloads, tracer helpers, NVTXW client)
+    "c/shim/nvtx_shim.c", "c/shim/payload.c", "c/shim/trace_decode.c", "c/shim/writer.c",
+]
+DEPENDS = SOURCES + sorted(os.path.relpath(header, HERE) for header in glob.glob(os.path.join(HERE, "c", "shim", "*.h")))
+#: Folders of the headers the module includes: its own, and those of headers it shares with others.
+INCLUDE_DIRS = [os.path.join(HERE, "c", "shim")]
 
 ffi = FFI()
-ffi.cdef(_cdef_from_header(_read("c/nvtx_shim.h")))
-ffi.cdef(_cdef_from_header(_read("c/payload.h")))  # counters, extended payloads (c/payload.c)
+ffi.cdef(_cdef_from_header(_read("c/shim/nvtx_shim.h")))
+ffi.cdef(_cdef_from_header(_read("c/shim/payload.h")))  # counters, extended payloads (c/shim/payload.c)
 # the tracer's bulk helpers (record decoding, push/pop pairing): nvtx_cffi._trace's fast path
-ffi.cdef(_cdef_from_header(_read("c/trace_decode.h")))
-ffi.cdef(_cdef_from_header(_read("c/writer.h")))  # NVTXW client (c/writer.c): nvtx_cffi.writer
+ffi.cdef(_cdef_from_header(_read("c/shim/trace_decode.h")))
+ffi.cdef(_cdef_from_header(_read("c/shim/writer.h")))  # NVTXW client (c/shim/writer.c): nvtx_cffi.writer
 ffi.set_source(
     "nvtx_cffi._native._ffi",
     '#include "nvtx_shim.h"\n#include "payload.h"\n#include "keep_gil.h"\n#include "trace_decode.h"\n#include "writer.h"\n',
     sources=SOURCES,
-    include_dirs=[nvtx_include_dir(), os.path.join(HERE, "c")],
+    include_dirs=[nvtx_include_dir(), *INCLUDE_DIRS],
     extra_compile_args=C_FLAGS,
     libraries=["dl", "pthread"],
     define_macros=[("NVTXCFFI_VERSION", '"%s"' % package_version())],

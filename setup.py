@@ -1,7 +1,7 @@
 """Only what setuptools needs beyond pyproject.toml: the CFFI module, the accelerator, the NVTX tools.
 
 * ``nvtx_cffi._native._ffi`` (build_ffi.py): the CFFI shim, limited API (``_ffi.abi3.so``).
-* ``nvtx_cffi._speedups`` (c/speedups.c, accel.c, profiler.c): the optional accelerator, built per
+* ``nvtx_cffi._speedups`` (c/speedups/): the optional accelerator, built per
   CPython version with ``optional=True`` (a failed compile leaves the pure-Python path, never a
   failed install); not built on PyPy, before CPython 3.11, on free-threaded CPython
   (``Py_GIL_DISABLED``: it relies on the GIL) or with ``NVTX_CFFI_SPEEDUPS=0`` (build_ffi.py
@@ -29,22 +29,42 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from build_ffi import (  # noqa: E402
     C_FLAGS,
     SPEEDUPS_C_FLAGS,
-    SPEEDUPS_DEPENDS,
-    SPEEDUPS_SOURCES,
     build_speedups,
     nvtx_include_dir,
     package_version,
     wheel_limited_api,
 )
 
+# The source lists of what setup.py builds (c/README.md; the CFFI module's is build_ffi.SOURCES).
+# Tests that build a tool of their own load this file for them (setup() runs only as __main__).
+SPEEDUPS_SOURCES = [
+    # c/speedups/: nvtx_cffi._speedups, the optional accelerator (with c/shim/'s nvtx_api.h, nvtx_shim.h)
+    "c/speedups/speedups.c", "c/speedups/accel.c", "c/speedups/accel_caches.c", "c/speedups/accel_payloads.c",
+    "c/speedups/accel_first_sight.c", "c/speedups/accel_annotate.c", "c/speedups/accel_annotate_call.c",
+    "c/speedups/accel_ranges.c", "c/speedups/accel_domain.c", "c/speedups/accel_function.c",
+    "c/speedups/profiler.c", "c/speedups/counters_speedups.c",
+]
+RECORDER_SOURCES = [
+    # c/recorder/: libnvtx_recorder, the recording tool, with the records of NVTX's extensions
+    "c/recorder/recorder.c", "c/recorder/recorder_ext.c",
+]
+WRITER_BACKEND_SOURCES = [
+    # c/recorder/: libnvtx_writer_backend, an NVTXW backend writing the recorder's format
+    "c/recorder/writer_backend.c", "c/recorder/recorder_ext.c",
+]
+NULL_TOOL_SOURCES = [
+    # c/tools/: libnvtx_null_tool, a tool that does nothing (benchmarks measure NVTX's own cost with it)
+    "c/tools/null_tool.c",
+]
+
 NVTX_TOOLS = {
-    "nvtx_cffi.libnvtx_recorder": ["c/recorder.c", "c/recorder_ext.c"],
-    "nvtx_cffi.libnvtx_null_tool": ["c/null_tool.c"],
+    "nvtx_cffi.libnvtx_recorder": RECORDER_SOURCES,
+    "nvtx_cffi.libnvtx_null_tool": NULL_TOOL_SOURCES,
 }
-# an NVTXW backend (nvtx_cffi.writer.backend_path()) writing the recorder's format; it needs the
-# NVTXW headers (include/nvtxw3/), which nvidia-nvtx 13.0.x lacks
+# the writer backend (nvtx_cffi.writer.backend_path()) needs the NVTXW headers (include/nvtxw3/),
+# which nvidia-nvtx 13.0.x lacks
 if os.path.isfile(os.path.join(nvtx_include_dir(), "nvtxw3", "nvtxw3_event_helpers.h")):
-    NVTX_TOOLS["nvtx_cffi.libnvtx_writer_backend"] = ["c/writer_backend.c", "c/recorder_ext.c"]
+    NVTX_TOOLS["nvtx_cffi.libnvtx_writer_backend"] = WRITER_BACKEND_SOURCES
 
 
 NO_COMPILER = ("nvtx-cffi: building needs a C compiler and the C library headers, and {cc} did not compile "
@@ -96,7 +116,7 @@ tools = [
     Extension(
         name,
         sources=sources,
-        include_dirs=[nvtx_include_dir(), "c"],
+        include_dirs=[nvtx_include_dir(), os.path.dirname(sources[0])],  # the tool's own folder
         extra_compile_args=C_FLAGS,
         libraries=["pthread"],
     )
@@ -107,8 +127,8 @@ speedups = [
     Extension(
         "nvtx_cffi._speedups",
         sources=SPEEDUPS_SOURCES,
-        depends=SPEEDUPS_DEPENDS,
-        include_dirs=[nvtx_include_dir(), "c"],
+        depends=SPEEDUPS_SOURCES + sorted(glob.glob("c/speedups/*.h")) + ["c/shim/nvtx_api.h", "c/shim/nvtx_shim.h"],
+        include_dirs=[nvtx_include_dir(), "c/speedups", "c/shim"],
         extra_compile_args=SPEEDUPS_C_FLAGS,
         libraries=["pthread"],
         define_macros=[("NVTXCFFI_VERSION", '"%s"' % package_version())],
@@ -121,9 +141,10 @@ limited_api = wheel_limited_api(bool(speedups))
 if limited_api:
     options["bdist_wheel"] = {"py_limited_api": limited_api}  # nothing version-specific inside
 
-setup(
-    cffi_modules=["build_ffi.py:ffi"],
-    ext_modules=tools + speedups,
-    cmdclass={"build_ext": BuildExtWithNvtxTools},
-    options=options,
-)
+if __name__ == "__main__":
+    setup(
+        cffi_modules=["build_ffi.py:ffi"],
+        ext_modules=tools + speedups,
+        cmdclass={"build_ext": BuildExtWithNvtxTools},
+        options=options,
+    )

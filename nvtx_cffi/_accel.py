@@ -1,10 +1,10 @@
 """The optional C accelerator ``nvtx_cffi._speedups``, bound to the shim, or None.
 
 What is left of a call's cost after the CFFI work is CPython running Python frames; only C
-callables avoid them. ``nvtx_cffi._speedups`` (``c/speedups.c``, ``c/accel.c``, ``c/profiler.c``) is
-an extension module of its own, built per CPython version and optional: the CFFI shim it calls is
-the limited-API ``_ffi.abi3.so``, and it reaches the shim through the shim's function table
-(``lib.nvtxcffi_api()``, ``c/nvtx_api.h``), never by linking to it. It provides: the C base class of
+callables avoid them. ``nvtx_cffi._speedups`` (``c/speedups/``) is an extension module of its own,
+built per CPython version and optional: the CFFI shim it calls is the limited-API ``_ffi.abi3.so``,
+and it reaches the shim through the shim's function table (``lib.nvtxcffi_api()``,
+``c/shim/nvtx_api.h``), never by linking to it. It provides: the C base class of
 :class:`annotate` (``__enter__``/``__exit__`` and a cache-answering class call), a C callable type
 for decorated functions, the module-level and ``Domain`` hot calls, and Profile's C engine. Each fast
 path answers only what the Python caches already hold and otherwise calls its Python twin, so the

@@ -90,14 +90,15 @@ def _async_generator_frame():
 
 
 if _accel is not None and not TYPE_CHECKING:
-    # C: the fields below as C members, __enter__/__exit__ as C methods (c/accel.c).
+    # C: the fields below as C members, __enter__/__exit__ as C methods (c/speedups/accel_annotate.c).
     _Base = _accel.AnnotateBase
 else:  # (and what type checkers see)
 
     class _Base:
         """annotate's fields and ``with`` protocol in Python (PyPy, ``NVTX_CFFI_PURE_PYTHON=1``),
-        what ``AnnotateBase`` in ``c/accel.c`` does in C on CPython. ``__enter__``/``__exit__`` are
-        bound when NVTX's first call decides (every instance is made after that)."""
+        what ``AnnotateBase`` in ``c/speedups/accel_annotate.c`` does in C on CPython.
+        ``__enter__``/``__exit__`` are bound when NVTX's first call decides (every instance is made
+        after that)."""
 
         # _attrs: the prepared EventAttributes, or None for an object carrying a per-call payload
         # (_template, _fields): its attributes are made when first asked for, as in C.
@@ -203,7 +204,8 @@ class annotate(_Base):  # noqa: N801 - the name nvtx users know
                 found = None
             if found is not None:
                 return found
-        # The payload's two places stay in the key (always None here): c/accel.c builds the same key.
+        # The payload's two places stay in the key (always None here): c/speedups/accel_annotate_call.c
+        # builds the same key.
         key = (cls, message, color, domain, category, None, _NONE_TYPE)
         # A subclass with an __init__ of its own may prepare its objects again (see __init__): they
         # are its own, never shared through the cache.
@@ -484,9 +486,9 @@ def _payload_attributes(template: annotate, payload, fields=None) -> EventAttrib
 
 def _first_sight_reused(annotation: annotate) -> bool:
     """An object made at its message's first sight, entered a second time: it prepares itself
-    (its message counted as met often enough; the attributes of an object cached for its arguments meanwhile,
-    if any) and becomes the cached object of its arguments (True: c/accel.c may then keep its
-    bound methods, as for any cached object; an object it replaces stays valid)."""
+    (its message counted as met often enough; the attributes of an object cached for its arguments
+    meanwhile, if any) and becomes the cached object of its arguments (True: c/speedups/accel_annotate.c
+    may then keep its bound methods, as for any cached object; an object it replaces stays valid)."""
     message, color, domain, category, _ = annotation._args
     annotation._first_sight = 0
     _first_sight.met_in(message, domain)
@@ -516,7 +518,8 @@ def _remember(key: tuple, annotation: annotate, plain: bool) -> bool:
 
 
 def _first_sight_attributes(annotation: annotate) -> EventAttributes:
-    """The attributes of an object c/accel.c made at its message's first sight (when asked for)."""
+    """The attributes of an object c/speedups/accel_annotate_call.c made at its message's first sight
+    (when asked for)."""
     message, color, domain, category, _ = annotation._args
     attributes = EventAttributes._unprepared(get_domain(domain), message, color, category)
     attributes._shared = True

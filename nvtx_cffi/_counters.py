@@ -245,7 +245,7 @@ _state.on_decide(_bind_samplers)
 
 
 def _sample_type_error(value, is_float: bool) -> TypeError:
-    """c/counters_speedups.c's sample_type_error: the value's type and the counter's, named."""
+    """c/speedups/counters_speedups.c's sample_type_error: the value's type and the counter's, named."""
     if is_float:
         return TypeError(f"sample() of a float64 counter takes a real number, not {type(value).__name__}")
     return TypeError(f"sample() of an int64 counter takes an int (or a number that int() truncates), "
@@ -253,7 +253,7 @@ def _sample_type_error(value, is_float: bool) -> TypeError:
 
 
 def _int64_sample(value) -> int:
-    """``value`` as the C ``sample`` of an int64 counter converts it (c/counters_speedups.c
+    """``value`` as the C ``sample`` of an int64 counter converts it (c/speedups/counters_speedups.c
     sample_int64_of: an int, or what ``__int__`` makes of it -- a float truncated), with its errors."""
     if isinstance(value, int):
         number = value

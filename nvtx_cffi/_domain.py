@@ -76,8 +76,8 @@ class FirstSight:
     """How often the caches of prepared calls have met each message (their doorkeeper).
 
     ``first(key)`` is True for the first ``PREPARE_AT - 1`` times ``key`` is met (counting them),
-    False after; ``met(key)`` counts ``key`` as met that often (c/accel.c counts the sights it
-    answers itself and hands a message over so). A call sends a message that ``first`` lets through
+    False after; ``met(key)`` counts ``key`` as met that often (c/speedups/accel_first_sight.c counts
+    the sights it answers itself and hands a message over so). A call sends a message that ``first`` lets through
     with the call (the C shim registers its text with NVTX once, as nvtx 0.2.16 does, and keeps
     the handle) and prepares it otherwise. Bounded: forgotten all at once when full (a message is
     then counted from the start once more). Races between threads only send one more event with
@@ -109,7 +109,8 @@ class FirstSight:
 
     def first_in(self, message: str, domain: Optional[str]) -> bool:
         """``first`` of a message in a domain (a name, or None: the default one), keyed as
-        c/accel.c keys it when it hands a message met often enough to the Python path (``met``)."""
+        c/speedups/accel_first_sight.c keys it when it hands a message met often enough to the Python
+        path (``met``)."""
         return self.first(message if domain is None else (message, domain))
 
     def met_in(self, message: str, domain: Optional[str]) -> None:
@@ -784,8 +785,8 @@ def get_domain(name: Optional[str] = None) -> Domain:
 
 def _inline_style(color: ColorLike, domain: Optional[str], category: Category) -> Tuple[int, int, int]:
     """(domain index, ARGB, category id) of events of ``domain`` (a name or None) sent with their
-    message inline, checked as preparing them would check them: c/accel.c's first-sight calls
-    ask once per (colour, domain, category) objects and keep the answer."""
+    message inline, checked as preparing them would check them: c/speedups/accel_first_sight.c's
+    first-sight calls ask once per (colour, domain, category) objects and keep the answer."""
     found = get_domain(domain)
     argb, category_id = found._argb_category(color, category)
     return found._index, argb, category_id

@@ -14,7 +14,7 @@ How calls are seen, picked once per interpreter:
   for threads started afterwards. Threads already running at ``enable()`` are not profiled (Python
   offers no way to install a profile function on another running thread).
 
-On CPython the callbacks are C functions (``c/profiler.c``: builtin functions registered with
+On CPython the callbacks are C functions (``c/speedups/profiler.c``: builtin functions registered with
 sys.monitoring, or a ``PyEval_SetProfile`` function), with the per-code cache in C; Python only
 decides once per code object (filters, message, slot). On 3.11 that is a profile function, which
 switches the interpreter to its slower tracing mode (the PEP 523 frame-evaluation hook that avoided
@@ -54,7 +54,7 @@ __all__ = ["Profile", "MONITORING", "C_ENGINE", "ENGINE"]
 #: The engine in use: ``sys.monitoring`` (CPython 3.12+) rather than ``sys.setprofile``.
 MONITORING: bool = hasattr(sys, "monitoring") and sys.implementation.name == "cpython"
 
-#: Callbacks in C (CPython; ``c/profiler.c``) rather than Python functions (PyPy). Tests may set it
+#: Callbacks in C (CPython; ``c/speedups/profiler.c``) rather than Python functions (PyPy). Tests may set it
 #: to False before ``enable()`` to run the Python engine.
 C_ENGINE: bool = _speedups is not None
 
@@ -811,7 +811,7 @@ class _Thread:
 
 
 class _CEngine(_Engine):
-    """CPython: C callbacks (``c/profiler.c``) with a C cache; these methods are its slow path.
+    """CPython: C callbacks (``c/speedups/profiler.c``) with a C cache; these methods are its slow path.
 
     The ``c_*`` methods are called from C, once per code object or C function name (or on every
     call past the cache bound), and must not raise for ordinary input.
@@ -922,7 +922,7 @@ class _CMonitoringEngine(_CEngine):
     def _register(self) -> None:
         mon = sys.monitoring
         ev = mon.events
-        # The order of c/profiler.c's monitoring_defs.
+        # The order of c/speedups/profiler.c's monitoring_defs.
         events = [ev.PY_START, ev.PY_RESUME, ev.PY_THROW, ev.PY_RETURN, ev.PY_YIELD, ev.PY_UNWIND,
                   ev.CALL, ev.C_RETURN, ev.C_RAISE]
         if not self.cfuncs:

@@ -4,8 +4,8 @@ Hot path: the arguments as given are the key of one dict that maps straight to a
 so a repeated call is one tuple, one lookup and one C call (a message-only call: no tuple either). Everything else (first use, payloads,
 inline messages, errors) goes through :mod:`._domain`.
 
-On CPython the five names are C functions (``c/accel.c``) that answer from the same caches and
-call the Python functions below (their ``__wrapped__``) for everything else.
+On CPython the five names are C functions (``c/speedups/accel_ranges.c``) that answer from the same
+caches and call the Python functions below (their ``__wrapped__``) for everything else.
 
 NVTX is initialised at the first call (nvtx_cffi/_state.py), which binds the real or do-nothing
 bodies. Without a tool (or with ``NVTX_DISABLE``) the same names then do nothing, with the same

@@ -88,7 +88,8 @@ def keyable(value: object) -> bool:
     is an error while the int is not. Only values whose every equal key validates alike are looked
     up: None, an exact str, an integer-like (an int, a NumPy integer, anything with ``__index__``;
     not a bool), a 3- or 4-tuple of exact ints and floats (an RGB(A) tuple). Anything else takes the
-    validating path, which rejects it or prepares it. (c/accel.c's ``keyable`` is the same rule.)
+    validating path, which rejects it or prepares it. (c/speedups/accel_caches.c's ``keyable`` is the
+    same rule.)
 
     >>> keyable(1), keyable(True), keyable(1.0), keyable((1.0, 0, 0)), keyable((True, 0, 0))
     (True, False, False, True, False)

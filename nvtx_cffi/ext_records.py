@@ -1,6 +1,6 @@
 """Decode the recorder's payload-extension records: schemas, counters, samples, binary payloads.
 
-The recorder (``c/recorder_ext.c``) writes what NVTX's payload and counters extensions receive as
+The recorder (``c/recorder/recorder_ext.c``) writes what NVTX's payload and counters extensions receive as
 ``blob`` events (:mod:`nvtx_cffi.recorder`): ``schema``, ``counter_group``, ``counter_sample``,
 ``payload`` and ``unknown(5)`` (a scope). :class:`ExtDecoder` follows them per process and turns
 them into values::

@@ -77,7 +77,7 @@ __all__ = [
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _MAGIC = b"NVTXREC2"
 _HEADER_SIZE = 4096
-# struct nvtxrec_file_header in c/recorder.h
+# struct nvtxrec_file_header in c/recorder/recorder.h
 _HEADER = struct.Struct("<8sIIIIIIQQQQIIQdQQQ")
 _KINDS = (None, "push", "pop", "start", "end", "mark")
 _APIS = ("ex", "ascii", "unicode", "domain")
@@ -235,7 +235,7 @@ def environment(directory: Union[str, "os.PathLike[str]"], *, max_bytes: Optiona
 
 
 def _size_text(n: int) -> str:
-    """``n`` bytes as the recorder reads a size (c/recorder.c parse_size: at most 19 digits, then
+    """``n`` bytes as the recorder reads a size (c/recorder/recorder.c parse_size: at most 19 digits, then
     an optional k/m/g/t): plain digits, or past 19 digits in the largest unit that divides ``n``.
     A size the recorder would not take (it would warn and use its default) is a ValueError.
 
@@ -362,7 +362,7 @@ def capture() -> Iterator[Capture]:
         ]
 
 
-# --------------------------------------------------------------------------- reading (file format 2, c/recorder.h)
+# --------------------------------------------------------------------------- reading (file format 2, c/recorder/recorder.h)
 
 ProgressFn = Callable[[int, int], None]
 
@@ -1153,7 +1153,7 @@ def active_files(directory: Union[str, "os.PathLike[str]"]) -> List[str]:
 KIND_PUSH, KIND_POP, KIND_START, KIND_END, KIND_MARK = 1, 2, 3, 4, 5
 FLAG_COLOR, FLAG_TRUNCATED = 1, 4
 PT_NONE, PT_UINT64, PT_INT64, PT_DOUBLE, PT_UINT32, PT_INT32, PT_FLOAT, PT_EXT, PT_UNKNOWN = range(9)
-#: names of the blob kinds (c/recorder_internal.h NVTXREC_BLOB_*)
+#: names of the blob kinds (c/recorder/recorder_internal.h NVTXREC_BLOB_*)
 BLOB_KINDS = {1: "schema", 2: "counter_group", 3: "counter_sample", 4: "payload", 5: "scope"}
 
 _EVENT_FIELDS = [
@@ -1465,7 +1465,7 @@ _NATIVE: list = []
 
 
 def _native_decoder():
-    """The CFFI module's ``(ffi, lib)`` when it has the tracer's decoder (c/trace_decode.c), else None."""
+    """The CFFI module's ``(ffi, lib)`` when it has the tracer's decoder (c/shim/trace_decode.c), else None."""
     if not _NATIVE:
         try:
             from nvtx_cffi._native._ffi import ffi, lib  # type: ignore[import-not-found]

@@ -54,7 +54,7 @@ names=$(contents "$whl")
 sdist=$(ls "$work"/sdist/*.tar.gz)
 echo "abi3-check: python -m build --sdist -> $(basename "$sdist")"
 names=$(tar -tzf "$sdist" | sed 's|^[^/]*/||')
-for f in build_ffi.py setup.py c/nvtx_shim.c c/nvtx_shim.h c/recorder.c tests/conftest.py tests/_hardening.py \
+for f in build_ffi.py setup.py c/shim/nvtx_shim.c c/shim/nvtx_shim.h c/recorder/recorder.c tests/conftest.py tests/_hardening.py \
          tests/nvtx_client.c tests/test_events.py examples/quickstart.py examples/counters.py; do
     grep -qx "$f" <<<"$names" || fail "$f is not in the sdist"
 done

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `python -m build` makes an sdist and a wheel; the sdist alone, in a fresh venv, installs and works
-# (it must carry build_ffi.py and every c/*.c, c/*.h: MANIFEST.in). Usage: scripts/sdist-check.sh
+# (it must carry build_ffi.py and every C source and header under c/: MANIFEST.in). Usage: scripts/sdist-check.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
@@ -12,7 +12,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 ls "$OUT/dist"
 sdist=$(ls "$OUT"/dist/nvtx_cffi-*.tar.gz)
 listing=$(tar tzf "$sdist")
-for f in build_ffi.py c/nvtx_shim.c c/nvtx_shim.h c/keep_gil.h c/recorder.c c/recorder.h c/null_tool.c setup.py; do
+for f in build_ffi.py c/shim/nvtx_shim.c c/shim/nvtx_shim.h c/shim/keep_gil.h c/recorder/recorder.c c/recorder/recorder.h c/tools/null_tool.c setup.py; do
     grep -qx "nvtx_cffi-[^/]*/$f" <<<"$listing" || { echo "sdist lacks $f"; exit 1; }
 done
 "$PYTHON" -m venv "$OUT/fresh"

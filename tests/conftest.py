@@ -52,6 +52,17 @@ def build_script():
     return module
 
 
+def setup_script() -> dict:
+    """The names setup.py defines (its C source lists, relative to the repository), without setup()."""
+    import runpy
+    from pathlib import Path
+    saved = sys.path[:]  # setup.py puts the repository first on it, to import build_ffi
+    try:
+        return runpy.run_path(str(Path(__file__).resolve().parent.parent / "setup.py"), run_name="_setup_for_tests")
+    finally:
+        sys.path[:] = saved
+
+
 def run_python(code: str, env: dict | None = None, *, remove=(), timeout: float = 120, check: bool = True):
     """Run ``code`` in a fresh interpreter with this environment plus ``env``, minus ``remove``."""
     child_env = {k: v for k, v in os.environ.items() if k not in remove}

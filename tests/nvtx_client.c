@@ -6,7 +6,7 @@
 #include <wchar.h>
 
 #include <nvtx3/nvToolsExt.h>
-#include <nvtx3/nvToolsExtCuda.h> /* cuda.h: the repo's c/cuda.h */
+#include <nvtx3/nvToolsExtCuda.h> /* cuda.h: the repo's c/shim/cuda.h */
 
 #define EXPORT __attribute__((visibility("default")))
 

@@ -1,4 +1,4 @@
-"""The C accelerator (``c/accel.c``) against the Python implementation it stands in for.
+"""The C accelerator (``c/speedups/accel*.c``) against the Python implementation it stands in for.
 
 The test process runs whichever path its environment selects (C on CPython, Python on PyPy or with
 ``NVTX_CFFI_PURE_PYTHON=1``); the tests below hold for both. ``test_pure_python_path_passes`` runs

@@ -6,7 +6,7 @@ domain or range id while every call still "works", so each scenario below runs t
 recorded subprocess: first use (general path, filling the caches), hot (fast paths) and after
 clearing every Python-side cache (general path again), and the recorded events must be the same.
 
-On CPython the hot paths are C (``c/accel.c``); ``NVTX_CFFI_PURE_PYTHON=1`` runs the Python ones.
+On CPython the hot paths are C (``c/speedups/accel*.c``); ``NVTX_CFFI_PURE_PYTHON=1`` runs the Python ones.
 The scenario runs in both modes, and both must record the same events and raise the same errors.
 """
 from __future__ import annotations

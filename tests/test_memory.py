@@ -2,7 +2,7 @@
 
 Runs in a child whose NVTX tool is the null tool (attached, so every real code path runs, but it
 keeps nothing, so the child's memory is nvtx-cffi's own). The C tables must stop at their
-documented limits (c/nvtx_shim.h: 65536 strings, 131072 slots, 256 domains), the Python caches at
+documented limits (c/shim/nvtx_shim.h: 65536 strings, 131072 slots, 256 domains), the Python caches at
 theirs, and the resident set must stop growing once they are full:
 
 * bound: RSS growth over the whole run <= ``TOTAL_BOUND_MB`` (measured: 52 MB with every table full, CPython 3.11)

@@ -24,7 +24,7 @@ import pytest
 
 from nvtx_cffi import recorder
 
-from conftest import build_script
+from conftest import build_script, setup_script
 
 try:
     import numpy  # noqa: F401  (recorder.blocks needs it; the Event API does not)
@@ -48,7 +48,7 @@ def client_lib(tmp_path_factory) -> str:
         pytest.skip("no C compiler")
     out = tmp_path_factory.mktemp("client") / "libnvtx_test_client.so"
     cmd = [cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-fPIC", "-shared",
-           "-I", _nvtx_include_dir(), "-I", str(HERE.parent / "c"),  # c/cuda.h: CUDA handle types
+           "-I", _nvtx_include_dir(), "-I", str(ROOT / "c" / "shim"),  # c/shim/cuda.h: CUDA handle types
            str(HERE / "nvtx_client.c"), "-o", str(out), "-ldl"]
     subprocess.run(cmd, check=True)
     return str(out)
@@ -588,8 +588,9 @@ def blob_recorder(tmp_path_factory) -> str:
         pytest.skip("no C compiler")
     out = tmp_path_factory.mktemp("blobrec") / "libnvtx_recorder_blob.so"
     cmd = [cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-fPIC", "-shared", "-fvisibility=hidden",
-           "-I", _nvtx_include_dir(), "-I", str(ROOT / "c"), str(ROOT / "c" / "recorder.c"),
-           str(ROOT / "c" / "recorder_ext.c"), str(HERE / "blob_hook.c"), "-o", str(out), "-lpthread"]
+           "-I", _nvtx_include_dir(), "-I", str(ROOT / "c" / "recorder"),
+           *[str(ROOT / source) for source in setup_script()["RECORDER_SOURCES"]], str(HERE / "blob_hook.c"),
+           "-o", str(out), "-lpthread"]
     subprocess.run(cmd, check=True)
     return str(out)
 

@@ -266,7 +266,7 @@ def _sqlite_rows(path):
 
 
 def test_the_c_helpers_write_what_the_numpy_paths_write(recording, small_batches, monkeypatch):
-    """c/trace_decode.c (block decoding, stack pairing, Perfetto packets, JSON rows) against NumPy alone."""
+    """c/shim/trace_decode.c (block decoding, stack pairing, Perfetto packets, JSON rows) against NumPy alone."""
     if not columns.HAVE_NUMPY:
         pytest.skip("NumPy path only")
     from nvtx_cffi._trace import fixedwidth, pairing, pftrace

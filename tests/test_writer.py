@@ -21,7 +21,7 @@ from nvtx_cffi import writer
 from nvtx_cffi._native import lib
 from nvtx_cffi.writer import convert
 
-from conftest import build_script, run_python
+from conftest import build_script, run_python, setup_script
 
 HERE = Path(__file__).resolve().parent
 pytestmark = pytest.mark.skipif(not lib.nvtxcffi_w_available() or not os.path.isfile(writer.backend_path()),
@@ -548,8 +548,8 @@ def test_the_backend_from_c_threads(tmp_path, sanitizer):
     exe = tmp_path / "stress"
     flags = ["-g", "-O1", f"-fsanitize={sanitizer}", "-fno-omit-frame-pointer"] if sanitizer else ["-O2"]
     cmd = [cc, "-std=c11", "-Wall", "-Wextra", "-Werror", *flags, "-I", build_script().nvtx_include_dir(),
-           "-I", str(root / "c"), str(HERE / "writer_stress.c"), str(root / "c" / "writer_backend.c"),
-           str(root / "c" / "recorder_ext.c"), "-o", str(exe), "-lpthread"]
+           "-I", str(root / "c" / "recorder"), str(HERE / "writer_stress.c"),
+           *[str(root / source) for source in setup_script()["WRITER_BACKEND_SOURCES"]], "-o", str(exe), "-lpthread"]
     if subprocess.run(cmd, capture_output=True).returncode != 0:
         if sanitizer:
             pytest.skip(f"cannot build with -fsanitize={sanitizer}")

@@ -1,7 +1,7 @@
-"""The C shim built by stock CFFI (no ``c/keep_gil.h``): the baseline for "GIL kept".
+"""The C shim built by stock CFFI (no ``c/shim/keep_gil.h``): the baseline for "GIL kept".
 
 nvtx-cffi's wrappers keep the GIL and skip cffi's errno save/restore around each C call. To show
-what that buys, this builds the very same ``c/nvtx_shim.c`` and cdef as a second, throw-away CFFI
+what that buys, this builds the very same ``c/shim/nvtx_shim.c`` and cdef as a second, throw-away CFFI
 module without that header (so each call releases and re-takes the GIL, as stock CFFI does) and
 caches it in the temp directory. Benchmarks only: it is never part of the package.
 
@@ -39,8 +39,8 @@ int nvtxcffi_gil_held(void)
     return PyGILState_Check();
 #endif
 }
-#include "gil_release.h" /* c/trace_decode.c, compiled here too, releases the GIL in bulk calls */
-/* c/shim_internal.h: stock wrappers release the GIL around the call, so no Python error state is read */
+#include "gil_release.h" /* c/shim/trace_decode.c, compiled here too, releases the GIL in bulk calls */
+/* c/shim/shim_internal.h: stock wrappers release the GIL around the call, so no Python error state is read */
 int nvtxcffi_tool_raised(void) { return 0; }
 void *nvtxcffi_lock_wait_begin(void) { return 0; }
 void nvtxcffi_lock_wait_end(void *state) { (void)state; }
@@ -76,7 +76,6 @@ def load() -> ModuleType:
 
 
 def _build(root: str) -> str:
-    shim = os.path.join(root, "c")
     sys.path.insert(0, root)
     try:
         import build_ffi  # the project's own sources, cdef reader and header finder
@@ -97,10 +96,10 @@ def _build(root: str) -> str:
     from cffi import FFI
 
     ffi = FFI()
-    with open(os.path.join(shim, "nvtx_shim.h"), encoding="utf-8") as f:
+    with open(os.path.join(root, "c", "shim", "nvtx_shim.h"), encoding="utf-8") as f:
         ffi.cdef(build_ffi._cdef_from_header(f.read()))
     ffi.set_source(MODULE, _PREAMBLE, sources=sources,
-                   include_dirs=[build_ffi.nvtx_include_dir(), shim],
+                   include_dirs=[build_ffi.nvtx_include_dir(), *build_ffi.INCLUDE_DIRS],
                    extra_compile_args=build_ffi.C_FLAGS, libraries=["dl", "pthread"],
                    define_macros=[("NVTXCFFI_VERSION", '"%s"' % build_ffi.package_version())],
                    py_limited_api=False)

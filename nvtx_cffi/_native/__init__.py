@@ -1,4 +1,4 @@
-"""The compiled C shim (private). Built by ``build_ffi.py``; see ``c/nvtx_shim.h`` for its API.
+"""The compiled C shim (private). Built by ``build_ffi.py``; see ``c/shim/nvtx_shim.h`` for its API.
 
 Importing it fails with a message that says what to do, never a bare ``ModuleNotFoundError``:
 the usual cause is a source checkout on ``sys.path`` (Python run from the repository root puts

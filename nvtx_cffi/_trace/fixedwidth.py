@@ -108,7 +108,7 @@ _NATIVE: List[Any] = []
 
 
 def _native() -> Any:
-    """``(ffi, lib)`` of the CFFI module when it has the row formatter (c/trace_decode.c), else None."""
+    """``(ffi, lib)`` of the CFFI module when it has the row formatter (c/shim/trace_decode.c), else None."""
     if not _NATIVE:
         try:
             from .._native._ffi import ffi, lib  # type: ignore[import-not-found]
@@ -168,7 +168,7 @@ def _rows_numpy(parts: Sequence[str], columns: Sequence[Any], w: List[int], zero
 def join_rows(pre: Any, pre_start: Any, pre_len: Any, data: Any, start: Any, length: Any, post: Any = None) -> Any:
     """Variable-length rows as one NumPy uint8 buffer: row ``i`` is ``pre[pre_start[i]:][:pre_len[i]]``
     + ``data[start[i]:][:length[i]]`` + row ``i`` of ``post`` (an (n, width) uint8 array, or None).
-    ``pre`` and ``data`` are uint8 arrays, the others int64 arrays. In C (c/trace_decode.c) when
+    ``pre`` and ``data`` are uint8 arrays, the others int64 arrays. In C (c/shim/trace_decode.c) when
     the module has it, else with NumPy's scatter."""
     np = _np
     n = len(length)

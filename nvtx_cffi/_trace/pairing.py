@@ -431,7 +431,7 @@ _NATIVE: List[Any] = []
 
 
 def _native() -> Any:
-    """``(ffi, lib)`` of the CFFI module when it has the C stack pairing (c/trace_decode.c), else None."""
+    """``(ffi, lib)`` of the CFFI module when it has the C stack pairing (c/shim/trace_decode.c), else None."""
     if not _NATIVE:
         try:
             from .._native._ffi import ffi, lib  # type: ignore[import-not-found]

@@ -548,7 +548,7 @@ _NATIVE: List[Any] = []
 
 
 def _native_encoder() -> Any:
-    """``(ffi, lib)`` of the CFFI module when it has the packet encoder (c/trace_decode.c), else None."""
+    """``(ffi, lib)`` of the CFFI module when it has the packet encoder (c/shim/trace_decode.c), else None."""
     if not _NATIVE:
         try:
             from .._native._ffi import ffi, lib  # type: ignore[import-not-found]

@@ -2,7 +2,7 @@
  * (nvToolsExtPayload.h, nvToolsExtCounters.h) behind small-int tables, like nvtx_shim.h.
  *
  * build_ffi.py feeds this file (minus its preprocessor lines) to ffi.cdef(): plain declarations
- * only, and no NVTX types (they stay in c/payload.c). Plain C, no Python C API.
+ * only, and no NVTX types (they stay in payload.c). Plain C, no Python C API.
  *
  * Model:
  *   - schemas are registered from a description (nvtxcffi_schema_entry rows) and answered with the
@@ -93,7 +93,7 @@ uint64_t nvtxcffi_emit_ext_counted(int op, int slot, int domain, const char *mes
 /* nvtxcffi_counter_sample from a char buffer (a Python bytes, passed without a copy). */
 void nvtxcffi_counter_sample_bytes(int counter, const char *data, size_t size);
 
-/* The domain index of prepared slot `slot` (c/nvtx_shim.c), -1 if there is none. */
+/* The domain index of prepared slot `slot` (nvtx_shim.c), -1 if there is none. */
 int nvtxcffi_slot_domain(int slot);
 
 /* The one-argument samples of the first NVTXCFFI_FAST_COUNTERS int64 / float64 counters:

@@ -30,7 +30,8 @@
  * (a string entry, a slot, a cached call). A preparation costs about as much as twenty calls sent
  * with their message, so a message used a few times never pays it and one used often pays it once. */
 #define NVTXCFFI_PREPARE_AT 32
-/* The most NVTX_CFFI_PREPARE_AT may set (nvtx_cffi/_domain.py PREPARE_AT; c/accel.c counts in 6 bits). */
+/* The most NVTX_CFFI_PREPARE_AT may set (nvtx_cffi/_domain.py PREPARE_AT; c/speedups/accel_first_sight.c
+ * counts in 6 bits). */
 #define NVTXCFFI_PREPARE_AT_MAX 64
 
 /* op for nvtxcffi_emit / nvtxcffi_emit_slot */
@@ -100,13 +101,13 @@ void nvtxcffi_name_os_thread(uint32_t os_thread_id, const char *name);
 /* ---- CUDA resource naming (nvToolsExtCuda.h) ---------------------------------------------------
  * Handles travel as integers so that neither this header nor the cdef needs CUDA's types:
  * a device is its ordinal (CUdevice is an int), contexts, streams and events are pointers.
- * The shim builds without the CUDA toolkit (see c/cuda.h). */
+ * The shim builds without the CUDA toolkit (see cuda.h). */
 void nvtxcffi_name_cuda_device(int device, const char *name);
 void nvtxcffi_name_cuda_context(uintptr_t context, const char *name);
 void nvtxcffi_name_cuda_stream(uintptr_t stream, const char *name);
 void nvtxcffi_name_cuda_event(uintptr_t event, const char *name);
 
-/* The function table of c/nvtx_api.h (a const nvtxcffi_api_t *), for the optional accelerator
+/* The function table of nvtx_api.h (a const nvtxcffi_api_t *), for the optional accelerator
  * module nvtx_cffi._speedups; Python passes its address on (nvtx_cffi/_accel.py). */
 const void *nvtxcffi_api(void);
 

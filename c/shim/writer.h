@@ -1,5 +1,5 @@
 /* writer.h - the client side of NVTXW (nvtxw3/nvtxw3.h) for nvtx_cffi.writer: load a backend
- * library and call its interface table (c/writer.c).
+ * library and call its interface table (writer.c).
  *
  * build_ffi.py feeds this file (minus its preprocessor lines) to ffi.cdef(): plain declarations
  * only, no NVTXW types (handles are void *; nvtxcffi_schema_entry and nvtxcffi_counter_semantics

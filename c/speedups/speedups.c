@@ -77,8 +77,8 @@ static PyMethodDef speedups_functions[] = {
 static struct PyModuleDef speedups_def = {
     PyModuleDef_HEAD_INIT,
     .m_name = "nvtx_cffi._speedups",
-    .m_doc = "Optional CPython fast paths of nvtx_cffi (c/accel.c) and Profile's C engine "
-             "(c/profiler.c); nvtx_cffi/_accel.py loads and binds them.",
+    .m_doc = "Optional CPython fast paths of nvtx_cffi and Profile's C engine (c/speedups/); "
+             "nvtx_cffi/_accel.py loads and binds them.",
     .m_size = -1, /* process-wide state (one interpreter): the C tables are the shim's */
     .m_methods = speedups_functions,
 };
@@ -90,7 +90,7 @@ PyMODINIT_FUNC PyInit__speedups(void)
         return NULL;
     if (PyModule_AddStringConstant(module, "build_version", NVTXCFFI_VERSION) < 0
         || nvtxcffi_accel_init(module) < 0 || nvtxcffi_prof_init(module) < 0
-        || nvtxcffi_counters_init(module) < 0 /* c/counters_speedups.c */) {
+        || nvtxcffi_counters_init(module) < 0 /* counters_speedups.c */) {
         Py_DECREF(module);
         return NULL;
     }

@@ -1,11 +1,13 @@
-/* speedups.h - what the three files of the optional accelerator module nvtx_cffi._speedups share.
+/* speedups.h - what the parts of the optional accelerator module nvtx_cffi._speedups share.
  *
- * c/speedups.c  the module: PyInit__speedups, bind() (the shim's function table), version stamp
- * c/accel.c     C fast paths of annotate, decorated functions, module-level and Domain calls
- * c/profiler.c  the C engine of nvtx_cffi.Profile
+ * speedups.c           the module: PyInit__speedups, bind() (the shim's function table), version stamp
+ * accel*.c             C fast paths of annotate, decorated functions, module-level and Domain calls
+ *                      (accel.h lists the files)
+ * profiler.c           the C engine of nvtx_cffi.Profile
+ * counters_speedups.c  counters' sample() and array payloads
  *
  * CPython only (setup.py builds it for neither PyPy nor free-threaded builds). It reaches the CFFI
- * shim only through nvtxcffi_shim, a copy of the shim's nvtxcffi_api_t (c/nvtx_api.h) made by
+ * shim only through nvtxcffi_shim, a copy of the shim's nvtxcffi_api_t (c/shim/nvtx_api.h) made by
  * _speedups.bind(); nvtx_shim.h is included for its constants, never to call the shim directly.
  */
 #ifndef NVTX_CFFI_SPEEDUPS_H
@@ -21,14 +23,14 @@
 extern nvtxcffi_api_t nvtxcffi_shim;
 #define NVTXCFFI_SHIM_BOUND() (nvtxcffi_shim.magic == NVTXCFFI_API_MAGIC)
 
-/* Profile engine modes (c/profiler.c; exported as _speedups.PROF_*). */
+/* Profile engine modes (profiler.c; exported as _speedups.PROF_*). */
 #define NVTXCFFI_PROF_SETPROFILE 0
 #define NVTXCFFI_PROF_MONITORING 1
 
 /* Each part adds its functions, types and constants to the module (0, or -1 with an exception). */
 int nvtxcffi_accel_init(PyObject *module);
 int nvtxcffi_prof_init(PyObject *module);
-int nvtxcffi_counters_init(PyObject *module); /* c/counters_speedups.c: counters, array payloads */
+int nvtxcffi_counters_init(PyObject *module); /* counters_speedups.c: counters, array payloads */
 
 /* An exact int that fits in one machine word of CPython's representation (|v| < 2**30 on 3.11,
  * "compact" on 3.12+): *out, 1; else 0 and nothing raised. Public API only: ob_digit of the

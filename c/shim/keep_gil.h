@@ -53,7 +53,7 @@ int nvtxcffi_gil_held(void)
 #endif
 }
 
-/* c/shim_internal.h: whether the calling thread has a Python exception set (a tool's callback
+/* shim_internal.h: whether the calling thread has a Python exception set (a tool's callback
  * raised). Only called with the GIL held (cffi's wrappers keep it, see above); 0 on PyPy. */
 int nvtxcffi_tool_raised(void)
 {
@@ -64,7 +64,7 @@ int nvtxcffi_tool_raised(void)
 #endif
 }
 
-/* c/shim_internal.h: a registration lock's wait lets the GIL go (every call of this module holds it
+/* shim_internal.h: a registration lock's wait lets the GIL go (every call of this module holds it
  * on CPython, cffi's wrappers keeping it; PyPy's cffi calls C without it). */
 void *nvtxcffi_lock_wait_begin(void)
 {
@@ -84,4 +84,4 @@ void nvtxcffi_lock_wait_end(void *state)
 #endif
 }
 
-#include "gil_release.h" /* the GIL release c/trace_decode.c's bulk calls do make */
+#include "gil_release.h" /* the GIL release trace_decode.c's bulk calls do make */

@@ -1,4 +1,4 @@
-/* shim_internal.h - what c/payload.c needs from c/nvtx_shim.c's tables (not part of the cdef). */
+/* shim_internal.h - what payload.c needs from nvtx_shim.c's tables (not part of the cdef). */
 #ifndef NVTX_CFFI_SHIM_INTERNAL_H
 #define NVTX_CFFI_SHIM_INTERNAL_H
 
@@ -14,21 +14,21 @@ int nvtxcffi_internal_slot(int slot, nvtxEventAttributes_t *attr, nvtxDomainHand
 nvtxStringHandle_t nvtxcffi_internal_string(int domain, const char *text);
 
 /* Whether a Python exception is set on this thread (an NVTX tool's callback may run Python and
- * raise): c/keep_gil.h defines it in the CFFI module. A registration that raised is not kept. */
+ * raise): keep_gil.h defines it in the CFFI module. A registration that raised is not kept. */
 int nvtxcffi_tool_raised(void);
 
 /* Around a wait for a registration lock another thread holds: let other Python threads run (the
- * GIL released, c/keep_gil.h) and take the GIL back. No-ops where the caller holds no GIL. */
+ * GIL released, keep_gil.h) and take the GIL back. No-ops where the caller holds no GIL. */
 void *nvtxcffi_lock_wait_begin(void);
 void nvtxcffi_lock_wait_end(void *state);
 
-/* A counter's semantics as NVTX takes them, from the cdef's struct (c/payload.c; the writer's
+/* A counter's semantics as NVTX takes them, from the cdef's struct (payload.c; the writer's
  * counters too). */
 #include <nvtx3/nvToolsExtSemanticsCounters.h>
 #include "payload.h"
 void nvtxcffi_internal_counter_semantics(nvtxSemanticsCounter_t *dst, const nvtxcffi_counter_semantics *src);
 
-/* The nvtxPayloadSchemaAttr_t of a schema as the cdef describes it (c/payload.c; the writer's
+/* The nvtxPayloadSchemaAttr_t of a schema as the cdef describes it (payload.c; the writer's
  * schemas too): its entries and semantics are allocated in *storage, freed by
  * nvtxcffi_internal_schema_free after the registration. 0, -1 a bad argument, -2 no memory. */
 #include <nvtx3/nvToolsExtPayload.h>

@@ -1,5 +1,5 @@
 /* recorder_ext.h - the recorder's tool side of NVTX's payload and counters extensions
- * (c/recorder_ext.c, linked into libnvtx_recorder.so; see recorder_ext.c for the blob layouts).
+ * (recorder_ext.c, linked into libnvtx_recorder.so; see recorder_ext.c for the blob layouts).
  *
  * NVTX calls InitializeInjectionNvtxExtension (exported by recorder_ext.c) once per client copy and
  * extension module; recorder.c calls nvtxrec_ext_event_payload from its event handlers for

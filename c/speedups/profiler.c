@@ -347,7 +347,7 @@ static void push_through_python(PyObject *function, PyObject *obj)
 }
 
 /* An NVTX call made by a hook: a tool's callback may run Python and leave an exception set (see
- * c/accel.c's TOOL_RAISED). Profiling must not break the program (a hook that returns with an
+ * accel.h's TOOL_RAISED). Profiling must not break the program (a hook that returns with an
  * exception set makes an unrelated call fail with SystemError): it is reported as unraisable. An
  * exception pending before the call (a hook runs during unwinding) is the program's own. */
 #define NVTX_FROM_HOOK(call)                                                                        \

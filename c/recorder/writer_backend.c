@@ -1,6 +1,6 @@
 /* writer_backend.c - nvtx-cffi's NVTXW backend (libnvtx_writer_backend.so): events and counter
  * samples submitted with explicit timestamps through the NVTXW interface (nvtxw3/nvtxw3.h) are
- * written in the recorder's record format (c/recorder.h), so the tracer converts them like a
+ * written in the recorder's record format (recorder.h), so the tracer converts them like a
  * recording (nvtx_cffi.recorder, python -m nvtx_cffi trace's conversion).
  *
  * One session is one record file "<dir>/nvtx-<pid>-e0-<ns hex>.nvtxrec" (header clock MONOTONIC,
@@ -23,7 +23,7 @@
  * nvtxw3_event_helpers.h writes). A push/pop range becomes a push and a pop, a start/end range a
  * start and an end with a range id of the backend's own (bit 63 set). Schema, counter and scope
  * registrations and counter samples are serialized by the recorder's own payload/counters
- * extension handlers (c/recorder_ext.c, linked in), which record through the nvtxrec_blob_* calls
+ * extension handlers (recorder_ext.c, linked in), which record through the nvtxrec_blob_* calls
  * this file implements; a counter batch whose rows embed their timestamp (a TIMESTAMP entry in the
  * counter's schema) is recorded with the timestamps taken out as well, as the reader expects.
  * Time-domain conversions and resources are not supported

@@ -84,7 +84,7 @@ void nvtxcffi_internal_lock(int which)
     if (pthread_mutex_trylock(&locks[which]) != 0) {
         /* Held by another thread, maybe inside an NVTX tool's callback that lets other Python
          * threads run (a tool written in Python): waiting with the GIL held would deadlock, so the
-         * GIL is let go while waiting (c/keep_gil.h; nothing where the caller holds none). */
+         * GIL is let go while waiting (keep_gil.h; nothing where the caller holds none). */
         void *state = nvtxcffi_lock_wait_begin();
         pthread_mutex_lock(&locks[which]);
         nvtxcffi_lock_wait_end(state);
@@ -426,7 +426,7 @@ uint64_t nvtxcffi_emit(int op, int domain, const char *message, uint32_t color, 
     return dispatch(op, domains[domain], &attr);
 }
 
-/* ---- for c/payload.c (shim_internal.h): read access to the tables ---------------------------- */
+/* ---- for payload.c (shim_internal.h): read access to the tables ---------------------------- */
 
 int nvtxcffi_internal_domain(int domain, nvtxDomainHandle_t *handle)
 {
@@ -464,7 +464,7 @@ void nvtxcffi_name_os_thread(uint32_t os_thread_id, const char *name)
 }
 
 /* ---- CUDA resource naming ----------------------------------------------------------------------
- * nvToolsExtCuda.h includes "cuda.h" only for the four handle types; c/cuda.h (found through the
+ * nvToolsExtCuda.h includes "cuda.h" only for the four handle types; cuda.h (found through the
  * shim's include path) declares exactly those, binary-compatible with the toolkit's, so the shim
  * builds on machines without CUDA. A name reaches the tool as is; NVTX never dereferences handles. */
 #include <nvtx3/nvToolsExtCuda.h>

@@ -1,4 +1,4 @@
-/* gil_release.h - included in the preamble of a CFFI module that compiles c/trace_decode.c (after
+/* gil_release.h - included in the preamble of a CFFI module that compiles trace_decode.c (after
  * Python.h): the GIL release of its bulk calls, which run for up to seconds. PyPy's cffi calls C
  * without the GIL already. */
 #ifndef NVTX_CFFI_GIL_RELEASE_H

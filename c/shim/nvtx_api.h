@@ -1,10 +1,10 @@
 /* nvtx_api.h - the shim's function table, for C extensions that are not the CFFI module.
  *
- * The optional accelerator (nvtx_cffi._speedups: c/speedups.c, c/accel.c, c/profiler.c) is a
- * separate extension module. It never links against the shim nor shares a compilation unit with
- * it: nvtx_cffi/_accel.py passes the address that the cdef'd nvtxcffi_api() returns to
- * _speedups.bind(), which checks magic, version, size and the build stamp, then copies the table.
- * Not fed to ffi.cdef(): Python only ever sees the table's address.
+ * The optional accelerator (nvtx_cffi._speedups, c/speedups/) is a separate extension module. It
+ * never links against the shim nor shares a compilation unit with it: nvtx_cffi/_accel.py passes
+ * the address that the cdef'd nvtxcffi_api() returns to _speedups.bind(), which checks magic,
+ * version, size and the build stamp, then copies the table. Not fed to ffi.cdef(): Python only
+ * ever sees the table's address.
  *
  * Growing it: append members, bump NVTXCFFI_API_VERSION; a reader accepts a table at least as
  * large as the struct it was compiled with and of the same version.

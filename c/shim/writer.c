@@ -87,7 +87,7 @@ int nvtxcffi_w_counter_batch(const void *i, void *s, uint64_t c, const void *v, 
 
 #include <stdlib.h>
 
-#include "shim_internal.h" /* nvtxcffi_internal_counter_semantics (c/payload.c) */
+#include "shim_internal.h" /* nvtxcffi_internal_counter_semantics (payload.c) */
 
 /* Call an interface function (a backend without it: NOT_SUPPORTED). The GIL stays held, as in
  * nvtx's Cython: Python threads never overlap calls into a backend, whose rules forbid overlapping

@@ -1,4 +1,4 @@
-/* trace_decode.h - the tracer's bulk helpers (c/trace_decode.c), in the CFFI module with the shim.
+/* trace_decode.h - the tracer's bulk helpers (trace_decode.c), in the CFFI module with the shim.
  *
  * The header is also the cdef (build_ffi.py): plain declarations only.
  */
@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-/* Decode a block of recorder words (format 2, c/recorder.h: a file's chunk records, chunk headers
+/* Decode a block of recorder words (format 2, c/recorder/recorder.h: a file's chunk records, chunk headers
  * left out, each chunk cut at its first zero or corrupt word) into `events`: packed 48-byte
  * records of nvtx_cffi.recorder's EVENT_DTYPE (time_ns i8, kind u1, api u1, flags u1,
  * payload_type u1, tid u4, domain u4, message u4, color u4, category u4, payload u8,

@@ -1,0 +1,498 @@
+/* accel_domain.c - Domain methods in C (part of nvtx_cffi._speedups): push_range, mark and
+ * start_range with prepared EventAttributes or keywords, end_range, get_event_attributes, and
+ * pop_range as a C method of Domain.
+ */
+#include "accel.h"
+
+static PyTypeObject *domain_cls;      /* nvtx_cffi.Domain */
+static PyTypeObject *attributes_cls;  /* nvtx_cffi.EventAttributes */
+static PyObject *domains;             /* _domain._domains: name -> Domain */
+static Py_ssize_t domain_index_offset = -1;   /* where a Domain keeps _index (a __slots__ member) */
+static Py_ssize_t attributes_fast_offset = -1; /* where EventAttributes keeps _fast */
+static Py_ssize_t attributes_domain_offset = -1; /* where EventAttributes keeps _domain */
+static Py_ssize_t domain_keywords_offset = -1; /* where a Domain keeps _by_keywords */
+
+/* The parameter names of Domain keyword calls, interned: message, color, category, payload. */
+static PyObject *domain_params[4];
+
+/* The NVTX domain index of Domain `domain`, read from its _index slot; -1 when not available. */
+static inline int domain_index_of(PyObject *domain)
+{
+    if (domain_index_offset < 0 || !Py_IS_TYPE(domain, domain_cls))
+        return -1;
+    PyObject *index = member_at(domain, domain_index_offset);
+    return index == NULL ? -1 : as_slot(index);
+}
+
+/* The index of the domain *named* `name`, if it exists already; -1 otherwise (or unhashable). */
+int domain_index_by_name(PyObject *name)
+{
+    PyObject *domain;
+    if (domains == NULL || !PyUnicode_CheckExact(name))
+        return -1;
+    if (lookup(domains, name, &domain) <= 0) {
+        PyErr_Clear();
+        return -1;
+    }
+    return domain_index_of(domain);
+}
+
+/* -- Domain methods with pre-built EventAttributes: d.push_range(attrs) etc. -- */
+
+/* The slot of d.METHOD(attrs) called with exactly (Domain, EventAttributes): >= 0 a slot, -1 "no
+ * slot: the general call", -2 not this shape (keywords, other types, attributes of another
+ * domain): the Python twin decides (and raises for another domain's attributes). */
+static int domain_attrs_slot(PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    if (attributes_fast_offset < 0 || PyVectorcall_NARGS(nargsf) != 2
+        || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0)
+        || !Py_IS_TYPE(args[0], domain_cls) || !Py_IS_TYPE(args[1], attributes_cls)
+        || member_at(args[1], attributes_domain_offset) != args[0])
+        return -2;
+    if (!active)
+        return -1; /* no tool: attributes never hold a slot, and nothing is emitted */
+    PyObject *fast = member_at(args[1], attributes_fast_offset);
+    if (fast == NULL || !PyLong_CheckExact(fast))
+        return -2;
+    int slot = as_slot(fast);
+    return slot >= 0 ? slot : -1;
+}
+
+/* d.push_range(message=..., color=..., category=..., payload=...) with no attributes: the slot of
+ * the attributes Domain._by_keywords_event prepared for (message, color, category), through a
+ * style; the payload is sent with it. NULL with nothing raised: not this shape or not prepared yet
+ * (the Python twin decides). */
+/* What the keyword names of a Domain call bind to (message, color, category, payload: 0..3),
+ * remembered for the last kwnames tuple seen: a call site passes the same tuple (a constant of
+ * its code) every time. */
+static PyObject *domain_kwnames_seen; /* strong reference */
+static signed char domain_kwnames_map[4];
+
+static int domain_bind_keywords(PyObject *const *args, PyObject *kwnames, PyObject **k)
+{
+    Py_ssize_t nkw = PyTuple_GET_SIZE(kwnames);
+    if (kwnames == domain_kwnames_seen) {
+        for (Py_ssize_t j = 0; j < nkw; j++)
+            k[domain_kwnames_map[j]] = args[1 + j];
+        return 1;
+    }
+    if (nkw > 4)
+        return 0;
+    signed char map[4];
+    for (Py_ssize_t j = 0; j < nkw; j++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, j);
+        int found = -1;
+        for (int i = 0; i < 4 && found < 0; i++)
+            if (name == domain_params[i])
+                found = i;
+        for (int i = 0; i < 4 && found < 0; i++)
+            if (PyUnicode_Compare(name, domain_params[i]) == 0)
+                found = i;
+        if (found < 0 || k[found] != NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        k[found] = args[1 + j];
+        map[j] = (signed char)found;
+    }
+    PyObject *old = domain_kwnames_seen;
+    Py_INCREF(kwnames);
+    domain_kwnames_seen = kwnames;
+    memcpy(domain_kwnames_map, map, sizeof map);
+    Py_XDECREF(old); /* a tuple of str: no code runs */
+    return 1;
+}
+
+/* The answer of a Domain keyword call by the identity of (Domain, message, color, category): a
+ * direct-mapped table before the style and its dict (the same answers; references held, so an
+ * address is not reused while mapped). */
+#define DOMAIN_CALLS 256 /* a power of two */
+static call_entry domain_calls[DOMAIN_CALLS];
+
+/* Send a Domain keyword call with its slot (and payload): None, or start_range's range id. */
+static PyObject *domain_emit(int opcode, int slot, int kind, int64_t ivalue, double fvalue)
+{
+    uint64_t id = 0;
+    if (active) { /* otherwise checked and prepared; nothing reaches NVTX */
+        if (slot < 0)
+            return NULL;
+        id = send_slot(opcode, slot, kind, ivalue, fvalue);
+        if (TOOL_RAISED())
+            return NULL;
+    }
+    if (opcode == NVTXCFFI_OP_START)
+        return PyLong_FromUnsignedLongLong(id);
+    Py_RETURN_NONE;
+}
+
+/* A Domain keyword call's payload C does not convert: an array C may take (with a tool, sent by
+ * domain_emit_array; without one, checked: nothing is sent), else NULL (the twin converts or raises). */
+static PyObject *domain_array(int opcode, PyObject *payload)
+{
+    if (active ? opcode != NVTXCFFI_OP_START && array_sendable(payload) : array_checked(payload))
+        return payload;
+    return NULL;
+}
+
+/* domain_emit for an array payload (domain_array): None or start_range's 0 without a tool; with
+ * one, _payload.emit with the slot (NULL: the twin, for a slot C does not know). */
+static PyObject *domain_emit_array(int opcode, int slot, PyObject *domain, PyObject *array)
+{
+    if (!active)
+        return domain_emit(opcode, slot, NVTXCFFI_PAYLOAD_NONE, 0, 0.0);
+    int index = domain_index_of(domain);
+    if (slot < 0 || index < 0)
+        return NULL;
+    if (emit_array(opcode, slot, index, array) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *domain_keywords(PyObject *const *args, size_t nargsf, PyObject *kwnames, int opcode)
+{
+    if (domain_keywords_offset < 0 || PyVectorcall_NARGS(nargsf) != 1 || kwnames == NULL
+        || !Py_IS_TYPE(args[0], domain_cls))
+        return NULL;
+    int kind = NVTXCFFI_PAYLOAD_NONE;
+    int64_t ivalue = 0;
+    double fvalue = 0.0;
+    const site_entry *site = site_find(SITE_DOMAIN + opcode, args, 1, kwnames);
+    if (site != NULL) {
+        PyObject *payload = site->payload_at >= 0 ? args[site->payload_at] : Py_None;
+        if (payload != Py_None && !payload_c(payload, &kind, &ivalue, &fvalue)) {
+            if (domain_array(opcode, payload) == NULL)
+                return NULL; /* the Python twin converts or raises */
+            return domain_emit_array(opcode, site->slot, args[0], payload);
+        }
+        return domain_emit(opcode, site->slot, kind, ivalue, fvalue);
+    }
+    PyObject *k[4] = {NULL, NULL, NULL, NULL};
+    if (!domain_bind_keywords(args, kwnames, k))
+        return NULL;
+    int payload_given = k[3] != NULL;
+    for (int i = 0; i < 4; i++)
+        if (k[i] == NULL)
+            k[i] = Py_None;
+    PyObject *array = NULL; /* an array payload (domain_array) */
+    if (k[3] != Py_None && !payload_c(k[3], &kind, &ivalue, &fvalue) && (array = domain_array(opcode, k[3])) == NULL)
+        return NULL;
+    PyObject *call_key[4] = {args[0], k[0], k[1], k[2]};
+    call_entry *entry = &domain_calls[call_entry_at(call_key, DOMAIN_CALLS, 0x9E3779B97F4A7C15ull)];
+    int slot;
+    style_t *style;
+    PyObject *answer;
+    if (call_entry_is(entry, call_key)) {
+        slot = entry->slot;
+        /* the same objects a second time: a call site's constants */
+        if (slot >= 0 || !active)
+            site_put(SITE_DOMAIN + opcode, args, 1, kwnames, payload_given, slot, 0, NULL);
+    } else if ((answer = style_get(STYLE_DOMAIN, args[0], k[1], k[2], k[0], &style)) != NULL) {
+        slot = as_slot(answer);
+        if (style != NULL)
+            call_entry_put(entry, call_key, slot, -1);
+    } else {
+        PyObject *cache = member_at(args[0], domain_keywords_offset), *attributes;
+        if (cache == NULL || !PyDict_CheckExact(cache) || !keyable(k[1]) || !keyable(k[2]))
+            return NULL; /* the twin validates */
+        PyObject *key = PyTuple_Pack(3, k[0], k[1], k[2]);
+        if (key == NULL) {
+            PyErr_Clear();
+            return NULL;
+        }
+        int hit = lookup(cache, key, &attributes);
+        Py_DECREF(key);
+        if (hit <= 0 || !Py_IS_TYPE(attributes, attributes_cls)) {
+            PyErr_Clear();
+            return NULL;
+        }
+        PyObject *fast = member_at(attributes, attributes_fast_offset);
+        slot = fast == NULL ? -1 : as_slot(fast);
+        if (active && slot < 0)
+            return NULL; /* an inline message: the general call */
+        PyObject *remembered = PyLong_FromLong(active ? slot : -1);
+        if (remembered == NULL) {
+            PyErr_Clear();
+            return NULL;
+        }
+        style_put(STYLE_DOMAIN, args[0], k[1], k[2], 0, k[0], remembered);
+        Py_DECREF(remembered);
+    }
+    if (array != NULL)
+        return domain_emit_array(opcode, slot, args[0], array);
+    return domain_emit(opcode, slot, kind, ivalue, fvalue);
+}
+
+PyObject *domain_push_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    if (kwnames != NULL) {
+        PyObject *done = domain_keywords(args, nargsf, kwnames, NVTXCFFI_OP_PUSH);
+        if (done != NULL || PyErr_Occurred())
+            return done;
+    }
+    int slot = domain_attrs_slot(args, nargsf, kwnames);
+    if (slot >= 0) {
+        nvtxcffi_shim.push(slot);
+        RETURN_NONE_AFTER_NVTX();
+    }
+    if (slot == -1 && !active)
+        Py_RETURN_NONE;
+    return twin(op, args, nargsf, kwnames);
+}
+
+PyObject *domain_mark_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    if (kwnames != NULL) {
+        PyObject *done = domain_keywords(args, nargsf, kwnames, NVTXCFFI_OP_MARK);
+        if (done != NULL || PyErr_Occurred())
+            return done;
+    }
+    int slot = domain_attrs_slot(args, nargsf, kwnames);
+    if (slot >= 0) {
+        nvtxcffi_shim.mark(slot);
+        RETURN_NONE_AFTER_NVTX();
+    }
+    if (slot == -1 && !active)
+        Py_RETURN_NONE;
+    return twin(op, args, nargsf, kwnames);
+}
+
+PyObject *domain_start_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    if (kwnames != NULL) {
+        PyObject *done = domain_keywords(args, nargsf, kwnames, NVTXCFFI_OP_START);
+        if (done != NULL || PyErr_Occurred())
+            return done;
+    }
+    int slot = domain_attrs_slot(args, nargsf, kwnames);
+    if (slot >= 0) {
+        uint64_t id = nvtxcffi_shim.start(slot);
+        return TOOL_RAISED() ? NULL : PyLong_FromUnsignedLongLong(id);
+    }
+    if (slot == -1 && !active)
+        return PyLong_FromLong(0);
+    return twin(op, args, nargsf, kwnames);
+}
+
+/* d.get_event_attributes(message, color, category, payload): a new EventAttributes copied from
+ * the attributes the domain keeps prepared for (message, color, category) in _by_keywords (what
+ * Domain.get_event_attributes does in Python, without its frames), with this payload: None, an
+ * int64 or a float. Anything else, and a spelling not prepared yet, goes to the twin. */
+enum { ATTR_DOMAIN, ATTR_MESSAGE, ATTR_COLOR, ATTR_CATEGORY, ATTR_PAYLOAD, ATTR_SLOT, ATTR_FIELDS, ATTR_INLINE,
+       ATTR_FAST, ATTR_COUNT };
+static const char *const attribute_names[ATTR_COUNT] = {"_domain", "_message", "_color", "_category", "_payload",
+                                                        "_slot", "_fields", "_inline", "_fast"};
+static Py_ssize_t attribute_offsets[ATTR_COUNT]; /* all set, or attribute_offsets[0] == 0 */
+static PyObject *int64_kind, *double_kind, *zero_int, *zero_float, *minus_one; /* payload_fields' parts */
+
+/* A new EventAttributes of `template_`'s preparation, given as a[0..2] (message, colour, category:
+ * equal to the template's, of the same types) with payload a[3]. */
+static PyObject *attributes_copy(PyObject *template_, PyObject *const *a)
+{
+    PyObject *payload = a[3];
+    PyObject *fields;
+    if (payload == Py_None) {
+        fields = Py_NewRef(member_at(template_, attribute_offsets[ATTR_FIELDS]));
+    } else if (PyFloat_CheckExact(payload)) {
+        fields = PyTuple_Pack(3, double_kind, zero_int, payload);
+    } else {
+        fields = PyTuple_Pack(3, int64_kind, payload, zero_float); /* (checked: an int64) */
+    }
+    if (fields == NULL)
+        return NULL;
+    PyObject *copy = attributes_cls->tp_alloc(attributes_cls, 0);
+    if (copy == NULL) {
+        Py_DECREF(fields);
+        return NULL;
+    }
+    static const int shared[] = {ATTR_DOMAIN, ATTR_SLOT, ATTR_INLINE};
+    for (size_t i = 0; i < sizeof shared / sizeof shared[0]; i++) {
+        Py_ssize_t at = attribute_offsets[shared[i]];
+        *(PyObject **)((char *)copy + at) = Py_NewRef(member_at(template_, at));
+    }
+    static const int given[] = {ATTR_MESSAGE, ATTR_COLOR, ATTR_CATEGORY};
+    for (size_t i = 0; i < sizeof given / sizeof given[0]; i++)
+        *(PyObject **)((char *)copy + attribute_offsets[given[i]]) = Py_NewRef(a[i]);
+    *(PyObject **)((char *)copy + attribute_offsets[ATTR_PAYLOAD]) = Py_NewRef(payload);
+    *(PyObject **)((char *)copy + attribute_offsets[ATTR_FIELDS]) = fields;
+    *(PyObject **)((char *)copy + attribute_offsets[ATTR_FAST]) =
+        Py_NewRef(payload == Py_None ? member_at(template_, attribute_offsets[ATTR_FAST]) : minus_one);
+    return copy;
+}
+
+PyObject *domain_attributes_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *a[4];
+    if (nargs < 1 || attribute_offsets[0] == 0 || domain_keywords_offset < 0 || !Py_IS_TYPE(args[0], domain_cls)
+        || !bind_arguments(args + 1, nargs - 1, kwnames, domain_params, 4, 0, a))
+        return twin(op, args, nargsf, kwnames);
+    for (int i = 0; i < 4; i++)
+        if (a[i] == NULL)
+            a[i] = Py_None;
+    PyObject *payload = a[3];
+    if (payload != Py_None && !PyFloat_CheckExact(payload)) {
+        int overflow = 0;
+        if (!PyLong_CheckExact(payload))
+            return twin(op, args, nargsf, kwnames);
+        (void)PyLong_AsLongLongAndOverflow(payload, &overflow); /* an exact int: raises nothing */
+        if (overflow)
+            return twin(op, args, nargsf, kwnames);
+    }
+    /* exact str, int or None only (Domain._PLAIN_KEYS): their equal values mean the same */
+    for (int i = 0; i < 3; i++)
+        if (a[i] != Py_None && !PyUnicode_CheckExact(a[i]) && !PyLong_CheckExact(a[i]))
+            return twin(op, args, nargsf, kwnames);
+    PyObject *cache = member_at(args[0], domain_keywords_offset), *found;
+    if (cache == NULL || !PyDict_CheckExact(cache))
+        return twin(op, args, nargsf, kwnames);
+    PyObject *key = PyTuple_Pack(3, a[0], a[1], a[2]);
+    if (key == NULL)
+        return NULL;
+    int hit = lookup(cache, key, &found);
+    Py_DECREF(key);
+    if (hit < 0)
+        return NULL;
+    if (hit == 0 || !Py_IS_TYPE(found, attributes_cls))
+        return twin(op, args, nargsf, kwnames); /* first use: prepared and kept by the twin */
+    Py_INCREF(found); /* (a message's __eq__ may have run code: held while copied) */
+    for (int i = 0; i < ATTR_COUNT; i++) {
+        if (i != ATTR_PAYLOAD && member_at(found, attribute_offsets[i]) == NULL) {
+            Py_DECREF(found);
+            return twin(op, args, nargsf, kwnames);
+        }
+    }
+    PyObject *copy = attributes_copy(found, a);
+    Py_DECREF(found);
+    return copy;
+}
+
+PyObject *domain_end_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    uint64_t id;
+    if (PyVectorcall_NARGS(nargsf) == 2 && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0)) {
+        int index = domain_index_of(args[0]);
+        if (index >= 0 && as_range_id(args[1], &id)) {
+            nvtxcffi_shim.end(index, id);
+            RETURN_NONE_AFTER_NVTX();
+        }
+    }
+    return twin(op, args, nargsf, kwnames);
+}
+
+/* The offset of __slots__ member `name` of Python class `cls` (an object slot). */
+static Py_ssize_t slot_offset(PyTypeObject *cls, const char *name)
+{
+    PyObject *descr = PyDict_GetItemString(cls->tp_dict, name);
+    if (descr == NULL || !Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
+        PyErr_Format(PyExc_TypeError, "%s.%s is not a __slots__ member", cls->tp_name, name);
+        return -1;
+    }
+    PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+    if (member->type != T_OBJECT_EX) {
+        PyErr_Format(PyExc_TypeError, "%s.%s is not an object slot", cls->tp_name, name);
+        return -1;
+    }
+    return member->offset;
+}
+
+PyDoc_STRVAR(setup_domain_doc,
+"setup_domain(Domain, EventAttributes, domains)\n--\n\n"
+"Read Domain._index, EventAttributes._fast and ._domain from their slots; ``domains`` maps names to Domains.");
+
+static PyObject *setup_domain(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 3 || !PyType_Check(args[0]) || !PyType_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "setup_domain(Domain, EventAttributes, domains)");
+        return NULL;
+    }
+    if (check_dict(args[2], "domains") < 0)
+        return NULL;
+    Py_ssize_t index_offset = slot_offset((PyTypeObject *)args[0], "_index");
+    Py_ssize_t fast_offset = index_offset < 0 ? -1 : slot_offset((PyTypeObject *)args[1], "_fast");
+    Py_ssize_t attr_domain_offset = fast_offset < 0 ? -1 : slot_offset((PyTypeObject *)args[1], "_domain");
+    if (attr_domain_offset < 0)
+        return NULL;
+    store((PyObject **)&domain_cls, args[0]);
+    store((PyObject **)&attributes_cls, args[1]);
+    store(&domains, args[2]);
+    /* optional: without it, Domain keyword calls always go to Python */
+    PyObject *keywords = PyDict_GetItemString(((PyTypeObject *)args[0])->tp_dict, "_by_keywords");
+    domain_keywords_offset = keywords == NULL ? -1 : slot_offset((PyTypeObject *)args[0], "_by_keywords");
+    if (domain_keywords_offset < 0)
+        PyErr_Clear();
+    domain_index_offset = index_offset;
+    attributes_fast_offset = fast_offset;
+    attributes_domain_offset = attr_domain_offset;
+    /* optional: without them, get_event_attributes is the Python twin */
+    Py_ssize_t offsets[ATTR_COUNT];
+    for (int i = 0; i < ATTR_COUNT; i++) {
+        offsets[i] = slot_offset((PyTypeObject *)args[1], attribute_names[i]);
+        if (offsets[i] < 0) {
+            PyErr_Clear();
+            return Py_NewRef(Py_None);
+        }
+    }
+    if (int64_kind == NULL) {
+        int64_kind = PyLong_FromLong(NVTXCFFI_PAYLOAD_INT64);
+        double_kind = PyLong_FromLong(NVTXCFFI_PAYLOAD_DOUBLE);
+        zero_int = PyLong_FromLong(0);
+        zero_float = PyFloat_FromDouble(0.0);
+        minus_one = PyLong_FromLong(-1);
+        if (int64_kind == NULL || double_kind == NULL || zero_int == NULL || zero_float == NULL || minus_one == NULL)
+            return NULL;
+    }
+    memcpy(attribute_offsets, offsets, sizeof offsets);
+    Py_RETURN_NONE;
+}
+
+/* Domain.pop_range takes nothing but self, so it is an ordinary C method (a method descriptor of
+ * Domain, with CPython's own argument check): the interpreter calls those without a bound object
+ * and, from 3.11, through a specialised instruction. */
+PyDoc_STRVAR(domain_pop_doc,
+"pop_range($self, /)\n--\n\n"
+"Close this thread's innermost range of this domain (nothing pushed: the tool ignores it).");
+
+static PyObject *domain_pop(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    PyObject *index = member_at(self, domain_index_offset);
+    int value = index == NULL ? -1 : as_slot(index);
+    if (value < 0) {
+        PyErr_SetString(PyExc_AttributeError, "this Domain has no index (not made by get_domain)");
+        return NULL;
+    }
+    nvtxcffi_shim.pop(value);
+    RETURN_NONE_AFTER_NVTX();
+}
+
+static PyMethodDef domain_pop_def = {"pop_range", domain_pop, METH_NOARGS, domain_pop_doc};
+
+PyDoc_STRVAR(domain_pop_method_doc,
+"domain_pop_method()\n--\n\n"
+"Domain.pop_range as a C method of Domain (after setup_domain).");
+
+static PyObject *domain_pop_method(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    if (domain_cls == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "setup_domain() first");
+        return NULL;
+    }
+    return PyDescr_NewMethod(domain_cls, &domain_pop_def);
+}
+
+static PyMethodDef domain_functions[] = {
+    {"setup_domain", FUNC_CAST(setup_domain), METH_FASTCALL, setup_domain_doc},
+    {"domain_pop_method", domain_pop_method, METH_NOARGS, domain_pop_method_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+int accel_domain_init(PyObject *module)
+{
+    static const char *const domain_names[4] = {"message", "color", "category", "payload"};
+    if (intern_all(domain_params, domain_names, 4) < 0)
+        return -1;
+    return PyModule_AddFunctions(module, domain_functions);
+}
