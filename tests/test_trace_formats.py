@@ -560,3 +560,33 @@ def test_uint64_values_past_sqlites_integers_are_stored_not_raised(tmp_path):
     assert meta["dropped_events"] == 2**63 - 1  # a count: the largest INTEGER, "at least this many"
     assert range_id < 0 and range_id & (2**64 - 1) == start.range_id  # an id: its 64 bits
     assert value == float(2**64 - 1)  # REAL column
+
+
+def _record(tmp_path, code, name="raw"):
+    """A recording of the Python program ``code``: its directory."""
+    raw = tmp_path / name
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("NVTX_INJECTION", "NVTX_CFFI_RECORD"))},
+           **recorder.environment(raw)}
+    subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, check=True, timeout=120)
+    return str(raw)
+
+
+def test_sqlite_names_the_domain_and_category_of_ranges_and_marks_inserted_in_blocks(tmp_path):
+    """Rows without payload are inserted in blocks: their domain and category still get their
+    eventType 75 and 33 rows, as rows inserted one by one do."""
+    raw = _record(tmp_path, """
+        import nvtx_cffi as nvtx
+        for i in range(1000):
+            with nvtx.annotate("x", domain="D", category="io"):
+                nvtx.mark("m", domain="E", category="net")
+    """)
+    for numpy in _paths():
+        out = str(tmp_path / f"names-{numpy}.sqlite")
+        convert(raw, out, numpy=numpy)
+        with sqlite3.connect(out) as db:
+            names = db.execute("SELECT eventType, domainId, category, text FROM NVTX_EVENTS "
+                               "WHERE eventType IN (33, 75) ORDER BY eventType, text").fetchall()
+            domains = dict(db.execute("SELECT text, domainId FROM NVTX_EVENTS WHERE eventType IN (34, 59)"))
+        assert [(t, c, text) for t, _d, c, text in names] == [(33, 1, "io"), (33, 1, "net"), (75, None, "D"),
+                                                             (75, None, "E")], numpy
+        assert {(text, d) for t, d, _c, text in names if t == 75} == {("D", domains["x"]), ("E", domains["m"])}

@@ -245,6 +245,7 @@ class SqliteWriter(TrackCounters):
             if "\0" in text:
                 return False
             d, c = int(cols.domain[i]), int(cols.category[i])
+            self._note_names(pb, [d], [(d, c)])
             color = int(cols.color[i]) if cols.has_color[i] else None
             gtid = (pb.pid << 24) | int(cols.tid[i])
             constants = ",".join([str(event_type), str(c) if c else "NULL", "NULL" if color is None else str(color),
