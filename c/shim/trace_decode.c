@@ -139,17 +139,21 @@ static uint8_t *put_varint(uint8_t *p, uint64_t v)
     return p;
 }
 
+/* A TrackEvent's bytes at most: type, name, category, colour and payload, each field's varint at
+ * its longest (64), rounded up. */
+enum { PFTRACE_EVENT_MAX = 96 };
+
 static int64_t pftrace_events(int64_t n, const uint64_t *dt, const uint64_t *ev_type, const uint8_t *named,
                               const uint64_t *name_iid, const uint64_t *cat_iid, const uint8_t *has_color,
-                              const uint64_t *color_iid, const uint8_t *seq, int64_t seq_len, uint8_t *out,
-                              int64_t capacity)
+                              const uint64_t *color_iid, const uint8_t *value_kind, const uint64_t *value,
+                              const uint8_t *seq, int64_t seq_len, uint8_t *out, int64_t capacity)
 {
     uint8_t *p = out;
-    uint8_t te[64];
+    uint8_t te[PFTRACE_EVENT_MAX];
     if (seq_len < 0 || seq_len > 64)
         return -1;
     for (int64_t i = 0; i < n; i++) {
-        if ((p - out) + 90 + seq_len > capacity)
+        if ((p - out) + NVTXCFFI_PFTRACE_ROW_MAX + seq_len > capacity)
             return -1;
         uint8_t *t = te;
         *t++ = 0x48;
@@ -170,6 +174,21 @@ static int64_t pftrace_events(int64_t n, const uint64_t *dt, const uint64_t *ev_
             *t++ = 0x88;
             *t++ = 0x01;
             t = put_varint(t, color_iid[i]);
+        }
+        if (named[i] && value_kind[i] != NVTXCFFI_VALUE_NONE) {
+            /* DebugAnnotation{name_iid: 2 ("payload"), int_value (4) | uint_value (3) | double_value (5)} */
+            *t++ = 0x22;
+            *t++ = (uint8_t)(value_kind[i] == NVTXCFFI_VALUE_DOUBLE ? 11 : 3 + varint_len(value[i]));
+            *t++ = 0x08;
+            *t++ = 0x02;
+            if (value_kind[i] == NVTXCFFI_VALUE_DOUBLE) {
+                *t++ = 0x29;
+                for (int k = 0; k < 8; k++) /* fixed64: little-endian */
+                    *t++ = (uint8_t)(value[i] >> (8 * k));
+            } else {
+                *t++ = value_kind[i] == NVTXCFFI_VALUE_UINT ? 0x18 : 0x20;
+                t = put_varint(t, value[i]);
+            }
         }
         uint64_t te_len = (uint64_t)(t - te);
         uint64_t pk_len = 1 + (uint64_t)varint_len(dt[i]) + 1 + (uint64_t)varint_len(te_len) + te_len + (uint64_t)seq_len;
@@ -228,12 +247,12 @@ int64_t nvtxcffi_pair_stacks(const uint8_t *kind, const int64_t *group, int64_t 
 
 int64_t nvtxcffi_pftrace_events(int64_t n, const uint64_t *dt, const uint64_t *ev_type, const uint8_t *named,
                                 const uint64_t *name_iid, const uint64_t *cat_iid, const uint8_t *has_color,
-                                const uint64_t *color_iid, const uint8_t *seq, int64_t seq_len, uint8_t *out,
-                                int64_t capacity)
+                                const uint64_t *color_iid, const uint8_t *value_kind, const uint64_t *value,
+                                const uint8_t *seq, int64_t seq_len, uint8_t *out, int64_t capacity)
 {
     int64_t result;
-    WITHOUT_GIL(n, result = pftrace_events(n, dt, ev_type, named, name_iid, cat_iid, has_color, color_iid, seq,
-                                           seq_len, out, capacity));
+    WITHOUT_GIL(n, result = pftrace_events(n, dt, ev_type, named, name_iid, cat_iid, has_color, color_iid,
+                                           value_kind, value, seq, seq_len, out, capacity));
     return result;
 }
 
