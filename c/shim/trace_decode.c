@@ -315,3 +315,98 @@ int64_t nvtxcffi_word_bytes(const uint8_t *words, const int64_t *first_word, con
     WITHOUT_GIL(n, result = word_bytes(words, first_word, skip, length, n, out));
     return result;
 }
+
+/* The decimal digits of v, ending at `end` (20 bytes are room for any); returns where they begin.
+ * Two digits a division. */
+static uint8_t *decimal(uint8_t *end, uint64_t v)
+{
+    static const char pairs[] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+                                "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+                                "8081828384858687888990919293949596979899";
+    while (v >= 100) {
+        const char *pair = pairs + 2 * (v % 100);
+        v /= 100;
+        *--end = (uint8_t)pair[1];
+        *--end = (uint8_t)pair[0];
+    }
+    if (v >= 10) {
+        *--end = (uint8_t)pairs[2 * v + 1];
+        *--end = (uint8_t)pairs[2 * v];
+    } else {
+        *--end = (uint8_t)('0' + v);
+    }
+    return end;
+}
+
+static uint8_t *put_number(uint8_t *p, int64_t value, int is_signed)
+{
+    uint8_t buf[20];
+    uint64_t magnitude = (uint64_t)value;
+    if (is_signed && value < 0) {
+        *p++ = '-';
+        magnitude = 0 - magnitude; /* (unsigned: INT64_MIN's magnitude too) */
+    }
+    uint8_t *digits = decimal(buf + sizeof buf, magnitude);
+    memcpy(p, digits, (size_t)(buf + sizeof buf - digits));
+    return p + (buf + sizeof buf - digits);
+}
+
+static int64_t text_rows(int64_t n, int64_t nfields, const uint8_t *kind, const uint8_t *lit, const int64_t *lit_at,
+                         const int64_t *value, const int64_t *aux, const uint8_t *data, uint8_t *out,
+                         int64_t capacity)
+{
+    static const char hex_digits[] = "0123456789abcdef";
+    uint8_t *p = out;
+    uint8_t *end = out + capacity;
+    for (int64_t i = 0; i < n; i++) {
+        for (int64_t f = 0; f < nfields; f++) {
+            int64_t lit_len = lit_at[f + 1] - lit_at[f];
+            int64_t v = value[f * n + i];
+            int64_t a = aux[f * n + i];
+            /* the literal, then the field's text at its longest (a number: 20 digits and a sign) */
+            if (end - p < lit_len + (kind[f] == NVTXCFFI_TEXT_BYTES ? a : kind[f] == NVTXCFFI_TEXT_END ? 0 : 21))
+                return -1;
+            memcpy(p, lit + lit_at[f], (size_t)lit_len);
+            p += lit_len;
+            switch (kind[f]) {
+            case NVTXCFFI_TEXT_INT:
+                p = put_number(p, v, 1);
+                break;
+            case NVTXCFFI_TEXT_FRAC:
+                p[0] = (uint8_t)('0' + v / 100 % 10);
+                p[1] = (uint8_t)('0' + v / 10 % 10);
+                p[2] = (uint8_t)('0' + v % 10);
+                p += 3;
+                break;
+            case NVTXCFFI_TEXT_HEX: {
+                int shift = 60;
+                while (shift > 0 && !(((uint64_t)v >> shift) & 0xF))
+                    shift -= 4;
+                for (; shift >= 0; shift -= 4)
+                    *p++ = (uint8_t)hex_digits[((uint64_t)v >> shift) & 0xF];
+                break;
+            }
+            case NVTXCFFI_TEXT_BYTES:
+                memcpy(p, data + v, (size_t)a);
+                p += a;
+                break;
+            case NVTXCFFI_TEXT_NUMBER:
+                if (a)
+                    p = put_number(p, v, a == 1);
+                break;
+            default: /* NVTXCFFI_TEXT_END */
+                break;
+            }
+        }
+    }
+    return (int64_t)(p - out);
+}
+
+int64_t nvtxcffi_text_rows(int64_t n, int64_t nfields, const uint8_t *kind, const uint8_t *lit, const int64_t *lit_at,
+                           const int64_t *value, const int64_t *aux, const uint8_t *data, uint8_t *out,
+                           int64_t capacity)
+{
+    int64_t result;
+    WITHOUT_GIL(n, result = text_rows(n, nfields, kind, lit, lit_at, value, aux, data, out, capacity));
+    return result;
+}

@@ -61,4 +61,25 @@ int64_t nvtxcffi_join_rows(int64_t n, const uint8_t *pre, const int64_t *pre_sta
 int64_t nvtxcffi_word_bytes(const uint8_t *words, const int64_t *first_word, const int64_t *skip,
                             const int64_t *length, int64_t n, uint8_t *out);
 
+/* Text rows of varying length (nvtx_cffi/_trace/chrome.py: JSON events, NumPy's columns): row i is,
+ * for each field f in [0, nfields), the literal lit[lit_at[f] .. lit_at[f + 1]) then field f's
+ * text for row i, from value[f * n + i] (v) and aux[f * n + i] (a), by kind[f]:
+ *   NVTXCFFI_TEXT_END     nothing (the literal after the last field)
+ *   NVTXCFFI_TEXT_INT     v as a signed decimal
+ *   NVTXCFFI_TEXT_FRAC    v (0..999) as three digits, zero-padded
+ *   NVTXCFFI_TEXT_HEX     v's 64 bits as lowercase hex, no leading zeros
+ *   NVTXCFFI_TEXT_BYTES   the a bytes data[v .. v + a)
+ *   NVTXCFFI_TEXT_NUMBER  by a: 0 nothing, 1 v as a signed decimal, 2 v's 64 bits as an unsigned one
+ * The rows follow one another in out. Returns the bytes written, or -1 when they would pass
+ * `capacity` (enough: the literals, the a of each BYTES field and 21 bytes for each number). */
+#define NVTXCFFI_TEXT_END 0
+#define NVTXCFFI_TEXT_INT 1
+#define NVTXCFFI_TEXT_FRAC 2
+#define NVTXCFFI_TEXT_HEX 3
+#define NVTXCFFI_TEXT_BYTES 4
+#define NVTXCFFI_TEXT_NUMBER 5
+int64_t nvtxcffi_text_rows(int64_t n, int64_t nfields, const uint8_t *kind, const uint8_t *lit, const int64_t *lit_at,
+                           const int64_t *value, const int64_t *aux, const uint8_t *data, uint8_t *out,
+                           int64_t capacity);
+
 #endif
