@@ -163,6 +163,23 @@ def test_a_conversion_without_numpy_says_so_once_and_how_to_get_the_fast_path(tm
         assert fast.returncode == 0 and "NumPy" not in fast.stderr, fast.stderr
 
 
+@pytest.mark.parametrize("numpy", [True, False])
+def test_convert_of_a_program_that_recorded_nothing_says_what_trace_said(tmp_path, numpy):
+    """The kept recording of a program that made no NVTX call is the tracer's note of the program
+    alone (the recorder was never loaded): `convert` writes the same empty trace, with the same
+    lines and exit status, instead of refusing the directory as holding no recording."""
+    script = write(tmp_path, "prog.py", "import os\n")
+    python = (sys.executable,) if numpy else _no_numpy_python()
+    traced = cli(tmp_path, "trace", "--record-dir", "kept", "-o", "ref.json", "--stats", script, python=python)
+    nothing = "no NVTX events were recorded (does the program annotate with NVTX? is NVTX_DISABLE set?)"
+    assert traced.returncode == 0 and f"{TRACE}: {nothing}\n" in traced.stderr, traced.stderr
+    assert [name.endswith(".json") for name in os.listdir(tmp_path / "kept")] == [True]  # no record file
+    converted = cli(tmp_path, "convert", "kept", "-o", "out.json", "--stats", python=python)
+    assert (converted.returncode, converted.stdout) == (traced.returncode, traced.stdout)
+    assert converted.stderr == traced.stderr.replace(TRACE, CONVERT).replace("ref.json", "out.json")
+    assert (tmp_path / "out.json").read_bytes() == (tmp_path / "ref.json").read_bytes()
+
+
 # --------------------------------------------------------------------------- --no-output
 
 

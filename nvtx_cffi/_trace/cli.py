@@ -16,7 +16,9 @@ Usage::
 for it: the same trace, summary, picture, lines and exit statuses, through the same output step
 (:func:`_output_step`). A directory that is missing, empty, holds no record file, a file that is
 not a recording, or the recordings of more than one run (:mod:`.runs`; ``--run ID`` picks one,
-``--run all`` merges them) is one ``error:`` line naming it, exit status 2. Default output:
+``--run all`` merges them) is one ``error:`` line naming it, exit status 2; the kept recording of
+a program that recorded nothing (the tracer's note of the program alone) is the empty trace that
+``trace`` wrote, with its "no NVTX events were recorded" line. Default output:
 ``<directory name>.trace.json``. Without NumPy a conversion runs on the slow path and says so
 first (:data:`SLOW_PATH`).
 
