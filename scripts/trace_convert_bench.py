@@ -82,6 +82,7 @@ def _record(n: int, shape: str, raw: str, work: str) -> None:
         sys.path.insert(0, ROOT)
         from nvtx_cffi import recorder
 
+    os.makedirs(raw, exist_ok=True)
     env = {**os.environ, **recorder.environment(raw)}
     program = ["-c", SHAPES[shape]] if shape in SHAPES else [os.path.join(ROOT, "examples", "many_ranges.py")]
     subprocess.run([sys.executable, *program, str(n)], env=env, check=True, cwd=work)
