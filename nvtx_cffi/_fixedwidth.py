@@ -10,6 +10,9 @@ stored as one uint16 per row. The pure-Python version (no NumPy) produces the sa
 
 >>> fixed_rows(["a=", ",b=", ";\\n"], [[5, 120], [3, 4]], zero_pad=()).decode()
 'a=  5,b=3;\\na=120,b=4;\\n'
+
+Rows whose fields vary in length (numbers printed as they are, texts of any length): :class:`TextRows`,
+in C.
 """
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ try:
 except ImportError:  # pragma: no cover - PyPy
     _np = None
 
-__all__ = ["fixed_rows", "join_rows", "widths"]
+__all__ = ["fixed_rows", "join_rows", "widths", "TextRows"]
 
 
 def _digits(n: int) -> int:
@@ -202,3 +205,91 @@ def join_rows(pre: Any, pre_start: Any, pre_len: Any, data: Any, start: Any, len
     if width:
         out[(row_end - width)[:, None] + np.arange(width)] = post
     return out
+
+
+class TextRows:
+    """Rows of text of varying length, made in C (``nvtxcffi_text_rows``, c/shim/trace_decode.c):
+    each row its literals and its fields, given a column at a time (NumPy), in row order.
+    ``native`` is :func:`_native`'s ``(ffi, lib)``. For example::
+
+        rows = TextRows(2, _native())
+        rows.literal('{"a":'); rows.integer(np.array([-5, 12])); rows.literal(',"b":"')
+        rows.text(np.frombuffer(b"xyz", np.uint8), np.array([0, 1]), np.array([1, 2])); rows.literal('"}\\n')
+        bytes(rows.build())  # b'{"a":-5,"b":"x"}\\n{"a":12,"b":"yz"}\\n'
+    """
+
+    def __init__(self, n: int, native: Any) -> None:
+        self.n = n
+        self._ffi, self._lib = native
+        self._literal = b""  # the text before the next field
+        self._lits: List[bytes] = []
+        self._kinds: List[int] = []
+        self._values: List[Any] = []
+        self._aux: List[Any] = []
+        self._data: List[Any] = []
+        self._data_size = 0
+        self._numbers = 0
+
+    def literal(self, text: str) -> None:
+        """The same text in every row."""
+        self._literal += text.encode("utf-8")
+
+    def _field(self, kind: int, value: Any, aux: Any = 0) -> None:
+        self._lits.append(self._literal)
+        self._literal = b""
+        self._kinds.append(kind)
+        self._values.append(value)
+        self._aux.append(aux)
+
+    def integer(self, values: Any) -> None:
+        """A signed decimal a row."""
+        self._field(self._lib.NVTXCFFI_TEXT_INT, values)
+        self._numbers += 1
+
+    def frac(self, values: Any) -> None:
+        """Three digits a row, zero-padded (0..999: what follows a decimal point)."""
+        self._field(self._lib.NVTXCFFI_TEXT_FRAC, values)
+        self._numbers += 1
+
+    def hex(self, values: Any) -> None:
+        """A row's 64 bits in lowercase hex (``%x`` of a uint64; ``values`` int64, as their bits)."""
+        self._field(self._lib.NVTXCFFI_TEXT_HEX, values)
+        self._numbers += 1
+
+    def number(self, values: Any, mode: Any) -> None:
+        """By each row's ``mode``: nothing (0), a signed decimal (1), the unsigned decimal of its bits (2)."""
+        self._field(self._lib.NVTXCFFI_TEXT_NUMBER, values, mode)
+        self._numbers += 1
+
+    def text(self, data: Any, start: Any, length: Any) -> None:
+        """Each row's bytes ``data[start:start + length]`` (``data`` a uint8 array)."""
+        self._field(self._lib.NVTXCFFI_TEXT_BYTES, start + self._data_size, length)
+        self._data.append(data)
+        self._data_size += len(data)
+
+    def build(self) -> Any:
+        """The rows, one after another (a memoryview of a NumPy buffer)."""
+        np = _np
+        ffi, lib = self._ffi, self._lib
+        self._field(lib.NVTXCFFI_TEXT_END, 0)
+        n, nfields = self.n, len(self._kinds)
+        values = np.empty((nfields, n), dtype=np.int64)
+        aux = np.empty((nfields, n), dtype=np.int64)
+        for f in range(nfields):
+            values[f] = self._values[f]
+            aux[f] = self._aux[f]
+        text_bytes = sum(int(aux[f].sum()) for f in range(nfields) if self._kinds[f] == lib.NVTXCFFI_TEXT_BYTES)
+        lit_at = np.cumsum([0] + [len(lit) for lit in self._lits], dtype=np.int64)
+        capacity = n * (int(lit_at[-1]) + 21 * self._numbers) + text_bytes
+        # (a byte more in each buffer: none is empty, which cffi's from_buffer may refuse)
+        lits = b"".join(self._lits) + b"\0"
+        data = np.concatenate([*self._data, np.zeros(1, dtype=np.uint8)])
+        out = np.empty(capacity + 1, dtype=np.uint8)
+        size = lib.nvtxcffi_text_rows(n, nfields, ffi.from_buffer("uint8_t[]", np.array(self._kinds, dtype=np.uint8)),
+                                      ffi.from_buffer("uint8_t[]", lits), ffi.from_buffer("int64_t[]", lit_at),
+                                      ffi.from_buffer("int64_t[]", values), ffi.from_buffer("int64_t[]", aux),
+                                      ffi.from_buffer("uint8_t[]", data), ffi.from_buffer("uint8_t[]", out), capacity)
+        if size < 0:  # pragma: no cover - the capacity above always suffices
+            msg = "text rows: buffer too small"
+            raise RuntimeError(msg)
+        return memoryview(out[:size])

@@ -158,3 +158,42 @@ EXPORT int client_push(const char *message) { return nvtxRangePushA(message); }
 EXPORT int client_pop(void) { return nvtxRangePop(); }
 EXPORT uint64_t client_start_end_open(void) { return nvtxRangeStartA("open"); }
 EXPORT void client_name_thread(uint32_t tid, const char *name) { nvtxNameOsThreadA(tid, name); }
+
+static void set_payload(nvtxEventAttributes_t *a, int type, long i) {
+    switch (type) {
+    case NVTX_PAYLOAD_TYPE_UNSIGNED_INT64: a->payload.ullValue = (uint64_t)i; break;
+    case NVTX_PAYLOAD_TYPE_INT64: a->payload.llValue = i; break;
+    case NVTX_PAYLOAD_TYPE_DOUBLE: a->payload.dValue = (double)i / 3; break;
+    case NVTX_PAYLOAD_TYPE_UNSIGNED_INT32: a->payload.uiValue = (uint32_t)i; break;
+    case NVTX_PAYLOAD_TYPE_INT32: a->payload.iValue = (int32_t)i; break;
+    default: a->payload.fValue = (float)i / 3; break;
+    }
+}
+
+/* Events with a payload of NVTX payload type `type` (NVTX_PAYLOAD_TYPE_*): for i in [first, first + n),
+ * a push/pop range and a mark, each with payload i (as that type: the integers wrap, the floating
+ * types hold i / 3), then a start/end range with payload `first`. In domain `domain` (NULL: the
+ * default one), category `category` (0: none), colour `argb` (0: none). Returns the events made. */
+EXPORT long client_payloads(int type, long first, long n, const char *message, const char *domain,
+                            uint32_t category, uint32_t argb) {
+    nvtxDomainHandle_t d = domain ? nvtxDomainCreateA(domain) : NULL;
+    nvtxEventAttributes_t a;
+    memset(&a, 0, sizeof a);
+    a.version = NVTX_VERSION;
+    a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+    a.category = category;
+    a.colorType = argb ? NVTX_COLOR_ARGB : NVTX_COLOR_UNKNOWN;
+    a.color = argb;
+    a.payloadType = type;
+    a.messageType = NVTX_MESSAGE_TYPE_ASCII;
+    a.message.ascii = message;
+    for (long i = first; i < first + n; ++i) {
+        set_payload(&a, type, i);
+        nvtxDomainRangePushEx(d, &a);
+        nvtxDomainRangePop(d);
+        nvtxDomainMarkEx(d, &a);
+    }
+    set_payload(&a, type, first);
+    nvtxDomainRangeEnd(d, nvtxDomainRangeStartEx(d, &a));
+    return 3 * n + 2;
+}

@@ -4,6 +4,7 @@ command's own output of the same recording (the same bytes, rows, summary and co
 by their exact line and exit status."""
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import os
@@ -140,6 +141,43 @@ def test_a_tracer_inside_a_traced_program_keeps_the_enclosing_recording_one_run(
     assert (tmp_path / "out.json").read_bytes() == (tmp_path / "ref.json").read_bytes()
     marks = sorted(e["name"] for e in json.loads((tmp_path / "out.json").read_text())["traceEvents"] if e["ph"] == "i")
     assert marks == ["inner mark", "outer mark"]
+
+
+#: what a conversion without NumPy says first, after the command's name
+SLOW_PATH = ('NumPy is not installed: converting on the slow path (10-25x slower); '
+             'pip install "nvtx-cffi[trace]" (or numpy) for the fast one')
+
+
+def test_a_conversion_without_numpy_says_so_once_and_how_to_get_the_fast_path(tmp_path):
+    script = write(tmp_path, "prog.py", "import nvtx_cffi as nvtx\nfor i in range(3):\n    nvtx.mark('m', payload=i)\n")
+    traced = cli(tmp_path, "trace", "--record-dir", "kept", "-o", "t.pftrace", "--progress", "--stats", script,
+                 python=_no_numpy_python())
+    assert traced.returncode == 0, traced.stderr
+    assert traced.stderr.splitlines().count(f"{TRACE}: {SLOW_PATH}") == 1 and traced.stderr.count("NumPy") == 1
+    for ending in ("json", "sqlite"):
+        converted = cli(tmp_path, "convert", "kept", "-o", f"c.{ending}", python=_no_numpy_python())
+        assert converted.returncode == 0, converted.stderr
+        assert converted.stderr.splitlines()[0] == f"{CONVERT}: {SLOW_PATH}" and converted.stderr.count("NumPy") == 1
+    if importlib.util.find_spec("numpy") is not None:  # the fast path says nothing of it
+        fast = cli(tmp_path, "convert", "kept", "-o", "fast.json")
+        assert fast.returncode == 0 and "NumPy" not in fast.stderr, fast.stderr
+
+
+@pytest.mark.parametrize("numpy", [True, False])
+def test_convert_of_a_program_that_recorded_nothing_says_what_trace_said(tmp_path, numpy):
+    """The kept recording of a program that made no NVTX call is the tracer's note of the program
+    alone (the recorder was never loaded): `convert` writes the same empty trace, with the same
+    lines and exit status, instead of refusing the directory as holding no recording."""
+    script = write(tmp_path, "prog.py", "import os\n")
+    python = (sys.executable,) if numpy else _no_numpy_python()
+    traced = cli(tmp_path, "trace", "--record-dir", "kept", "-o", "ref.json", "--stats", script, python=python)
+    nothing = "no NVTX events were recorded (does the program annotate with NVTX? is NVTX_DISABLE set?)"
+    assert traced.returncode == 0 and f"{TRACE}: {nothing}\n" in traced.stderr, traced.stderr
+    assert [name.endswith(".json") for name in os.listdir(tmp_path / "kept")] == [True]  # no record file
+    converted = cli(tmp_path, "convert", "kept", "-o", "out.json", "--stats", python=python)
+    assert (converted.returncode, converted.stdout) == (traced.returncode, traced.stdout)
+    assert converted.stderr == traced.stderr.replace(TRACE, CONVERT).replace("ref.json", "out.json")
+    assert (tmp_path / "out.json").read_bytes() == (tmp_path / "ref.json").read_bytes()
 
 
 # --------------------------------------------------------------------------- --no-output

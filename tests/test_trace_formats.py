@@ -20,6 +20,7 @@ import textwrap
 
 import pytest
 from _hardening import opted_in_slow  # noqa: F401  (a fixture)
+from test_recorder import client_lib  # noqa: F401  (a fixture: tests/nvtx_client.c built)
 from trace_check import validate_chrome_trace
 
 from nvtx_cffi import recorder
@@ -235,6 +236,32 @@ def test_fixed_width_rows_are_the_same_bytes_with_and_without_numpy():
     assert a == b
     assert json.loads("[" + a.decode()[1:] + "]") == [{"a": 0.0, "b": 3}, {"a": 7.005, "b": 2},
                                                        {"a": 123456789.999, "b": 1}, {"a": 10.001, "b": 0}]
+
+
+def test_text_rows_print_numbers_and_texts_as_python_does():
+    if not columns.HAVE_NUMPY:
+        pytest.skip("NumPy path only")
+    from nvtx_cffi._trace import fixedwidth
+
+    ints = np.array([-2**63, -1, 0, 9, 10, 99, 100, 12345678901, 2**63 - 1], dtype=np.int64)
+    n = len(ints)
+    mode = np.arange(n) % 3  # nothing, signed, unsigned
+    rows = fixedwidth.TextRows(n, fixedwidth._native())
+    rows.literal("a=")
+    rows.integer(ints)
+    rows.literal(" .")
+    rows.frac(np.arange(n) * 124 % 1000)
+    rows.literal(" x")
+    rows.hex(ints)
+    rows.literal(" ")
+    rows.number(ints, mode)
+    names = [b"", b"\xc3\xa9t\xc3\xa9", b"x" * 300] * 3
+    rows.text(np.frombuffer(b"".join(names), dtype=np.uint8), np.cumsum([0] + [len(t) for t in names])[:-1],
+              np.array([len(t) for t in names]))
+    rows.literal(";\n")
+    expected = b"".join(b"a=%d .%03d x%x %s%s;\n" % (v, f, v % 2**64, b"" if m == 0 else b"%d" % (v if m == 1 else v % 2**64), t)
+                        for v, f, m, t in zip(ints.tolist(), (np.arange(n) * 124 % 1000).tolist(), mode.tolist(), names))
+    assert bytes(rows.build()) == expected
 
 
 def test_pftrace_numpy_and_python_encoders_write_the_same_bytes(recording):
@@ -562,3 +589,149 @@ def test_uint64_values_past_sqlites_integers_are_stored_not_raised(tmp_path):
     assert meta["dropped_events"] == 2**63 - 1  # a count: the largest INTEGER, "at least this many"
     assert range_id < 0 and range_id & (2**64 - 1) == start.range_id  # an id: its 64 bits
     assert value == float(2**64 - 1)  # REAL column
+
+
+def _record(tmp_path, code, name="raw"):
+    """A recording of the Python program ``code``: its directory."""
+    raw = tmp_path / name
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("NVTX_INJECTION", "NVTX_CFFI_RECORD"))},
+           **recorder.environment(raw)}
+    subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, check=True, timeout=120)
+    return str(raw)
+
+
+def test_sqlite_names_the_domain_and_category_of_ranges_and_marks_inserted_in_blocks(tmp_path):
+    """Rows without payload are inserted in blocks: their domain and category still get their
+    eventType 75 and 33 rows, as rows inserted one by one do."""
+    raw = _record(tmp_path, """
+        import nvtx_cffi as nvtx
+        for i in range(1000):
+            with nvtx.annotate("x", domain="D", category="io"):
+                nvtx.mark("m", domain="E", category="net")
+    """)
+    for numpy in _paths():
+        out = str(tmp_path / f"names-{numpy}.sqlite")
+        convert(raw, out, numpy=numpy)
+        with sqlite3.connect(out) as db:
+            names = db.execute("SELECT eventType, domainId, category, text FROM NVTX_EVENTS "
+                               "WHERE eventType IN (33, 75) ORDER BY eventType, text").fetchall()
+            domains = dict(db.execute("SELECT text, domainId FROM NVTX_EVENTS WHERE eventType IN (34, 59)"))
+        assert [(t, c, text) for t, _d, c, text in names] == [(33, 1, "io"), (33, 1, "net"), (75, None, "D"),
+                                                             (75, None, "E")], numpy
+        assert {(text, d) for t, d, _c, text in names if t == 75} == {("D", domains["x"]), ("E", domains["m"])}
+
+
+#: NVTX payload type (NVTX_PAYLOAD_TYPE_*) -> (name, first value): tests/nvtx_client.c client_payloads
+#: records N_PAYLOADS ranges and marks from the first value on (the integers wrap round their type)
+PAYLOAD_TYPES = {1: ("uint64", -1000), 2: ("int64", -1000), 3: ("double", -1000), 4: ("uint32", -1000),
+                 5: ("int32", 2**31 - 1000), 6: ("float", -1000)}
+N_PAYLOADS = 2000
+
+
+def _payload(ptype, i):
+    """What client_payloads sent as payload i of type ptype, as a Python number."""
+    if ptype == 1:
+        return i % 2**64
+    if ptype == 2:
+        return i
+    if ptype == 3:
+        return i / 3
+    if ptype == 4:
+        return i % 2**32
+    if ptype == 5:
+        return (i + 2**31) % 2**32 - 2**31
+    return float(np.float32(i) / np.float32(3))
+
+
+@pytest.fixture(scope="module")
+def payload_recording(tmp_path_factory, client_lib):
+    """Ranges, marks and a start/end range with payloads of each scalar type, from a C client; the odd
+    types in domain "D", each in category <type code>."""
+    calls = "".join(f"lib.client_payloads({t}, {first}, {N_PAYLOADS}, b'{name}', {b'D' if t % 2 else None!r}, {t}, 0)\n"
+                    for t, (name, first) in PAYLOAD_TYPES.items())
+    return _record(tmp_path_factory.mktemp("payloads"), f"""
+import ctypes
+lib = ctypes.CDLL({client_lib!r})
+lib.client_payloads.argtypes = [ctypes.c_int, ctypes.c_long, ctypes.c_long, ctypes.c_char_p, ctypes.c_char_p,
+                                ctypes.c_uint32, ctypes.c_uint32]
+""" + calls)
+
+
+@pytest.mark.skipif(not columns.HAVE_NUMPY, reason="the fast path is NumPy's")
+def test_scalar_payloads_read_back_from_each_format_written_on_the_fast_path(payload_recording, tmp_path,
+                                                                             monkeypatch):
+    pytest.importorskip("perfetto")
+    pytest.importorskip("google.protobuf")
+    from pftrace_check import read_pftrace
+
+    from nvtx_cffi._trace import chrome, pftrace
+    from nvtx_cffi._trace import sqlite as sqlite_writer
+
+    def per_row(*_args):
+        raise AssertionError("a row with a scalar payload took the row-by-row Python path")
+
+    monkeypatch.setattr(pftrace.PerfettoWriter, "_encode_python", per_row)
+    monkeypatch.setattr(chrome.ChromeTraceWriter, "_styles", per_row)  # (the Python rows' heads)
+    one_by_one = []
+    payload_columns = sqlite_writer._payload_columns
+    monkeypatch.setattr(sqlite_writer, "_payload_columns",
+                        lambda ptype, raw: one_by_one.append(ptype) or payload_columns(ptype, raw))
+    out = {ending: str(tmp_path / f"fast.{ending}") for ending in ("json", "pftrace", "sqlite")}
+    for path in out.values():
+        convert(payload_recording, path)
+    assert sorted(one_by_one) == list(PAYLOAD_TYPES)  # SQLite: the start/end ranges alone, one a type
+    expected = {name: [_payload(t, i) for i in range(first, first + N_PAYLOADS)]
+                for t, (name, first) in PAYLOAD_TYPES.items()}
+    firsts = {name: values[0] for name, values in expected.items()}
+    events = sorted(_strict_json(out["json"])["traceEvents"], key=lambda e: e.get("ts", 0))
+    p = read_pftrace(out["pftrace"])
+
+    def track_name(s):
+        """A domain's track, a start/end range's (their names), or the thread's own (None)."""
+        return p.tracks[s["track"]][1] if s["track"] in p.tracks else None
+
+    db = sqlite3.connect(out["sqlite"])
+    try:
+        for t, (name, _first) in PAYLOAD_TYPES.items():
+            domain, category = ("D" if t % 2 else None), str(t)
+            for ph in ("X", "i"):
+                rows = [e for e in events if e["name"] == name and e["ph"] == ph]
+                assert [e["args"]["payload"] for e in rows] == expected[name], (name, ph)
+                assert {(e["args"].get("domain"), e["args"]["category"]) for e in rows} == {(domain, category)}
+            (b,) = [e for e in events if e["name"] == name and e["ph"] == "b"]
+            assert b["args"]["payload"] == firsts[name]
+            for items, time in ((p.slices, "start"), (p.instants, "ts")):  # on the thread's or domain's track
+                rows = sorted((s for s in items if s["name"] == name and track_name(s) == domain), key=lambda s: s[time])
+                assert [s["args"]["payload"] for s in rows] == expected[name], name
+                assert {tuple(s["categories"]) for s in rows} == {(category,)}
+            (start_end,) = [s for s in p.slices if s["name"] == name and track_name(s) == name]
+            assert start_end["args"]["payload"] == firsts[name]
+            column = ("uint64Value", "int64Value", "doubleValue", "uint32Value", "int32Value", "floatValue")[t - 1]
+            for event_type in (59, 34, 60):
+                got = db.execute(f"SELECT {column}, category, domainId != 0 FROM NVTX_EVENTS WHERE text = ? AND "
+                                 "eventType = ? ORDER BY start", (name, event_type)).fetchall()
+                values = [v % 2**64 if t == 1 else v for v, _c, _d in got]
+                assert values == (expected[name] if event_type != 60 else [firsts[name]]), (name, event_type)
+                assert {(c, d) for _v, c, d in got} == {(t, bool(domain))}
+            others = " + ".join(f"({c} IS NOT NULL)" for c in ("uint64Value", "int64Value", "doubleValue",
+                                                                "uint32Value", "int32Value", "floatValue"))
+            assert db.execute(f"SELECT max({others}) FROM NVTX_EVENTS WHERE text = ?", (name,)).fetchone() == (1,)
+    finally:
+        db.close()
+
+
+@pytest.mark.skipif(not columns.HAVE_NUMPY, reason="the fast path is NumPy's")
+def test_scalar_payloads_are_the_same_bytes_on_the_fast_and_the_pure_python_paths(payload_recording, tmp_path):
+    outs = {}
+    for numpy in (True, False):
+        for ending in ("json", "pftrace", "sqlite"):
+            path = str(tmp_path / f"{numpy}.{ending}")
+            convert(payload_recording, path, numpy=numpy)
+            if ending == "sqlite":
+                with sqlite3.connect(path) as db:
+                    outs[numpy, ending] = list(db.iterdump())
+            else:
+                with open(path, "rb") as f:
+                    outs[numpy, ending] = f.read()
+    for ending in ("json", "pftrace", "sqlite"):
+        assert outs[True, ending] == outs[False, ending], ending

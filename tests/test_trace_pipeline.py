@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import pytest
 
@@ -113,3 +114,50 @@ def test_two_conversions_in_two_threads_write_what_each_writes_alone(tmp_path, m
     assert not errors, errors
     for tag in raws:
         assert _outputs(str(tmp_path / f"together-{tag}")) == alone[tag], tag
+
+
+COUNTERS = """
+    import nvtx_cffi as nvtx
+    bytes_read = nvtx.get_domain("io").get_counter("bytes", int)
+    for i in range(3000):
+        with nvtx.annotate("step"):
+            pass
+        if i % 500 == 0:
+            bytes_read.sample(i)
+"""
+
+
+class _Slow:
+    """A writer that takes its time over each batch: the reader thread reads ahead all it may."""
+
+    def batch(self, pb):
+        time.sleep(0.05)
+
+    def sample(self, sample, tracks):
+        pass
+
+    def finish(self, timeline):
+        return 0
+
+    def close(self):
+        pass
+
+
+@pytest.mark.skipif(not columns.HAVE_NUMPY, reason="the reader thread is the NumPy path's")
+def test_counter_samples_are_written_among_the_events_of_their_batch_however_far_the_reader_is_ahead(
+        tmp_path, monkeypatch):
+    monkeypatch.setattr(columns, "BATCH_EVENTS", 500)  # a sample every other batch
+    raw = tmp_path / "raw"
+    env = {k: v for k, v in os.environ.items() if k not in ("NVTX_INJECTION64_PATH", "NVTX_CFFI_RECORD_DIR")}
+    env.update(recorder.environment(str(raw)))
+    subprocess.run([sys.executable, "-c", textwrap.dedent(COUNTERS)], env=env, check=True, timeout=120)
+    traces = {}
+    for numpy, slow in ((False, False), (True, False), (True, True)):
+        out = str(tmp_path / f"t-{numpy}-{slow}.json")
+        recording = open_source(str(raw), numpy)
+        writers = ([_Slow()] if slow else []) + [open_writer("json", out, recording)]
+        run(recording, writers)
+        with open(out, "rb") as f:
+            traces[numpy, slow] = f.read()
+    assert traces[False, False].count(b'"ph":"C"') == 6
+    assert traces[True, False] == traces[False, False] and traces[True, True] == traces[False, False]

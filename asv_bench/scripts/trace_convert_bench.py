@@ -4,12 +4,18 @@
     python asv_bench/scripts/trace_convert_bench.py 1e6   # record 1e6 push/pop ranges once, convert it 4 ways
     python asv_bench/scripts/trace_convert_bench.py 1e7 --keep DIR  # keep the recording (and reuse it next time)
     python asv_bench/scripts/trace_convert_bench.py 1e6 --baseline DIR  # also each format with the nvtx_cffi in DIR
+    python asv_bench/scripts/trace_convert_bench.py 1e6 --shape ranges,payload,marks  # side by side (see --shape)
 
 ``--baseline DIR``: DIR holds another ``nvtx_cffi`` package (an older version, installed or copied
 there); each format is converted with it too (``PYTHONPATH=DIR``), right after the current one, so
 both rows of a format see the same load.
 
-Records ``examples/many_ranges.py N`` with the recorder, then converts the same recording, each in
+``--shape``: what the program records, N of them: ``ranges`` (default: ``examples/many_ranges.py N``,
+push/pop ranges with a colour), ``payload`` (``with nvtx.annotate("step", payload=i)``), ``marks``
+(``nvtx.mark("tick", payload=i)``), or several, comma-separated: each recorded, then converted,
+in one table (``--keep DIR`` keeps them in ``DIR/<shape>``).
+
+Records the program with the recorder, then converts the same recording, each in
 a fresh process under ``/usr/bin/time -v`` (``--stats`` included, as ``trace --stats`` does):
 Columns: wall seconds of the conversion (imports included), CPU seconds of the process (user +
 system, whole process: less sensitive to a loaded machine), output size, bytes per event, peak RSS.
@@ -61,45 +67,71 @@ print("seconds", time.perf_counter() - t, "events", tl.event_count)
 """
 
 
+#: --shape: the program recorded (run with the count as its argument; ``ranges`` is examples/many_ranges.py)
+SHAPES = {
+    "payload": "import sys, nvtx_cffi as nvtx\nfor i in range(int(sys.argv[1])):\n"
+               "    with nvtx.annotate('step', payload=i):\n        pass\n",
+    "marks": "import sys, nvtx_cffi as nvtx\nfor i in range(int(sys.argv[1])):\n    nvtx.mark('tick', payload=i)\n",
+}
+
+
+def _record(n: int, shape: str, raw: str, work: str) -> None:
+    try:  # the installed package (the source tree has no compiled module unless built in place)
+        from nvtx_cffi import recorder
+    except ImportError:
+        sys.path.insert(0, ROOT)
+        from nvtx_cffi import recorder
+
+    os.makedirs(raw, exist_ok=True)
+    env = {**os.environ, **recorder.environment(raw)}
+    program = ["-c", SHAPES[shape]] if shape in SHAPES else [os.path.join(ROOT, "examples", "many_ranges.py")]
+    subprocess.run([sys.executable, *program, str(n)], env=env, check=True, cwd=work)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("n", type=float, help="ranges to record (1e6, 1e7)")
-    ap.add_argument("--keep", metavar="DIR", help="recording directory to keep / reuse")
+    ap.add_argument("n", type=float, help="ranges (or marks) to record (1e6, 1e7)")
+    ap.add_argument("--keep", metavar="DIR", help="recording directory to keep / reuse (several shapes: DIR/SHAPE)")
     ap.add_argument("--formats", default="read,json,pftrace,sqlite")
     ap.add_argument("--baseline", metavar="DIR", help="directory holding another nvtx_cffi package to compare with")
+    ap.add_argument("--shape", default="ranges",
+                    help=f"what the program records: {', '.join(['ranges', *SHAPES])}, or several (comma-separated)")
     args = ap.parse_args()
     n = int(args.n)
+    shapes = args.shape.split(",")
+    unknown = [s for s in shapes if s != "ranges" and s not in SHAPES]
+    if unknown:
+        ap.error(f"unknown --shape {', '.join(unknown)}")
     work = tempfile.mkdtemp(prefix="nvtx-bench-")
-    raw = args.keep or os.path.join(work, "raw")
     try:
-        if not (os.path.isdir(raw) and os.listdir(raw)):
-            try:  # the installed package (the source tree has no compiled module unless built in place)
-                from nvtx_cffi import recorder
-            except ImportError:
-                sys.path.insert(0, ROOT)
-                from nvtx_cffi import recorder
-
-            env = {**os.environ, **recorder.environment(raw)}
-            subprocess.run([sys.executable, os.path.join(ROOT, "examples", "many_ranges.py"), str(n)], env=env,
-                           check=True)
-        recorded = sum(os.path.getsize(os.path.join(raw, f)) for f in os.listdir(raw))
-        print(f"{n} ranges, {recorded / 1e6:.0f} MB of records; {sys.implementation.name} "
-              f"{sys.version.split()[0]}; conversion with --stats, one run each")
+        raws = {}
+        for shape in shapes:
+            if args.keep:
+                raw = raws[shape] = args.keep if len(shapes) == 1 else os.path.join(args.keep, shape)
+            else:
+                raw = raws[shape] = os.path.join(work, shape)
+            if not (os.path.isdir(raw) and os.listdir(raw)):
+                _record(n, shape, raw, work)
+            recorded = sum(os.path.getsize(os.path.join(raw, f)) for f in os.listdir(raw))
+            print(f"{n} {shape}: {recorded / 1e6:.0f} MB of records")
+        print(f"{sys.implementation.name} {sys.version.split()[0]}; conversion with --stats, one run each")
         print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-        print(f"{'format':15} {'seconds':>8} {'CPU s':>8} {'output MB':>10} {'B/event':>8} {'peak RSS MB':>12}")
+        print(f"{'shape':8} {'format':15} {'seconds':>8} {'CPU s':>8} {'output MB':>10} {'B/event':>8} "
+              f"{'peak RSS MB':>12}")
         env = {k: v for k, v in os.environ.items() if not k.startswith(("NVTX_INJECTION", "NVTX_CFFI_RECORD"))}
         runs = []
-        for fmt in args.formats.split(","):
-            runs.append((fmt, fmt, env))
-            if args.baseline:
-                runs.append((fmt, fmt + " (base)", {**env, "PYTHONPATH": os.path.abspath(args.baseline)}))
-        for fmt, label, run_env in runs:
+        for shape in shapes:
+            for fmt in args.formats.split(","):
+                runs.append((shape, fmt, fmt, env))
+                if args.baseline:
+                    runs.append((shape, fmt, fmt + " (base)", {**env, "PYTHONPATH": os.path.abspath(args.baseline)}))
+        for shape, fmt, label, run_env in runs:
             out = os.path.join(work, {"json": "t.json", "pftrace": "t.pftrace",
                                       "sqlite": "t.sqlite", "read": "nothing", "png": "t.png"}[fmt])
-            proc = subprocess.run(["/usr/bin/time", "-v", sys.executable, "-c", CONVERT, fmt, raw, out], env=run_env,
-                                  capture_output=True, text=True, cwd=work)
+            proc = subprocess.run(["/usr/bin/time", "-v", sys.executable, "-c", CONVERT, fmt, raws[shape], out],
+                                  env=run_env, capture_output=True, text=True, cwd=work)
             if proc.returncode:
-                print(label, "failed:", proc.stderr[-2000:])
+                print(shape, label, "failed:", proc.stderr[-2000:])
                 continue
             seconds = float(re.search(r"seconds (\S+)", proc.stdout).group(1))
             events = int(re.search(r"events (\d+)", proc.stdout).group(1))
@@ -107,7 +139,7 @@ def main() -> int:
             cpu = sum(float(re.search(rf"{kind} time \(seconds\): (\S+)", proc.stderr).group(1))
                       for kind in ("User", "System"))
             size = os.path.getsize(out)
-            print(f"{label:15} {seconds:8.2f} {cpu:8.2f} {size / 1e6:10.1f} {size / max(events, 1):8.1f} "
+            print(f"{shape:8} {label:15} {seconds:8.2f} {cpu:8.2f} {size / 1e6:10.1f} {size / max(events, 1):8.1f} "
                   f"{rss / 1024:12.0f}", flush=True)
             os.remove(out)
         print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

@@ -141,17 +141,21 @@ static uint8_t *put_varint(uint8_t *p, uint64_t v)
     return p;
 }
 
+/* A TrackEvent's bytes at most: type, name, category, colour and payload, each field's varint at
+ * its longest (64), rounded up. */
+enum { PFTRACE_EVENT_MAX = 96 };
+
 static int64_t pftrace_events(int64_t n, const uint64_t *dt, const uint64_t *ev_type, const uint8_t *named,
                               const uint64_t *name_iid, const uint64_t *cat_iid, const uint8_t *has_color,
-                              const uint64_t *color_iid, const uint8_t *seq, int64_t seq_len, uint8_t *out,
-                              int64_t capacity)
+                              const uint64_t *color_iid, const uint8_t *value_kind, const uint64_t *value,
+                              const uint8_t *seq, int64_t seq_len, uint8_t *out, int64_t capacity)
 {
     uint8_t *p = out;
-    uint8_t te[64];
+    uint8_t te[PFTRACE_EVENT_MAX];
     if (seq_len < 0 || seq_len > 64)
         return -1;
     for (int64_t i = 0; i < n; i++) {
-        if ((p - out) + 90 + seq_len > capacity)
+        if ((p - out) + NVTXCFFI_PFTRACE_ROW_MAX + seq_len > capacity)
             return -1;
         uint8_t *t = te;
         *t++ = 0x48;
@@ -172,6 +176,21 @@ static int64_t pftrace_events(int64_t n, const uint64_t *dt, const uint64_t *ev_
             *t++ = 0x88;
             *t++ = 0x01;
             t = put_varint(t, color_iid[i]);
+        }
+        if (named[i] && value_kind[i] != NVTXCFFI_VALUE_NONE) {
+            /* DebugAnnotation{name_iid: 2 ("payload"), int_value (4) | uint_value (3) | double_value (5)} */
+            *t++ = 0x22;
+            *t++ = (uint8_t)(value_kind[i] == NVTXCFFI_VALUE_DOUBLE ? 11 : 3 + varint_len(value[i]));
+            *t++ = 0x08;
+            *t++ = 0x02;
+            if (value_kind[i] == NVTXCFFI_VALUE_DOUBLE) {
+                *t++ = 0x29;
+                for (int k = 0; k < 8; k++) /* fixed64: little-endian */
+                    *t++ = (uint8_t)(value[i] >> (8 * k));
+            } else {
+                *t++ = value_kind[i] == NVTXCFFI_VALUE_UINT ? 0x18 : 0x20;
+                t = put_varint(t, value[i]);
+            }
         }
         uint64_t te_len = (uint64_t)(t - te);
         uint64_t pk_len = 1 + (uint64_t)varint_len(dt[i]) + 1 + (uint64_t)varint_len(te_len) + te_len + (uint64_t)seq_len;
@@ -230,12 +249,12 @@ int64_t nvtxcffi_pair_stacks(const uint8_t *kind, const int64_t *group, int64_t 
 
 int64_t nvtxcffi_pftrace_events(int64_t n, const uint64_t *dt, const uint64_t *ev_type, const uint8_t *named,
                                 const uint64_t *name_iid, const uint64_t *cat_iid, const uint8_t *has_color,
-                                const uint64_t *color_iid, const uint8_t *seq, int64_t seq_len, uint8_t *out,
-                                int64_t capacity)
+                                const uint64_t *color_iid, const uint8_t *value_kind, const uint64_t *value,
+                                const uint8_t *seq, int64_t seq_len, uint8_t *out, int64_t capacity)
 {
     int64_t result;
-    WITHOUT_GIL(n, result = pftrace_events(n, dt, ev_type, named, name_iid, cat_iid, has_color, color_iid, seq,
-                                           seq_len, out, capacity));
+    WITHOUT_GIL(n, result = pftrace_events(n, dt, ev_type, named, name_iid, cat_iid, has_color, color_iid,
+                                           value_kind, value, seq, seq_len, out, capacity));
     return result;
 }
 
@@ -296,5 +315,100 @@ int64_t nvtxcffi_word_bytes(const uint8_t *words, const int64_t *first_word, con
 {
     int64_t result;
     WITHOUT_GIL(n, result = word_bytes(words, first_word, skip, length, n, out));
+    return result;
+}
+
+/* The decimal digits of v, ending at `end` (20 bytes are room for any); returns where they begin.
+ * Two digits a division. */
+static uint8_t *decimal(uint8_t *end, uint64_t v)
+{
+    static const char pairs[] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+                                "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+                                "8081828384858687888990919293949596979899";
+    while (v >= 100) {
+        const char *pair = pairs + 2 * (v % 100);
+        v /= 100;
+        *--end = (uint8_t)pair[1];
+        *--end = (uint8_t)pair[0];
+    }
+    if (v >= 10) {
+        *--end = (uint8_t)pairs[2 * v + 1];
+        *--end = (uint8_t)pairs[2 * v];
+    } else {
+        *--end = (uint8_t)('0' + v);
+    }
+    return end;
+}
+
+static uint8_t *put_number(uint8_t *p, int64_t value, int is_signed)
+{
+    uint8_t buf[20];
+    uint64_t magnitude = (uint64_t)value;
+    if (is_signed && value < 0) {
+        *p++ = '-';
+        magnitude = 0 - magnitude; /* (unsigned: INT64_MIN's magnitude too) */
+    }
+    uint8_t *digits = decimal(buf + sizeof buf, magnitude);
+    memcpy(p, digits, (size_t)(buf + sizeof buf - digits));
+    return p + (buf + sizeof buf - digits);
+}
+
+static int64_t text_rows(int64_t n, int64_t nfields, const uint8_t *kind, const uint8_t *lit, const int64_t *lit_at,
+                         const int64_t *value, const int64_t *aux, const uint8_t *data, uint8_t *out,
+                         int64_t capacity)
+{
+    static const char hex_digits[] = "0123456789abcdef";
+    uint8_t *p = out;
+    uint8_t *end = out + capacity;
+    for (int64_t i = 0; i < n; i++) {
+        for (int64_t f = 0; f < nfields; f++) {
+            int64_t lit_len = lit_at[f + 1] - lit_at[f];
+            int64_t v = value[f * n + i];
+            int64_t a = aux[f * n + i];
+            /* the literal, then the field's text at its longest (a number: 20 digits and a sign) */
+            if (end - p < lit_len + (kind[f] == NVTXCFFI_TEXT_BYTES ? a : kind[f] == NVTXCFFI_TEXT_END ? 0 : 21))
+                return -1;
+            memcpy(p, lit + lit_at[f], (size_t)lit_len);
+            p += lit_len;
+            switch (kind[f]) {
+            case NVTXCFFI_TEXT_INT:
+                p = put_number(p, v, 1);
+                break;
+            case NVTXCFFI_TEXT_FRAC:
+                p[0] = (uint8_t)('0' + v / 100 % 10);
+                p[1] = (uint8_t)('0' + v / 10 % 10);
+                p[2] = (uint8_t)('0' + v % 10);
+                p += 3;
+                break;
+            case NVTXCFFI_TEXT_HEX: {
+                int shift = 60;
+                while (shift > 0 && !(((uint64_t)v >> shift) & 0xF))
+                    shift -= 4;
+                for (; shift >= 0; shift -= 4)
+                    *p++ = (uint8_t)hex_digits[((uint64_t)v >> shift) & 0xF];
+                break;
+            }
+            case NVTXCFFI_TEXT_BYTES:
+                memcpy(p, data + v, (size_t)a);
+                p += a;
+                break;
+            case NVTXCFFI_TEXT_NUMBER:
+                if (a)
+                    p = put_number(p, v, a == 1);
+                break;
+            default: /* NVTXCFFI_TEXT_END */
+                break;
+            }
+        }
+    }
+    return (int64_t)(p - out);
+}
+
+int64_t nvtxcffi_text_rows(int64_t n, int64_t nfields, const uint8_t *kind, const uint8_t *lit, const int64_t *lit_at,
+                           const int64_t *value, const int64_t *aux, const uint8_t *data, uint8_t *out,
+                           int64_t capacity)
+{
+    int64_t result;
+    WITHOUT_GIL(n, result = text_rows(n, nfields, kind, lit, lit_at, value, aux, data, out, capacity));
     return result;
 }

@@ -34,15 +34,23 @@ int64_t nvtxcffi_pair_stacks(const uint8_t *kind, const int64_t *group, int64_t 
 
 /* Perfetto TracePackets of thread track events (nvtx_cffi/_trace/pftrace.py, _encode_numpy): per
  * row i, TracePacket{timestamp (delta): dt[i], track_event: TrackEvent{type: ev_type[i],
- * [name_iid], [category_iids], [debug annotation {name_iid 1, string_value_iid color_iid}]},
- * then the `seq` bytes (trusted_packet_sequence_id...)}, each wrapped as field 1 of Trace.
- * name_iid is written where named[i], the category where cat_iid[i] != 0, the colour where
- * has_color[i]. Returns the bytes written to out, or -1 past `capacity` (90 + seq_len a row is
- * always enough). */
+ * [name_iid], [category_iids], [debug annotation {name_iid 1, string_value_iid color_iid}],
+ * [debug annotation {name_iid 2, value}]}, then the `seq` bytes (trusted_packet_sequence_id...)},
+ * each wrapped as field 1 of Trace. name_iid is written where named[i], the category where
+ * cat_iid[i] != 0, the colour where has_color[i], the payload where named[i] and value_kind[i]
+ * is not NVTXCFFI_VALUE_NONE: value[i] as int_value (NVTXCFFI_VALUE_INT: its 64 bits as a varint,
+ * 10 bytes for a negative int64), uint_value (NVTXCFFI_VALUE_UINT) or double_value
+ * (NVTXCFFI_VALUE_DOUBLE: the bits of an IEEE double). Returns the bytes written to out, or -1 past
+ * `capacity` (NVTXCFFI_PFTRACE_ROW_MAX + seq_len a row is always enough). */
+#define NVTXCFFI_VALUE_NONE 0
+#define NVTXCFFI_VALUE_INT 1
+#define NVTXCFFI_VALUE_UINT 2
+#define NVTXCFFI_VALUE_DOUBLE 3
+#define NVTXCFFI_PFTRACE_ROW_MAX 128
 int64_t nvtxcffi_pftrace_events(int64_t n, const uint64_t *dt, const uint64_t *ev_type, const uint8_t *named,
                                 const uint64_t *name_iid, const uint64_t *cat_iid, const uint8_t *has_color,
-                                const uint64_t *color_iid, const uint8_t *seq, int64_t seq_len, uint8_t *out,
-                                int64_t capacity);
+                                const uint64_t *color_iid, const uint8_t *value_kind, const uint64_t *value,
+                                const uint8_t *seq, int64_t seq_len, uint8_t *out, int64_t capacity);
 
 /* Fixed-width text rows (nvtx_cffi/_fixedwidth.py): row i is `tmpl` (row_len bytes) with
  * column c's value values[c * n + i] (>= 0) printed right-aligned in [offsets[c], offsets[c] +
@@ -57,5 +65,26 @@ int64_t nvtxcffi_join_rows(int64_t n, const uint8_t *pre, const int64_t *pre_sta
 
 int64_t nvtxcffi_word_bytes(const uint8_t *words, const int64_t *first_word, const int64_t *skip,
                             const int64_t *length, int64_t n, uint8_t *out);
+
+/* Text rows of varying length (nvtx_cffi/_trace/chrome.py: JSON events, NumPy's columns): row i is,
+ * for each field f in [0, nfields), the literal lit[lit_at[f] .. lit_at[f + 1]) then field f's
+ * text for row i, from value[f * n + i] (v) and aux[f * n + i] (a), by kind[f]:
+ *   NVTXCFFI_TEXT_END     nothing (the literal after the last field)
+ *   NVTXCFFI_TEXT_INT     v as a signed decimal
+ *   NVTXCFFI_TEXT_FRAC    v (0..999) as three digits, zero-padded
+ *   NVTXCFFI_TEXT_HEX     v's 64 bits as lowercase hex, no leading zeros
+ *   NVTXCFFI_TEXT_BYTES   the a bytes data[v .. v + a)
+ *   NVTXCFFI_TEXT_NUMBER  by a: 0 nothing, 1 v as a signed decimal, 2 v's 64 bits as an unsigned one
+ * The rows follow one another in out. Returns the bytes written, or -1 when they would pass
+ * `capacity` (enough: the literals, the a of each BYTES field and 21 bytes for each number). */
+#define NVTXCFFI_TEXT_END 0
+#define NVTXCFFI_TEXT_INT 1
+#define NVTXCFFI_TEXT_FRAC 2
+#define NVTXCFFI_TEXT_HEX 3
+#define NVTXCFFI_TEXT_BYTES 4
+#define NVTXCFFI_TEXT_NUMBER 5
+int64_t nvtxcffi_text_rows(int64_t n, int64_t nfields, const uint8_t *kind, const uint8_t *lit, const int64_t *lit_at,
+                           const int64_t *value, const int64_t *aux, const uint8_t *data, uint8_t *out,
+                           int64_t capacity);
 
 #endif

@@ -28,10 +28,17 @@ import json
 import math
 from typing import IO, Any, Callable, Dict, List, Optional, Tuple
 
-from .._fixedwidth import fixed_rows, join_rows
+from .. import _fixedwidth
+from .._fixedwidth import TextRows, fixed_rows, join_rows
 from .grouping import group_rows
 from .model import Mark, Range, Timeline
+from .scalars import DOUBLE, FLOAT, scalar_payloads
 from .writers import StreamWriter, register
+
+try:
+    import numpy as _np
+except ImportError:  # pragma: no cover - PyPy
+    _np = None
 
 __all__ = ["ChromeTraceWriter", "write_chrome_trace", "hex_color", "json_value"]
 
@@ -337,7 +344,9 @@ class ChromeTraceWriter(StreamWriter):
 
     def _ranges_by_row(self, pb: Any, r: Any, rows: Any) -> None:
         for at in range(0, len(rows), _ROWS_AT_ONCE):  # bounded: Python objects per row while formatting
-            self._ranges_rows(pb, r, rows[at:at + _ROWS_AT_ONCE])
+            sub = rows[at:at + _ROWS_AT_ONCE]
+            if not self._rows_in_c(pb, "X", r, sub):
+                self._ranges_rows(pb, r, sub)
 
     def _ranges_rows(self, pb: Any, r: Any, rows: Any) -> None:
         sub = _subset(r, rows)
@@ -355,7 +364,7 @@ class ChromeTraceWriter(StreamWriter):
 
     def _asyncs(self, pb: Any) -> None:
         r = pb.asyncs
-        if not len(r):
+        if not len(r) or self._rows_in_c(pb, "b", r):
             return
         tid, end_tid, rid, text, dom, cat, color, has, ptype, payload = r.lists(
             "tid", "end_tid", "range_id", "text", "domain", "category", "color", "has_color", "ptype", "payload")
@@ -375,7 +384,7 @@ class ChromeTraceWriter(StreamWriter):
 
     def _marks(self, pb: Any) -> None:
         m = pb.marks
-        if not len(m):
+        if not len(m) or self._rows_in_c(pb, "i", m):
             return
         tid, text, dom, cat, color, has, ptype, payload = m.lists(
             "tid", "text", "domain", "category", "color", "has_color", "ptype", "payload")
@@ -387,6 +396,79 @@ class ChromeTraceWriter(StreamWriter):
         self._write(self._sep + text_out)
         self._sep = ",\n"
         self.count += len(m)
+
+    def _rows_in_c(self, pb: Any, ph: str, cols: Any, rows: Any = None) -> bool:
+        """Write the rows ``rows`` of ``cols`` (all of them when None) as :meth:`_ranges_rows` (``ph``
+        "X"), :meth:`_marks` ("i") or :meth:`_asyncs` ("b": a "b"/"e" pair a row) write them, the
+        same bytes made in C (:class:`~.fixedwidth.TextRows`), payloads included. False, having
+        written nothing, without the compiled module, NumPy or byte access to the names, and for
+        ranges still open at the end (``unterminated``: a few)."""
+        native = _fixedwidth._native() if _np is not None else None
+        raw_many = getattr(pb.strings, "raw_many", None)
+        if native is None or raw_many is None or pb.unterminated:
+            return False
+        np = _np
+
+        def col(name: str, dtype: Any = np.int64) -> Any:
+            values = np.asarray(getattr(cols, name), dtype=dtype)  # (start/end ranges: lists)
+            return values if rows is None else values[np.asarray(rows, dtype=np.int64)]
+
+        text = col("text")
+        n = len(text)
+        if not n:
+            return True
+        name, name_start, name_len = _json_name_bytes(pb, raw_many, text)
+        # what follows the name, and the args without the payload, per (domain, category, colour)
+        dom, cat, color, has = col("domain"), col("category"), col("color"), col("has_color")
+        style = np.empty(n, dtype=np.int64)
+        parts: Dict[str, List[str]] = {p: [] for p in ("be" if ph == "b" else ph)}
+        args: List[str] = []
+        for k, group in enumerate(group_rows([dom, cat, color, has], np.arange(n), True)):
+            style[group] = k
+            i = int(group[0])
+            key = (pb.domain_name(int(dom[i])), pb.category_name(int(dom[i]), int(cat[i])),
+                   int(color[i]) if has[i] else None)
+            for p, texts in parts.items():
+                texts.append(self._style_part(p, *key)[0])
+            static = self._style_part(ph, *key)[1]
+            args += [static, (static + "," if static else "") + '"payload":']
+        number, mode, payload, payload_start, payload_len = _payload_texts(pb, col("ptype"), col("payload", np.uint64))
+        with_payload = (mode != 0) | (payload_len > 0)
+        out = TextRows(n, native)
+        times = (col("start"), col("end")) if ph != "i" else (col("time"),)
+        for p, texts in parts.items():
+            if p == "e":  # the end of the start/end range, on the thread that ended it
+                out.literal("}},\n")
+            out.literal(',\n{"name":"' if p != "e" else '{"name":"')
+            out.text(name, name_start, name_len)
+            out.literal('"')
+            out.text(*_table(texts, style))
+            if p in "be":
+                out.literal(',"id2":{"local":"0x')
+                out.hex(col("range_id", np.uint64).view(np.int64))
+                out.literal('"}')
+            at = times[1 if p == "e" else 0] - self._t0
+            out.literal(',"ts":')
+            out.integer(at // 1000)
+            out.literal(".")
+            out.frac(at % 1000)
+            if p == "X":
+                dur = times[1] - times[0]
+                out.literal(',"dur":')
+                out.integer(dur // 1000)
+                out.literal(".")
+                out.frac(dur % 1000)
+            out.literal(f',"pid":{pb.pid},"tid":')
+            out.integer(col("end_tid" if p == "e" else "tid"))
+            out.literal(',"args":{')
+            if p != "e":
+                out.text(*_table(args, 2 * style + with_payload))
+                out.number(number, mode)
+                out.text(payload, payload_start, payload_len)
+        out.literal("}}")
+        self._write_block(out.build())
+        self.count += 2 * n if ph == "b" else n
+        return True
 
     def counter(self, pid: int, name: str, unit: Optional[str], time_ns: int, value: Optional[float],
                 track: Any = None, no_value: Optional[str] = None) -> None:
@@ -486,6 +568,51 @@ def _json_name_bytes(pb: Any, raw_many: Any, text_ids: Any) -> Tuple[Any, Any, A
         data = np.concatenate((data, np.frombuffer(b"".join(extra), dtype=np.uint8)))
         return data, start, length
     return data, start, take
+
+
+def _table(texts: List[str], index: Any) -> Tuple[Any, Any, Any]:
+    """``texts[index[i]]`` for each row i, as :meth:`~.fixedwidth.TextRows.text` takes it:
+    ``(data, start, length)``."""
+    np = _np
+    encoded = [t.encode("utf-8") for t in texts]
+    length = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+    start = np.cumsum(length) - length
+    return np.frombuffer(b"".join(encoded) or b"\0", dtype=np.uint8), start[index], length[index]
+
+
+#: how TextRows.number prints a payload, by its slot (scalars.py; the last entry: slot -1): the
+#: integers as they are (a uint64 unsigned), the floating types not (their text is Python's)
+_NUMBER_MODE = (2, 1, 0, 1, 1, 0, 0)
+
+
+def _payload_texts(pb: Any, ptype: Any, raw: Any) -> Tuple[Any, Any, Any, Any, Any]:
+    """The rows' payloads as :meth:`ChromeTraceWriter._rows_in_c` prints them, what
+    :func:`json_value` writes of their :func:`~.columns.payload_value`: ``(number, mode)`` for
+    :meth:`~.fixedwidth.TextRows.number` (the integers), ``(data, start, length)`` for
+    :meth:`~.fixedwidth.TextRows.text` (the floating types and extension payloads; empty for the
+    others and for an extension payload that was not decoded)."""
+    from .columns import PT_EXT
+
+    np = _np
+    n = len(ptype)
+    slot, bits = scalar_payloads(ptype, raw)
+    mode = np.asarray(_NUMBER_MODE, dtype=np.int64).take(slot)
+    floats = np.flatnonzero((slot == DOUBLE) | (slot == FLOAT))
+    values = bits[floats].view(np.float64)
+    texts = list(map(float.__repr__, values.tolist()))  # (what JSON writes of a finite float)
+    for j in np.flatnonzero(~np.isfinite(values)).tolist():
+        texts[j] = json_value(float(values[j]))  # NaN and the infinities, as strings
+    exts = np.flatnonzero(ptype == PT_EXT)
+    for raw_id in raw[exts].tolist():
+        value = pb.ext_payload(raw_id)
+        texts.append(json_value(value) if value is not None else "")
+    encoded = [t.encode("utf-8") for t in texts]
+    length = np.zeros(n, dtype=np.int64)
+    start = np.zeros(n, dtype=np.int64)
+    where = np.concatenate((floats, exts))
+    length[where] = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+    start[where] = np.cumsum(length[where]) - length[where]
+    return bits.view(np.int64), mode, np.frombuffer(b"".join(encoded) or b"\0", dtype=np.uint8), start, length
 
 
 def _join_rows(head: bytes, data: Any, start: Any, length: Any, fixed: Any) -> Any:

@@ -16,8 +16,11 @@ Usage::
 for it: the same trace, summary, picture, lines and exit statuses, through the same output step
 (:func:`_output_step`). A directory that is missing, empty, holds no record file, a file that is
 not a recording, or the recordings of more than one run (:mod:`.runs`; ``--run ID`` picks one,
-``--run all`` merges them) is one ``error:`` line naming it, exit status 2. Default output:
-``<directory name>.trace.json``.
+``--run all`` merges them) is one ``error:`` line naming it, exit status 2; the kept recording of
+a program that recorded nothing (the tracer's note of the program alone) is the empty trace that
+``trace`` wrote, with its "no NVTX events were recorded" line. Default output:
+``<directory name>.trace.json``. Without NumPy a conversion runs on the slow path and says so
+first (:data:`SLOW_PATH`).
 
 ``--no-output`` (with ``--stats`` and/or ``--png``: without either it would produce nothing, and
 with ``-o`` it contradicts it, both usage errors) converts without writing a trace file.
@@ -70,6 +73,9 @@ __all__ = ["main", "convert_main", "TraceError"]
 PROG = "python -m nvtx_cffi trace"
 CONVERT_PROG = "python -m nvtx_cffi convert"
 PERFETTO_URL = "https://ui.perfetto.dev"
+#: What a conversion without NumPy says first (the same trace, on Python lists).
+SLOW_PATH = ("NumPy is not installed: converting on the slow path (10-25x slower); "
+             'pip install "nvtx-cffi[trace]" (or numpy) for the fast one')
 
 # Options that take a value: needed to find where the program's command line starts.
 _VALUE_OPTIONS = {"-o", "--output", "--png", "--max-bytes", "--record-dir", "--include", "--exclude",
@@ -426,6 +432,8 @@ def _convert(opts: argparse.Namespace, source: Union[str, List[str]], root_pid: 
     with written as partial, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RuntimeWarning)
         recording = open_source(source)
+        if not recording.numpy:
+            print(f"{prog}: {SLOW_PATH}", file=sys.stderr)
         # the writers by name: what the options ask for, the trace file's format by its ending
         stats = open_writer("stats", None, recording) if opts.stats else None
         picture = open_writer("png", png, recording) if png is not None else None

@@ -51,11 +51,17 @@ def open_source(source: Union[str, Sequence[str]], numpy: Optional[bool] = None)
         raise RecordingError(str(exc)) from None
 
 
-def _hand_samples(pending: "collections.deque[Any]", writers: Sequence[Writer], timeline: Timeline) -> None:
-    """The counter samples decoded so far to every writer, counted in the timeline (a sample
-    without a numeric field writes nothing and is not counted)."""
-    while pending:
-        sample = pending.popleft()
+def _drain(pending: "collections.deque[Any]") -> List[Any]:
+    """The counter samples decoded so far, taken out of ``pending``."""
+    taken = list(pending)
+    pending.clear()
+    return taken
+
+
+def _hand_samples(samples: List[Any], writers: Sequence[Writer], timeline: Timeline) -> None:
+    """Counter samples to every writer, counted in the timeline (a sample without a numeric field
+    writes nothing and is not counted)."""
+    for sample in samples:
         tracks = list(counter_tracks(sample))
         for writer in writers:
             writer.sample(sample, tracks)
@@ -121,15 +127,17 @@ def run(recording: Source, writers: Sequence[Writer], *, progress: Optional[Call
     """
     timeline = Timeline()
     payloads = ExtPayloads()
-    pending: "collections.deque[Any]" = collections.deque()  # bounded by the batches read ahead
+    pending: "collections.deque[Any]" = collections.deque()  # the samples of the batch being read
     decoder = BatchExtDecoder(payloads, pending.append)
     read_at = recording.read_at
     try:
         paired = pair_batches(recording, timeline, decoder.decoded(recording.batches()), payloads)
-        # where the reader was when a batch was paired (the reader thread runs ahead of the writers)
-        batches = ((pb, (read_at.done, read_at.total)) for pb in paired)
-        for pb, (done, total) in (_prefetch(batches) if recording.numpy else batches):
-            _hand_samples(pending, writers, timeline)  # the samples read with this batch (or before)
+        # where the reader was when a batch was paired, and the samples read with it (or before,
+        # since the last batch): the reader thread runs ahead of the writers, and a sample's place
+        # among the events written must not depend on how far
+        batches = ((pb, (read_at.done, read_at.total), _drain(pending)) for pb in paired)
+        for pb, (done, total), samples in (_prefetch(batches) if recording.numpy else batches):
+            _hand_samples(samples, writers, timeline)
             for writer in writers:
                 writer.batch(pb)
             if progress is not None and total:
@@ -137,7 +145,7 @@ def run(recording: Source, writers: Sequence[Writer], *, progress: Optional[Call
         if root_pid is not None and root_name is not None and (
                 root_pid in timeline.process_names or any(pid == root_pid for pid, _ in timeline.threads)):
             timeline.process_names[root_pid] = root_name
-        _hand_samples(pending, writers, timeline)  # samples after the last NVTX event
+        _hand_samples(_drain(pending), writers, timeline)  # samples after the last NVTX event
         timeline.unmapped_samples = dict(decoder.decoder.unmapped)
         for writer in writers:
             writer.finish(timeline)

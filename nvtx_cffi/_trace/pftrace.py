@@ -22,7 +22,8 @@ Perfetto's UI and trace processor read it directly; it is ~10x smaller than the 
 * process and thread tracks (``TrackDescriptor`` with ``process``/``thread``) are described when
   first used and again at the end with their final names.
 
-Each (thread, domain) sequence is encoded in bulk with NumPy (varints by vectorised shifts, every
+Each (thread, domain) sequence is encoded in bulk: in C (c/shim/trace_decode.c, scalar payloads
+included), or, without the compiled module, with NumPy (varints by vectorised shifts, every
 packet's bytes scattered into one buffer) when its events have no payload; otherwise, and
 without NumPy, packet by packet in Python: the same bytes either way.
 
@@ -38,6 +39,7 @@ from typing import IO, Any, Dict, List, Optional, Tuple
 from .columns import MARK, POP, PUSH, payload_value
 from .._fixedwidth import join_rows
 from .model import Timeline
+from .scalars import DOUBLE, FLOAT, UINT64, scalar_payloads
 from .writers import StreamWriter, register
 
 try:
@@ -237,7 +239,7 @@ class PerfettoWriter(StreamWriter):
             for part in _np.split(rows, cut):
                 tid, dom = int(b.tid[part[0]]), int(b.domain[part[0]])
                 seq = self._sequence(pb, tid, dom, int(b.time[part[0]]))
-                if _np.any(b.ptype[part] != 0):
+                if _native_encoder() is None and _np.any(b.ptype[part] != 0):  # (NumPy alone writes no payloads)
                     self._encode_python(pb, seq, part.tolist())
                 else:
                     if len(seq.names) + len(seq.categories) + len(seq.colors) > _MAX_INTERNED:
@@ -334,8 +336,9 @@ class PerfettoWriter(StreamWriter):
         ev_type = np.where(kind == PUSH, _BEGIN, np.where(kind == POP, _END, _INSTANT)).astype(np.uint64)
         native = _native_encoder()
         if native is not None:
+            value_kind, value = _annotation_values(native[1], b.ptype[rows], b.payload[rows], named)
             self._write(_encode_native(native, n, dt, ev_type, named, name_iid, cat_iid, has_color, color_iid,
-                                       seq.seq_bytes))
+                                       value_kind, value, seq.seq_bytes))
             self.count += n
             return
         # TrackEvent: type, [name_iid], [category_iids], [color annotation]
@@ -559,9 +562,32 @@ def _native_encoder() -> Any:
     return _NATIVE[0]
 
 
+def _annotation_values(lib: Any, ptype: Any, raw: Any, named: Any) -> Tuple[Any, Any]:
+    """The payload annotation of each row as the C encoder takes it: (value kind, 64 bits), the
+    value :func:`_value_field` writes for :func:`~.columns.payload_value`'s number. An unnamed
+    row (a pop) or an extension payload: none."""
+    np = _np
+    if not ptype.any():
+        return np.zeros(len(ptype), dtype=np.uint8), raw
+    slot, bits = scalar_payloads(ptype, raw)
+    if not _VALUE_KIND:
+        _VALUE_KIND.append(np.array([lib.NVTXCFFI_VALUE_INT] * 6 + [lib.NVTXCFFI_VALUE_NONE], dtype=np.uint8))
+        _VALUE_KIND[0][[DOUBLE, FLOAT]] = lib.NVTXCFFI_VALUE_DOUBLE
+    kind = np.where(named, _VALUE_KIND[0].take(slot), lib.NVTXCFFI_VALUE_NONE).astype(np.uint8)  # (slot -1: the last)
+    past = (slot == UINT64) & (bits >= np.uint64(1 << 63))  # past int64's range: uint_value
+    if past.any():
+        kind[past & named] = lib.NVTXCFFI_VALUE_UINT
+    return kind, bits
+
+
+#: value kind by slot (the last entry: slot -1, none)
+_VALUE_KIND: List[Any] = []
+
+
 def _encode_native(native: Any, n: int, dt: Any, ev_type: Any, named: Any, name_iid: Any, cat_iid: Any,
-                   has_color: Any, color_iid: Any, seq_bytes: bytes) -> bytes:
-    """The bytes :meth:`PerfettoWriter._encode_numpy` builds with :class:`_Fields`, from C."""
+                   has_color: Any, color_iid: Any, value_kind: Any, value: Any, seq_bytes: bytes) -> bytes:
+    """The bytes :meth:`PerfettoWriter._encode_python` writes, from C; payloads given by
+    :func:`_annotation_values`."""
     np = _np
     ffi, lib = native
 
@@ -571,10 +597,11 @@ def _encode_native(native: Any, n: int, dt: Any, ev_type: Any, named: Any, name_
     def u8(a: Any) -> Any:
         return ffi.from_buffer("uint8_t[]", np.ascontiguousarray(a, dtype=np.uint8))
 
-    capacity = n * (90 + len(seq_bytes))
+    capacity = n * (lib.NVTXCFFI_PFTRACE_ROW_MAX + len(seq_bytes))
     out = np.empty(capacity, dtype=np.uint8)
     size = lib.nvtxcffi_pftrace_events(n, u64(dt), u64(ev_type), u8(named), u64(name_iid), u64(cat_iid),
-                                       u8(has_color), u64(color_iid), ffi.from_buffer("uint8_t[]", seq_bytes), len(seq_bytes),
+                                       u8(has_color), u64(color_iid), u8(value_kind), u64(value),
+                                       ffi.from_buffer("uint8_t[]", seq_bytes), len(seq_bytes),
                                        ffi.from_buffer("uint8_t[]", out), capacity)
     if size < 0:  # pragma: no cover - the capacity above always suffices
         msg = "pftrace encoder: buffer too small"

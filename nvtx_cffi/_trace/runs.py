@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from typing import Dict, List, Optional, Tuple
 
@@ -29,6 +30,7 @@ __all__ = ["Run", "RecordingDirError", "find_runs", "select_run", "write_run_inf
 
 #: The tracer's note of the program it started (``{"run": label, "pid": N, "name": "python p.py"}``).
 RUN_INFO = "nvtx-cffi-trace-{label}.json"
+_RUN_INFO_NAME = re.compile(re.escape(RUN_INFO).replace(re.escape("{label}"), "([0-9a-f]{16}|none)"))
 #: Runs named in the message that refuses a mix (the rest are counted).
 _LISTED = 4
 
@@ -69,7 +71,9 @@ def find_runs(directory: str) -> List[Run]:
     """The runs of ``directory``'s record files, earliest first; :class:`RecordingDirError` when it
     is missing, not a directory, unreadable, holds no ``*.nvtxrec`` file, or a file is not a
     recording (the reader's message, naming the file). Files still being created (an all-zero
-    header) are left out, as the reader leaves them out."""
+    header) are left out, as the reader leaves them out. A directory whose only record of a run
+    is the tracer's note of its program (:func:`write_run_info`: the program recorded nothing)
+    holds that run, without files."""
     if not os.path.exists(directory):
         msg = f"recording directory {directory!r} does not exist"
         raise RecordingDirError(msg)
@@ -86,6 +90,9 @@ def find_runs(directory: str) -> List[Run]:
         msg = f"recording directory {directory!r} is empty"
         raise RecordingDirError(msg)
     if not files:
+        noted = [Run(run_id, [], [], 0, 0) for run_id in map(_noted_run, names) if run_id is not None]
+        if noted:  # the tracer's note of a program that recorded nothing: an empty recording
+            return sorted(noted, key=lambda r: r.run_id)
         msg = f"{directory!r} holds no recording: none of its {len(names)} file(s) is a *.nvtxrec record file"
         raise RecordingDirError(msg)
     runs: Dict[int, Run] = {}
@@ -114,6 +121,15 @@ def find_runs(directory: str) -> List[Run]:
         msg = f"{directory!r} holds no recording yet: its {len(files)} record file(s) are still being created"
         raise RecordingDirError(msg)
     return sorted(runs.values(), key=lambda r: (r.start_ns, r.run_id))
+
+
+def _noted_run(name: str) -> Optional[int]:
+    """The run id of a file named as the tracer's note of its program (:data:`RUN_INFO`; 0 for
+    ``none``), else None."""
+    match = _RUN_INFO_NAME.fullmatch(name)
+    if match is None:
+        return None
+    return 0 if match.group(1) == "none" else int(match.group(1), 16)
 
 
 def select_run(directory: str, runs: List[Run], choice: Optional[str]) -> List[Run]:

@@ -41,8 +41,9 @@ otherwise): zero has value 0, unchanged the value held, unavailable NULL.
 dropped events, unmatched pops/ends and unterminated ranges (a count past 2**63-1, which only a
 corrupt record file gives, is stored as 2**63-1).
 
-Rows are inserted in one transaction, without journal: rows that differ only in their times
-by multi-row ``INSERT ... VALUES`` statements binding just the times, the others with
+Rows are inserted in one transaction, without journal: rows that differ only in their times and
+scalar payloads by multi-row ``INSERT ... VALUES`` statements binding just these, the others
+(start/end ranges, ranges still open at the end, batches of rows too unlike: a name per row) with
 ``executemany``; one index, ``NVTX_EVENTS(eventType)``, is made at the end.
 """
 from __future__ import annotations
@@ -55,6 +56,7 @@ from .. import _recording_format as _format
 from .columns import payload_value
 from .grouping import group_rows
 from .model import Timeline
+from .scalars import DOUBLE, FLOAT, SLOT_NAMES, scalar_payloads
 from .writers import TrackCounters, register
 
 try:
@@ -144,6 +146,43 @@ def _payload_columns(ptype: int, raw: int) -> tuple:
             v = _uint64_bits(v)
         values[slot] = v
     return tuple(values)
+
+
+def _runs(keys: List[Any], n: int) -> List[Any]:
+    """Rows 0..n-1 in runs of consecutive rows with equal ``keys`` (NumPy arrays), in order."""
+    change = _np.zeros(n, dtype=bool)
+    for key in keys:
+        change[1:] |= key[1:] != key[:-1]
+    return _np.split(_np.arange(n), _np.flatnonzero(change))
+
+
+def _pick(col: Any, rows: Any, numpy: bool, add: int) -> Any:
+    """``col[rows] + add`` (NumPy), or as a list."""
+    return col[rows] + add if numpy else [col[j] + add for j in rows]
+
+
+def _payload_values(slot: int, bits: Any) -> Any:
+    """The payloads of one slot (:mod:`.scalars`) as they are bound: integers (a uint64's as the
+    int64 of its bits, as :func:`_uint64_bits` does), or floats with NaN as None (SQLite has none)."""
+    if slot not in (DOUBLE, FLOAT):
+        return bits.view(_np.int64)
+    values = bits.view(_np.float64)
+    out = values.tolist()
+    for j in _np.flatnonzero(_np.isnan(values)).tolist():
+        out[j] = None
+    return out
+
+
+def _interleave(columns: List[Any]) -> list:
+    """The rows' values one row after another (``columns``: NumPy integer arrays, or lists)."""
+    k = len(columns)
+    if _np is None:  # (PyPy without NumPy)
+        return [v for row in zip(*columns) for v in row]
+    numbers = all(hasattr(c, "dtype") for c in columns)
+    flat = _np.empty(k * len(columns[0]), dtype=_np.int64 if numbers else object)
+    for j, c in enumerate(columns):
+        flat[j::k] = c if numbers or not hasattr(c, "tolist") else c.tolist()
+    return flat.tolist()
 
 
 def global_tid(pid: int, tid: int) -> int:
@@ -240,15 +279,23 @@ class SqliteWriter(TrackCounters):
             self.count += n
 
     def _blocks(self, pb: Any, cols: Any, event_type: int) -> bool:
-        """Rows without payload, grouped by everything but their times: each group inserted with
-        multi-row ``VALUES`` statements binding only the times (binding is most of the cost).
-        False (nothing inserted) when the batch has payloads or too many distinct groups."""
+        """Rows that differ only in their times and payload values, inserted together: multi-row
+        ``VALUES`` statements binding only these (binding is most of the cost). Rows without
+        payload go in groups of everything else alike; rows with payloads (NumPy) in runs of
+        consecutive rows alike, the order they are inserted in one by one. False (nothing inserted)
+        for too many groups (or runs), and for payloads without NumPy."""
         numpy = hasattr(cols.tid, "dtype")
         n = len(cols)
-        if (_np.any(cols.ptype != 0) if numpy else any(cols.ptype)):
-            return False
+        keys = [cols.text, cols.domain, cols.category, cols.color, cols.has_color, cols.tid]
         rows = _np.arange(n) if numpy else list(range(n))
-        groups = group_rows([cols.text, cols.domain, cols.category, cols.color, cols.has_color, cols.tid], rows, numpy)
+        slot = bits = None
+        if _np.any(cols.ptype != 0) if numpy else any(cols.ptype):
+            if not numpy:
+                return False
+            slot, bits = scalar_payloads(cols.ptype, cols.payload)
+            groups = _runs([*keys, slot], n)
+        else:
+            groups = group_rows(keys, rows, numpy)
         if len(groups) * 64 > n:
             return False
         time_col = cols.time if event_type == MARK else cols.start
@@ -259,32 +306,26 @@ class SqliteWriter(TrackCounters):
             if "\0" in text:
                 return False
             d, c = int(cols.domain[i]), int(cols.category[i])
+            self._note_names(pb, [d], [(d, c)])
             color = int(cols.color[i]) if cols.has_color[i] else None
             gtid = (pb.pid << 24) | int(cols.tid[i])
             constants = ",".join([str(event_type), str(c) if c else "NULL", "NULL" if color is None else str(color),
                                   "'" + text.replace("'", "''") + "'", str(gtid), str(d)])
-            if numpy:
-                start = time_col[group] - self._t0
-                flat = _np.empty(2 * len(group), dtype=_np.int64)
-                flat[0::2] = start
-                flat[1::2] = (cols.end[group] - self._t0) if event_type != MARK else 0
-                values = flat.tolist()
-            else:
-                values = []
-                for j in group:
-                    values.append(time_col[j] - self._t0)
-                    values.append(cols.end[j] - self._t0 if event_type != MARK else 0)
-            statements.append((constants, values))
+            bound = [_pick(time_col, group, numpy, -self._t0)]
+            if event_type != MARK:
+                bound.append(_pick(cols.end, group, numpy, -self._t0))
+            column = SLOT_NAMES[slot[i]] if slot is not None and slot[i] >= 0 else None
+            if column is not None:
+                bound.append(_payload_values(int(slot[i]), bits[group]))
+            statements.append((constants, column, len(bound), _interleave(bound)))
         end = "?" if event_type != MARK else "NULL"
-        for constants, values in statements:
-            row = f"(?,{end},{constants})"
-            if event_type == MARK:
-                values = values[0::2]
-            per = 1 if event_type == MARK else 2
-            full = len(values) // (per * _ROWS) * (per * _ROWS)
-            insert = "INSERT INTO NVTX_EVENTS (start, end, eventType, category, color, text, globalTid, domainId) VALUES "
+        for constants, column, per, values in statements:
+            row = f"(?,{end},{constants}{',?' if column else ''})"
+            insert = (f"INSERT INTO NVTX_EVENTS (start, end, eventType, category, color, text, globalTid, domainId"
+                      f"{', ' + column if column else ''}) VALUES ")
+            chunk = per * _ROWS
+            full = len(values) // chunk * chunk
             if full:
-                chunk = per * _ROWS
                 self._cur.executemany(insert + ",".join([row] * _ROWS),
                                      [values[k:k + chunk] for k in range(0, full, chunk)])
             rest = values[full:]
