@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import Any, List, Sequence
 
+from . import _bulk
+
 try:
     import numpy as _np
 except ImportError:  # pragma: no cover - PyPy
@@ -111,15 +113,8 @@ _NATIVE: List[Any] = []
 
 
 def _native() -> Any:
-    """``(ffi, lib)`` of the CFFI module when it has the row formatter (c/shim/trace_decode.c), else None."""
-    if not _NATIVE:
-        try:
-            from ._native._ffi import ffi, lib  # type: ignore[import-not-found]
-
-            _NATIVE.append((ffi, lib) if hasattr(lib, "nvtxcffi_fixed_rows") else None)
-        except ImportError:  # pragma: no cover - a source tree without its compiled module
-            _NATIVE.append(None)
-    return _NATIVE[0]
+    """``(ffi, lib)`` of the CFFI module when it has the row formatter (nvtxcffi_fixed_rows), else None."""
+    return _bulk.helper(_NATIVE, "nvtxcffi_fixed_rows")
 
 
 def _rows_native(native: Any, encoded: List[bytes], columns: Sequence[Any], w: List[int], zero_pad: Sequence[int],

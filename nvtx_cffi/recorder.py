@@ -45,7 +45,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
 
-from . import _recording_format as _format, _tools
+from . import _bulk, _recording_format as _format, _tools
 from ._recording_format import lib as _lib
 
 __all__ = [
@@ -1482,19 +1482,12 @@ def _np_valid(np, data: bytes, skips: _Skips):
     return w, tags
 
 
-_NATIVE: list = []
+_NATIVE: List[Any] = []
 
 
-def _native_decoder():
-    """The CFFI module's ``(ffi, lib)`` when it has the tracer's decoder (c/shim/trace_decode.c), else None."""
-    if not _NATIVE:
-        try:
-            from nvtx_cffi._native._ffi import ffi, lib  # type: ignore[import-not-found]
-
-            _NATIVE.append((ffi, lib) if hasattr(lib, "nvtxcffi_decode_events") else None)
-        except ImportError:
-            _NATIVE.append(None)
-    return _NATIVE[0]
+def _native_decoder() -> Any:
+    """``(ffi, lib)`` of the CFFI module when it has the block decoder (nvtxcffi_decode_events), else None."""
+    return _bulk.helper(_NATIVE, "nvtxcffi_decode_events")
 
 
 def _np_decode(np, words, n_events: int, dtype):

@@ -241,7 +241,7 @@ def test_fixed_width_rows_are_the_same_bytes_with_and_without_numpy():
 def test_text_rows_print_numbers_and_texts_as_python_does():
     if not columns.HAVE_NUMPY:
         pytest.skip("NumPy path only")
-    from nvtx_cffi._trace import fixedwidth
+    from nvtx_cffi import _fixedwidth as fixedwidth
 
     ints = np.array([-2**63, -1, 0, 9, 10, 99, 100, 12345678901, 2**63 - 1], dtype=np.int64)
     n = len(ints)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
+from .. import _bulk
 from .columns import END, MARK, POP, PUSH, START, RecordBatch, Source, open_events, payload_value
 from .model import UNNAMED, Mark, Range, Timeline
 
@@ -431,15 +432,8 @@ _NATIVE: List[Any] = []
 
 
 def _native() -> Any:
-    """``(ffi, lib)`` of the CFFI module when it has the C stack pairing (c/shim/trace_decode.c), else None."""
-    if not _NATIVE:
-        try:
-            from .._native._ffi import ffi, lib  # type: ignore[import-not-found]
-
-            _NATIVE.append((ffi, lib) if hasattr(lib, "nvtxcffi_pair_stacks") else None)
-        except ImportError:  # pragma: no cover - a source tree without its compiled module
-            _NATIVE.append(None)
-    return _NATIVE[0]
+    """``(ffi, lib)`` of the CFFI module when it has the C stack pairing (nvtxcffi_pair_stacks), else None."""
+    return _bulk.helper(_NATIVE, "nvtxcffi_pair_stacks")
 
 
 def _pair_native(native: Any, b: RecordBatch, pp: Any, nc: int, kind: Any, g: Any, tid: Any, dom: Any, time: Any,

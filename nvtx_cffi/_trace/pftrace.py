@@ -36,6 +36,7 @@ import itertools
 import struct
 from typing import IO, Any, Dict, List, Optional, Tuple
 
+from .. import _bulk
 from .columns import MARK, POP, PUSH, payload_value
 from .._fixedwidth import join_rows
 from .model import Timeline
@@ -551,15 +552,8 @@ _NATIVE: List[Any] = []
 
 
 def _native_encoder() -> Any:
-    """``(ffi, lib)`` of the CFFI module when it has the packet encoder (c/shim/trace_decode.c), else None."""
-    if not _NATIVE:
-        try:
-            from .._native._ffi import ffi, lib  # type: ignore[import-not-found]
-
-            _NATIVE.append((ffi, lib) if hasattr(lib, "nvtxcffi_pftrace_events") else None)
-        except ImportError:  # pragma: no cover - a source tree without its compiled module
-            _NATIVE.append(None)
-    return _NATIVE[0]
+    """``(ffi, lib)`` of the CFFI module when it has the packet encoder (nvtxcffi_pftrace_events), else None."""
+    return _bulk.helper(_NATIVE, "nvtxcffi_pftrace_events")
 
 
 def _annotation_values(lib: Any, ptype: Any, raw: Any, named: Any) -> Tuple[Any, Any]:
