@@ -28,7 +28,15 @@ static PyObject *decorated_call(PyObject *op, PyObject *const *args, size_t narg
             Py_LeaveRecursiveCall();
         return NULL;
     }
-    PyObject *result = PyObject_Vectorcall(self->func, args, nargsf, kwnames);
+    PyObject *result;
+    /* A Python function (guard off) is called through its own vectorcall: PyObject_Vectorcall
+     * would look up the thread state (a TLS call where libpython is shared) and check the result
+     * against the error indicator, which a Python function always leaves consistent. */
+    vectorcallfunc call = guard ? NULL : PyVectorcall_Function(self->func);
+    if (call != NULL)
+        result = call(self->func, args, nargsf, kwnames);
+    else
+        result = PyObject_Vectorcall(self->func, args, nargsf, kwnames);
     nvtxcffi_shim.pop(self->domain_index);
     if (result != NULL && TOOL_RAISED())
         Py_CLEAR(result);
