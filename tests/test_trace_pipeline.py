@@ -53,7 +53,20 @@ def _outputs(base: str) -> tuple:
     return trace, rows
 
 
-class _Rendezvous:
+class _BatchOnly:
+    """A writer that does something with batches only: the rest of the Writer protocol, doing nothing."""
+
+    def sample(self, sample, tracks):
+        pass
+
+    def finish(self, timeline):
+        return 0
+
+    def close(self):
+        pass
+
+
+class _Rendezvous(_BatchOnly):
     """A writer that, at its first batch, says so and waits for ``go``: the batches its conversion
     decoded so far wait for their writers while the other conversion starts."""
 
@@ -65,15 +78,6 @@ class _Rendezvous:
             self.waited = True
             self.ready.set()
             assert self.go.wait(60)
-
-    def sample(self, sample, tracks):
-        pass
-
-    def finish(self, timeline):
-        return 0
-
-    def close(self):
-        pass
 
 
 @pytest.mark.parametrize("numpy", [True, False] if columns.HAVE_NUMPY else [False])
@@ -127,20 +131,11 @@ COUNTERS = """
 """
 
 
-class _Slow:
+class _Slow(_BatchOnly):
     """A writer that takes its time over each batch: the reader thread reads ahead all it may."""
 
     def batch(self, pb):
         time.sleep(0.05)
-
-    def sample(self, sample, tracks):
-        pass
-
-    def finish(self, timeline):
-        return 0
-
-    def close(self):
-        pass
 
 
 @pytest.mark.skipif(not columns.HAVE_NUMPY, reason="the reader thread is the NumPy path's")
