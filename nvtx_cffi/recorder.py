@@ -1374,8 +1374,11 @@ class StringTable(Mapping):
             k[np.isin(keys, np.fromiter(self._given, dtype=np.int64, count=len(self._given)))] = -1
         starts = np.frombuffer(self._starts, dtype=np.int64)
         ok = k >= 0
-        begin = np.where(ok, starts[np.maximum(k, 0)], 0)
-        lengths = np.where(ok, starts[np.maximum(k, 0) + 1] - begin, -1)
+        # np.where computes both sides: the index of a key not held must stay inside `starts` (an
+        # empty table's is [0] alone), whatever the value it reads there.
+        at = np.where(ok, k, 0)
+        begin = np.where(ok, starts[at], 0)
+        lengths = np.where(ok, starts[np.minimum(at + 1, len(starts) - 1)] - begin, -1)
         take = np.maximum(lengths, 0)
         none = np.zeros(len(keys), dtype=np.int64)
         blob = np.frombuffer(self._blob, dtype=np.uint8)

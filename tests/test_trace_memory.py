@@ -23,6 +23,11 @@ import pytest
 from _hardening import opted_in_slow  # noqa: F401 (fixture)
 from nvtx_cffi import recorder
 
+try:
+    import numpy as np
+except ImportError:  # PyPy
+    np = None
+
 RECORD = """
 import sys
 import nvtx_cffi as nvtx
@@ -94,6 +99,19 @@ def test_the_compact_string_table_reads_as_the_dict_it_replaced(ids):
     assert table.get(123456) is None and table.get(0, "d") == "d" and 123456 not in table and "x" not in table
     keys = list(expected) + [0, 123456]
     assert table.texts(keys) == [table[k] for k in keys]
+
+
+@pytest.mark.skipif(np is None, reason="raw_many is the NumPy path's")
+@pytest.mark.parametrize("ids", [[], [1, 2], [7, 1 << 31]])  # empty (an NVTXW-written file); dense; sparse
+def test_raw_many_gives_the_texts_bytes_and_no_bytes_for_keys_it_does_not_hold(ids):
+    table = recorder.StringTable({0xFFFFFFFF: "overflow"})
+    for key in ids:
+        table._add(key, f"text {key}".encode())
+    keys = np.array([0, 0, *ids, 123456, 0xFFFFFFFF], dtype=np.int64)
+    data, lengths = table.raw_many(keys)
+    # 0, an unknown id and a text given as str have no bytes (-1: look them up as text)
+    assert lengths.tolist() == [-1, -1, *[len(f"text {key}") for key in ids], -1, -1]
+    assert bytes(data) == b"".join(f"text {key}".encode() for key in ids)
 
 
 ODD_NAMES = ['quote " inside', "back\\slash", "tab\there", "control \x01 byte", "é accent", "日本語", "dup", "dup"]
