@@ -19,8 +19,8 @@ not a recording, or the recordings of more than one run (:mod:`.runs`; ``--run I
 ``--run all`` merges them) is one ``error:`` line naming it, exit status 2; the kept recording of
 a program that recorded nothing (the tracer's note of the program alone) is the empty trace that
 ``trace`` wrote, with its "no NVTX events were recorded" line. Default output:
-``<directory name>.trace.json``. Without NumPy a conversion runs on the slow path and says so
-first (:data:`SLOW_PATH`).
+``<directory name>.trace.json``. Without NumPy a conversion runs on the slow path and, on CPython,
+says so first (:data:`SLOW_PATH`).
 
 ``--no-output`` (with ``--stats`` and/or ``--png``: without either it would produce nothing, and
 with ``-o`` it contradicts it, both usage errors) converts without writing a trace file.
@@ -432,7 +432,8 @@ def _convert(opts: argparse.Namespace, source: Union[str, List[str]], root_pid: 
     with written as partial, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RuntimeWarning)
         recording = open_source(source)
-        if not recording.numpy:
+        if not recording.numpy and sys.implementation.name == "cpython":
+            # (PyPy runs the list path under its JIT, and NumPy is no way to a faster one there)
             print(f"{prog}: {SLOW_PATH}", file=sys.stderr)
         # the writers by name: what the options ask for, the trace file's format by its ending
         stats = open_writer("stats", None, recording) if opts.stats else None
