@@ -4,7 +4,7 @@ the asv base class, on the small example library in tests/overhead_example (exam
 The measurements are kept tiny (2 samples of ~2 ms of each kind, per mode): these tests check that
 every face reads back complete, consistent figures and that the budget gate and usage errors act as
 documented, never how fast anything is (the budget tests use absurd budgets: 0 ns against the
-recorder, one that no overhead reaches).
+recorder on a target of 100 marks a call beside its empty twin, one that no overhead reaches).
 """
 from __future__ import annotations
 
@@ -83,12 +83,14 @@ def test_cli_table_with_plain_setup_and_call():
 
 
 def test_over_budget_exits_1_with_the_table():
-    proc = cli("examplelib:tiny", "--modes", "none,recorder", "--budget", "0ns", *QUICK)
+    proc = cli("examplelib:busy", "--plain", "examplelib:busy_plain", "--modes", "none,recorder", "--budget", "0ns",
+               *QUICK)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     recorder_row = next(line for line in proc.stdout.splitlines() if line.startswith("recorder "))
-    assert "OVER" in recorder_row and "tool, 2 events/call" in recorder_row
+    assert "OVER" in recorder_row and "tool, 102 events/call" in recorder_row
     assert proc.stdout.splitlines()[-1].startswith("over budget 0ns: ") and "recorder" in proc.stdout.splitlines()[-1]
-    proc = cli("examplelib:tiny", "--modes", "recorder", "--budget", "0ns", "--json", *QUICK)
+    proc = cli("examplelib:busy", "--plain", "examplelib:busy_plain", "--modes", "recorder", "--budget", "0ns", "--json",
+               *QUICK)
     assert proc.returncode == 1 and json.loads(proc.stdout)["ok"] is False
 
 
@@ -119,7 +121,8 @@ def test_usage_errors_exit_2_with_one_line(args, message):
 
 def test_assert_overhead_raises_with_the_table_over_budget(examplelib_path):
     with pytest.raises(AssertionError) as info:
-        overhead.assert_overhead("examplelib:tiny", budget="0ns", modes=["recorder"], **QUICK_OPTIONS)
+        overhead.assert_overhead("examplelib:busy", plain="examplelib:busy_plain", budget="0ns", modes=["recorder"],
+                                 **QUICK_OPTIONS)
     text = str(info.value)
     assert text.startswith("annotation overhead over budget 0ns in recorder:\nexampleli")
     assert "recorder " in text and "OVER" in text and "annotated ns/call" in text
