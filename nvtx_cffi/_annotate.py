@@ -19,6 +19,7 @@ from . import _ranges, _state
 from ._accel import accel as _accel, partial as _partial
 from ._locks import hold_across_fork
 from ._domain import OP_PUSH, OP_START, PREPARE_AT, EventAttributes, FirstSight, _inline_style, get_domain, make_room
+from ._bases import caches
 from ._native import lib
 from ._validate import _INT64_MAX, _INT64_MIN, ArgumentTypeError, keyable
 from ._payload import _DOUBLE, _INT64, KIND_EXT as _KIND_EXT, emit as _payload_emit, payload_fields
@@ -32,10 +33,12 @@ MAX_CACHED_ANNOTATIONS = 4096
 #: How often annotate() has met each message (see annotate.__new__): prepared at its PREPARE_AT-th annotate().
 _first_sight = FirstSight()
 
-_cache: dict = {}
+# (cls, message, color, domain, category, payload, payload type) -> annotate object; the C fast path
+# reads it too (nvtx_cffi/_bases.py).
+_cache: dict = caches.annotate
 # annotate(message) with every other argument at its default, the commonest form: keyed by the
 # message alone (no 7-tuple to build and hash). Same objects as in _cache, same bound.
-_by_message: dict = {}
+_by_message: dict = caches.annotate_by_message
 _cache_lock = _thread.allocate_lock()
 hold_across_fork(_cache_lock)
 _push = lib.nvtxcffi_push
@@ -514,6 +517,6 @@ def _first_sight_attributes(annotation: annotate) -> EventAttributes:
 if _accel is not None:
     # Repeated annotate(...) calls answered in C from the two caches above (a miss runs __new__),
     # and messages met for the first time sent inline as __new__ and _ranges._slow send them.
-    _accel.setup_annotate(annotate, _by_message, _cache, _payload_attributes, payload_fields, _payload_emit)
+    _accel.setup_annotate(annotate, _payload_attributes, payload_fields, _payload_emit)
     _accel.setup_first_sight(FirstSight, _ranges._first_sight, _first_sight, _inline_style,
                              _first_sight_attributes, _pop_default, _first_sight_reused, PREPARE_AT)

@@ -13,6 +13,7 @@ TYPE_CHECKING = False
 
 from . import _state
 from ._accel import accel as _accel, partial as _partial, update_wrapper as _update_wrapper
+from ._bases import DomainBase, EventAttributesBase, caches
 from ._colors import to_argb
 from ._env import env_int
 from ._locks import hold_across_fork
@@ -150,7 +151,7 @@ _end = lib.nvtxcffi_end
 # Slow-path state is guarded by one re-entrant lock; the hot paths only read finished entries.
 _lock = _thread.RLock()
 hold_across_fork(_lock)
-_domains: Dict[Optional[str], "Domain"] = {}
+_domains: Dict[Optional[str], "Domain"] = caches.domains
 _category_names = 0
 _other_category_named: set = set()  # domain indexes where OTHER_CATEGORY_ID has been named
 _registered_bytes = 0
@@ -179,7 +180,7 @@ class RegisteredString:
         return f"RegisteredString({self.string!r}, domain={self.domain.name!r})"
 
 
-class EventAttributes:
+class EventAttributes(EventAttributesBase):
     """Prepared attributes of an event in one domain (message, colour, category, payload).
 
     Build them with :meth:`Domain.get_event_attributes`; reuse them with :meth:`Domain.push_range`,
@@ -187,8 +188,7 @@ class EventAttributes:
     re-prepares the object.
     """
 
-    __slots__ = ("_domain", "_message", "_color", "_category", "_payload", "_slot", "_fields", "_inline",
-                 "_fast", "_shared")
+    __slots__ = ()  # its fields are EventAttributesBase's (nvtx_cffi/_bases.py)
 
     def __init__(self, domain: "Domain", message: Message = None, color: ColorLike = None, category: Category = None,
                  payload: Payload = None) -> None:
@@ -286,12 +286,17 @@ class EventAttributes:
     payload = property(lambda self: self._payload, _setter("_payload"), doc="The payload.")
     del _setter
 
+    def __reduce__(self):
+        """Pickled as what made it: unpickled, the domain prepares them again (slots are this
+        process's)."""
+        return _attributes_again, (self._domain, self._message, self._color, self._category, self._payload)
+
     def __repr__(self) -> str:
         return (f"EventAttributes(message={self._message!r}, color={self._color!r}, "
                 f"category={self._category!r}, payload={self._payload!r}, domain={self._domain.name!r})")
 
 
-class Domain:
+class Domain(DomainBase):
     """An NVTX domain: a named scope for ranges, marks, registered strings and categories.
 
     Get one with :func:`get_domain` (``Domain(name)`` returns the same object). Domains live as long
@@ -305,10 +310,11 @@ class Domain:
 
     __slots__ = {
         "name": "The domain's name (None: NVTX's default domain).",
-        "_index": None, "_strings": None, "_categories": None, "_slots": None, "_by_keywords": None,
+        # (_index and _by_keywords are DomainBase's: nvtx_cffi/_bases.py)
+        "_strings": None, "_categories": None, "_slots": None,
         "__weakref__": None,
         # Without the accelerator, an instance attribute bound to a C function (no Python frame):
-        # see get_domain(). With it, a C method (below).
+        # see get_domain(). With it, DomainBase's C method.
         **({} if _accel is not None else {
             "pop_range": "pop_range() -> None: close this thread's innermost range of this domain "
                          "(nothing pushed: the tool ignores it)."}),
@@ -708,12 +714,18 @@ if _accel is not None:
     # C fast paths for calls with pre-built attributes (d.push_range(attrs), d.end_range(rid), ...)
     # and for copies of prepared attributes (d.get_event_attributes(...));
     # the methods above stay their Python twins (__wrapped__) for everything else.
-    _accel.setup_domain(Domain, EventAttributes, _domains)
+    _accel.setup_domain(Domain, EventAttributes)
     for _name in ("push_range", "start_range", "mark", "end_range", "get_event_attributes"):
         _method = getattr(Domain, _name)
         setattr(Domain, _name, _update_wrapper(_accel.accelerate("Domain." + _name, _method), _method))
     del _name, _method
-    Domain.pop_range = _accel.domain_pop_method()
+    Domain.pop_range = _accel.method_for(Domain, "pop_range")  # (DomainBase's, as Domain's own: see method_for)
+
+
+def _attributes_again(domain: Domain, message: Message, color: ColorLike, category: Category,
+                      payload: Payload) -> EventAttributes:
+    """An unpickled EventAttributes (see EventAttributes.__reduce__)."""
+    return EventAttributes(domain, message, color, category, payload)
 
 
 def _bad_message(message: object) -> ArgumentTypeError:
@@ -783,7 +795,7 @@ def get_domain(name: Optional[str] = None) -> Domain:
                 msg = f"domain {short_repr(name)}: too many domains (limit {lib.NVTXCFFI_MAX_DOMAINS - 1})"
                 raise ValueError(msg)
             index = 0
-        domain = object.__new__(Domain)
+        domain = DomainBase.__new__(Domain)  # (Domain.__new__ is get_domain)
         domain.name = name
         domain._index = index
         domain._strings = {}

@@ -40,6 +40,7 @@ else:
 
 from . import _state
 from ._accel import accel as _accel, update_wrapper as _update_wrapper
+from ._bases import caches
 from ._locks import hold_across_fork
 from ._domain import OP_MARK, OP_PUSH, OP_START, EventAttributes, FirstSight, _bad_range_id, get_domain, make_room
 from ._native import lib
@@ -52,14 +53,15 @@ __all__ = ["push_range", "pop_range", "start_range", "end_range", "mark", "Range
 #: Bound of the argument-tuple cache; past it calls still work through the per-domain tables.
 MAX_CACHED_CALLS = 65536
 
-_slot_cache: dict = {}
+# (message, color, domain, category) -> slot; the C fast paths read these three too (nvtx_cffi/_bases.py).
+_slot_cache: dict = caches.slot
 # The commonest calls give only a message: for those, a dict keyed by the message alone (its hash is
 # cached in the str) saves building and hashing a 4-tuple. One per default colour: push_range and
 # mark default to "blue", start_range to None. Filled together with _slot_cache, same bound.
 # (An identity test: a colour object with an odd __eq__, e.g. an array, is never compared.)
 _BLUE = "blue"
-_blue_slots: dict = {}
-_uncoloured_slots: dict = {}
+_blue_slots: dict = caches.blue_slots
+_uncoloured_slots: dict = caches.uncoloured_slots
 _cache_lock = _thread.allocate_lock()
 hold_across_fork(_cache_lock)
 
@@ -267,7 +269,7 @@ def _domain_index(name: str) -> int:
 if _accel is not None:
     # The C fast paths: the same caches, one C call; the functions above remain their twins
     # (__wrapped__) for first use, payloads, new domains and errors, and give them their metadata.
-    _accel.setup_ranges(_BLUE, _blue_slots, _uncoloured_slots, _slot_cache)
+    _accel.setup_ranges(_BLUE)
     push_range, pop_range, start_range, end_range, mark = (
         _update_wrapper(_accel.accelerate(f.__name__, f), f)
         for f in (push_range, pop_range, start_range, end_range, mark))

@@ -9,9 +9,11 @@
  *
  * How Python reaches it: nvtx_cffi/_accel.py imports nvtx_cffi._speedups, binds it to the shim and
  * calls install(active) once; then the setup functions (setup_annotate, setup_ranges, setup_domain,
- * setup_first_sight, each in its part) receive the Python caches and twins.
+ * setup_first_sight, each in its part) receive the Python classes and twins. The state both sides
+ * read and fill (the caches of prepared calls, Domain's and EventAttributes' fields) lives in the
+ * types of accel_types.c, which the Python code uses (nvtx_cffi/_bases.py).
  *
- * What it holds (all opt-in from Python, which passes in its own caches and Python twins):
+ * What it holds (all opt-in from Python, which passes in its classes and Python twins):
  *   AnnotateBase  base class of nvtx_cffi.annotate: C __enter__/__exit__ (push a slot / pop a
  *                 domain), plus a vectorcall for the annotate class itself that answers repeated
  *                 annotate(...) calls from annotate's own instance caches (a miss runs
@@ -141,7 +143,7 @@ static PyMethodDef accel_functions[] = {
 
 int nvtxcffi_accel_init(PyObject *module)
 {
-    if (accel_caches_init(module) < 0 || accel_payloads_init(module) < 0 || accel_first_sight_init(module) < 0
+    if (accel_types_init(module) < 0 || accel_caches_init(module) < 0 || accel_payloads_init(module) < 0 || accel_first_sight_init(module) < 0
         || accel_annotate_init(module) < 0 || accel_annotate_call_init(module) < 0 || accel_ranges_init(module) < 0
         || accel_domain_init(module) < 0 || accel_function_init(module) < 0)
         return -1;

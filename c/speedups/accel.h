@@ -1,6 +1,8 @@
 /* accel.h - what the accel*.c files of nvtx_cffi._speedups share (accel.c says what they do).
  *
  * accel.c                the seam: install() and accelerate() pick each fast path's body; init
+ * accel_types.c          the state shared with Python, in C types: DomainBase, EventAttributesBase,
+ *                        Caches (their Python twins: nvtx_cffi/_bases.py)
  * accel_caches.c         the identity tables calls are answered from: keyword binding, f-string
  *                        texts, styles, call sites, call entries
  * accel_payloads.c       array payloads: dtypes checked once, sent through _payload.emit
@@ -101,6 +103,7 @@ static inline PyObject *twin(PyObject *op, PyObject *const *args, size_t nargsf,
 }
 
 /* ---- each part adds its functions, types and constants to the module (0, or -1 raised) ------- */
+int accel_types_init(PyObject *module);
 int accel_caches_init(PyObject *module);
 int accel_payloads_init(PyObject *module);
 int accel_first_sight_init(PyObject *module);
@@ -146,23 +149,51 @@ static inline int as_slot(PyObject *value)
     return slot < 0 || slot > INT32_MAX ? -1 : (int)slot;
 }
 
-/* The object in a __slots__ member of a Python-level instance (NULL when unset). */
-static inline PyObject *member_at(PyObject *obj, Py_ssize_t offset)
+/* ---- the state shared with Python (accel_types.c; the Python twins: nvtx_cffi/_bases.py) ----- */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *index;       /* _index: the shim's domain index (an int) */
+    PyObject *by_keywords; /* _by_keywords: (message, color, category) -> EventAttributes */
+} domain_base_object;
+
+/* EventAttributesBase's fields, in this order (accel_types.c names them _domain ... _shared). */
+enum { ATTR_DOMAIN, ATTR_MESSAGE, ATTR_COLOR, ATTR_CATEGORY, ATTR_PAYLOAD, ATTR_SLOT, ATTR_FIELDS, ATTR_INLINE,
+       ATTR_FAST, ATTR_SHARED, ATTR_COUNT };
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *field[ATTR_COUNT]; /* NULL: not set */
+} attributes_base_object;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *annotate_by_message; /* message -> annotate (nvtx_cffi/_annotate.py fills it) */
+    PyObject *annotate;            /* (cls, message, color, domain, category, payload, payload type) -> annotate */
+    PyObject *slot;                /* (message, color, domain, category) -> slot (nvtx_cffi/_ranges.py) */
+    PyObject *blue_slots;          /* message -> slot of push_range/mark(message) */
+    PyObject *uncoloured_slots;    /* message -> slot of start_range(message) */
+    PyObject *domains;             /* name -> Domain (nvtx_cffi/_domain.py) */
+} caches_object;
+
+extern PyTypeObject domain_base_type;     /* DomainBase */
+extern PyTypeObject attributes_base_type; /* EventAttributesBase */
+extern caches_object *caches;             /* the one Caches instance (made at the module's init) */
+
+/* The shim's index of the domain of DomainBase instance `domain`; -1 when it has none. */
+static inline int domain_index_of_base(PyObject *domain)
 {
-    return *(PyObject **)((char *)obj + offset);
+    PyObject *index = ((domain_base_object *)domain)->index;
+    return index == NULL ? -1 : as_slot(index);
 }
 
-/* The setup functions' argument check (a dict, else TypeError naming `what`) and store (a strong
- * reference, replacing the one held). */
-static inline int check_dict(PyObject *obj, const char *what)
+/* A field of EventAttributesBase instance `attributes` (NULL: not set). */
+static inline PyObject *attribute_field(PyObject *attributes, int which)
 {
-    if (!PyDict_CheckExact(obj)) {
-        PyErr_Format(PyExc_TypeError, "%s must be a dict", what);
-        return -1;
-    }
-    return 0;
+    return ((attributes_base_object *)attributes)->field[which];
 }
 
+/* The setup functions' store: a strong reference, replacing the one held. */
 static inline void store(PyObject **slot, PyObject *value)
 {
     Py_INCREF(value);
@@ -497,6 +528,7 @@ static inline const char *inline_text(PyObject *message, Py_ssize_t *size)
 
 /* ---- across the parts ------------------------------------------------------------------------- */
 int domain_index_by_name(PyObject *name);                    /* accel_domain.c */
+int domain_index_of(PyObject *domain);                       /* accel_domain.c: -1 not a Domain */
 PyObject *function_new(vectorcallfunc call, PyObject *func); /* accel_function.c */
 #if PY_VERSION_HEX >= 0x030E0000
 int own_special_methods(PyTypeObject *cls); /* accel_annotate.c */

@@ -9,8 +9,6 @@
 #include "accel.h"
 
 PyTypeObject *annotate_cls;           /* nvtx_cffi.annotate (a Python subclass of AnnotateBase) */
-static PyObject *annotate_by_message; /* _annotate._by_message: message -> annotate */
-static PyObject *annotate_cache;      /* _annotate._cache: (cls, 5 args, payload type) -> annotate */
 static PyObject *payload_check;       /* _payload.payload_fields(payload): raises/warns for bad payloads */
 
 static PyObject *call_type_normally(PyObject *callable, PyObject *const *args, Py_ssize_t nargs,
@@ -51,7 +49,7 @@ static PyObject *call_type_normally(PyObject *callable, PyObject *const *args, P
 static int annotate_template_of(PyObject *callable, PyObject *message, PyObject *const *a, PyObject **found)
 {
     if (a[1] == Py_None && a[2] == Py_None && a[3] == Py_None)
-        return lookup(annotate_by_message, message, found);
+        return lookup(caches->annotate_by_message, message, found);
     style_t *style;
     *found = style_get(STYLE_ANNOTATE, a[1], a[2], a[3], message, &style);
     if (*found != NULL)
@@ -61,7 +59,7 @@ static int annotate_template_of(PyObject *callable, PyObject *message, PyObject 
     PyObject *key = PyTuple_Pack(7, callable, message, a[1], a[2], a[3], Py_None, (PyObject *)Py_TYPE(Py_None));
     if (key == NULL)
         return -1;
-    int hit = lookup(annotate_cache, key, found);
+    int hit = lookup(caches->annotate, key, found);
     Py_DECREF(key);
     if (hit > 0 && Py_TYPE(*found) == annotate_cls)
         style_put(STYLE_ANNOTATE, a[1], a[2], a[3], 0, message, *found);
@@ -238,7 +236,7 @@ static Py_NO_INLINE PyObject *annotate_class_slow(PyObject *callable, PyObject *
         size_t at = annotate_hot_at(message);
         int constant = hash_cached(message);
         PyObject *same = canonical_message(message);
-        int hit = lookup(annotate_by_message, same, &found); /* may run a key's __eq__: `same` is held */
+        int hit = lookup(caches->annotate_by_message, same, &found); /* may run a key's __eq__: `same` is held */
         Py_DECREF(same);                                     /* held by the table or the caller */
         if (hit < 0)
             return NULL;
@@ -399,8 +397,9 @@ static PyObject *annotate_class_call(PyObject *callable, PyObject *const *args, 
 }
 
 PyDoc_STRVAR(setup_annotate_doc,
-"setup_annotate(cls, by_message, cache[, payload_attributes[, payload_check[, payload_emit]]])\n--\n\n"
-"Answer calls of annotate class ``cls`` (a subclass of AnnotateBase) from its two caches; "
+"setup_annotate(cls[, payload_attributes[, payload_check[, payload_emit]]])\n--\n\n"
+"Answer calls of annotate class ``cls`` (a subclass of AnnotateBase) from caches.annotate_by_message "
+"and caches.annotate; "
 "``payload_attributes(template, payload)`` makes the attributes of objects carrying a per-call payload; "
 "``payload_check(payload)`` checks a payload C does not convert (raises or warns) when no tool listens; "
 "``payload_emit(op, slot, domain_index, inline, payload)`` sends an array payload.");
@@ -408,25 +407,20 @@ PyDoc_STRVAR(setup_annotate_doc,
 static PyObject *setup_annotate(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    if (nargs < 3 || nargs > 6) {
-        PyErr_SetString(PyExc_TypeError,
-                        "setup_annotate(cls, by_message, cache[, payload_attributes[, payload_check[, payload_emit]]])");
+    if (nargs < 1 || nargs > 4) {
+        PyErr_SetString(PyExc_TypeError, "setup_annotate(cls[, payload_attributes[, payload_check[, payload_emit]]])");
         return NULL;
     }
     if (!PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &annotate_base_type)) {
         PyErr_SetString(PyExc_TypeError, "cls must be a subclass of AnnotateBase");
         return NULL;
     }
-    if (check_dict(args[1], "by_message") < 0 || check_dict(args[2], "cache") < 0)
-        return NULL;
-    store(&annotate_by_message, args[1]);
-    store(&annotate_cache, args[2]);
-    if (nargs >= 4)
-        store(&payload_attributes, args[3]);
-    if (nargs >= 5)
-        store(&payload_check, args[4]);
-    if (nargs == 6)
-        store(&payload_emit, args[5]);
+    if (nargs >= 2)
+        store(&payload_attributes, args[1]);
+    if (nargs >= 3)
+        store(&payload_check, args[2]);
+    if (nargs == 4)
+        store(&payload_emit, args[3]);
     store((PyObject **)&annotate_cls, args[0]);
 #if PY_VERSION_HEX >= 0x030E0000
     if (own_special_methods(annotate_cls) < 0) /* (before tp_vectorcall: setting attributes may clear it) */

@@ -4,33 +4,27 @@
  */
 #include "accel.h"
 
-static PyTypeObject *domain_cls;      /* nvtx_cffi.Domain */
-static PyTypeObject *attributes_cls;  /* nvtx_cffi.EventAttributes */
-static PyObject *domains;             /* _domain._domains: name -> Domain */
-static Py_ssize_t domain_index_offset = -1;   /* where a Domain keeps _index (a __slots__ member) */
-static Py_ssize_t attributes_fast_offset = -1; /* where EventAttributes keeps _fast */
-static Py_ssize_t attributes_domain_offset = -1; /* where EventAttributes keeps _domain */
-static Py_ssize_t domain_keywords_offset = -1; /* where a Domain keeps _by_keywords */
+static PyTypeObject *domain_cls;      /* nvtx_cffi.Domain (a subclass of DomainBase) */
+static PyTypeObject *attributes_cls;  /* nvtx_cffi.EventAttributes (a subclass of EventAttributesBase) */
 
 /* The parameter names of Domain keyword calls, interned: message, color, category, payload. */
 static PyObject *domain_params[4];
 
-/* The NVTX domain index of Domain `domain`, read from its _index slot; -1 when not available. */
-static inline int domain_index_of(PyObject *domain)
+/* The NVTX domain index of Domain `domain`; -1 when it is not one (or has no index). */
+int domain_index_of(PyObject *domain)
 {
-    if (domain_index_offset < 0 || !Py_IS_TYPE(domain, domain_cls))
+    if (domain_cls == NULL || !Py_IS_TYPE(domain, domain_cls))
         return -1;
-    PyObject *index = member_at(domain, domain_index_offset);
-    return index == NULL ? -1 : as_slot(index);
+    return domain_index_of_base(domain);
 }
 
 /* The index of the domain *named* `name`, if it exists already; -1 otherwise (or unhashable). */
 int domain_index_by_name(PyObject *name)
 {
     PyObject *domain;
-    if (domains == NULL || !PyUnicode_CheckExact(name))
+    if (!PyUnicode_CheckExact(name))
         return -1;
-    if (lookup(domains, name, &domain) <= 0) {
+    if (lookup(caches->domains, name, &domain) <= 0) {
         PyErr_Clear();
         return -1;
     }
@@ -44,14 +38,14 @@ int domain_index_by_name(PyObject *name)
  * domain): the Python twin decides (and raises for another domain's attributes). */
 static int domain_attrs_slot(PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
-    if (attributes_fast_offset < 0 || PyVectorcall_NARGS(nargsf) != 2
+    if (domain_cls == NULL || PyVectorcall_NARGS(nargsf) != 2
         || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0)
         || !Py_IS_TYPE(args[0], domain_cls) || !Py_IS_TYPE(args[1], attributes_cls)
-        || member_at(args[1], attributes_domain_offset) != args[0])
+        || attribute_field(args[1], ATTR_DOMAIN) != args[0])
         return -2;
     if (!active)
         return -1; /* no tool: attributes never hold a slot, and nothing is emitted */
-    PyObject *fast = member_at(args[1], attributes_fast_offset);
+    PyObject *fast = attribute_field(args[1], ATTR_FAST);
     if (fast == NULL || !PyLong_CheckExact(fast))
         return -2;
     int slot = as_slot(fast);
@@ -150,7 +144,7 @@ static PyObject *domain_emit_array(int opcode, int slot, PyObject *domain, PyObj
 
 static PyObject *domain_keywords(PyObject *const *args, size_t nargsf, PyObject *kwnames, int opcode)
 {
-    if (domain_keywords_offset < 0 || PyVectorcall_NARGS(nargsf) != 1 || kwnames == NULL
+    if (domain_cls == NULL || PyVectorcall_NARGS(nargsf) != 1 || kwnames == NULL
         || !Py_IS_TYPE(args[0], domain_cls))
         return NULL;
     int kind = NVTXREC_PT_NONE;
@@ -191,7 +185,7 @@ static PyObject *domain_keywords(PyObject *const *args, size_t nargsf, PyObject 
         if (style != NULL)
             call_entry_put(entry, call_key, slot, -1);
     } else {
-        PyObject *cache = member_at(args[0], domain_keywords_offset), *attributes;
+        PyObject *cache = ((domain_base_object *)args[0])->by_keywords, *attributes;
         if (cache == NULL || !PyDict_CheckExact(cache) || !keyable(k[1]) || !keyable(k[2]))
             return NULL; /* the twin validates */
         PyObject *key = PyTuple_Pack(3, k[0], k[1], k[2]);
@@ -205,7 +199,7 @@ static PyObject *domain_keywords(PyObject *const *args, size_t nargsf, PyObject 
             PyErr_Clear();
             return NULL;
         }
-        PyObject *fast = member_at(attributes, attributes_fast_offset);
+        PyObject *fast = attribute_field(attributes, ATTR_FAST);
         slot = fast == NULL ? -1 : as_slot(fast);
         if (active && slot < 0)
             return NULL; /* an inline message: the general call */
@@ -277,11 +271,6 @@ PyObject *domain_start_call(PyObject *op, PyObject *const *args, size_t nargsf, 
  * the attributes the domain keeps prepared for (message, color, category) in _by_keywords (what
  * Domain.get_event_attributes does in Python, without its frames), with this payload: None, an
  * int64 or a float. Anything else, and a spelling not prepared yet, goes to the twin. */
-enum { ATTR_DOMAIN, ATTR_MESSAGE, ATTR_COLOR, ATTR_CATEGORY, ATTR_PAYLOAD, ATTR_SLOT, ATTR_FIELDS, ATTR_INLINE,
-       ATTR_FAST, ATTR_COUNT };
-static const char *const attribute_names[ATTR_COUNT] = {"_domain", "_message", "_color", "_category", "_payload",
-                                                        "_slot", "_fields", "_inline", "_fast"};
-static Py_ssize_t attribute_offsets[ATTR_COUNT]; /* all set, or attribute_offsets[0] == 0 */
 static PyObject *int64_kind, *double_kind, *zero_int, *zero_float, *minus_one; /* payload_fields' parts */
 
 /* A new EventAttributes of `template_`'s preparation, given as a[0..2] (message, colour, category:
@@ -291,7 +280,7 @@ static PyObject *attributes_copy(PyObject *template_, PyObject *const *a)
     PyObject *payload = a[3];
     PyObject *fields;
     if (payload == Py_None) {
-        fields = Py_NewRef(member_at(template_, attribute_offsets[ATTR_FIELDS]));
+        fields = Py_NewRef(attribute_field(template_, ATTR_FIELDS));
     } else if (PyFloat_CheckExact(payload)) {
         fields = PyTuple_Pack(3, double_kind, zero_int, payload);
     } else {
@@ -304,18 +293,16 @@ static PyObject *attributes_copy(PyObject *template_, PyObject *const *a)
         Py_DECREF(fields);
         return NULL;
     }
+    PyObject **field = ((attributes_base_object *)copy)->field;
     static const int shared[] = {ATTR_DOMAIN, ATTR_SLOT, ATTR_INLINE};
-    for (size_t i = 0; i < sizeof shared / sizeof shared[0]; i++) {
-        Py_ssize_t at = attribute_offsets[shared[i]];
-        *(PyObject **)((char *)copy + at) = Py_NewRef(member_at(template_, at));
-    }
-    static const int given[] = {ATTR_MESSAGE, ATTR_COLOR, ATTR_CATEGORY};
-    for (size_t i = 0; i < sizeof given / sizeof given[0]; i++)
-        *(PyObject **)((char *)copy + attribute_offsets[given[i]]) = Py_NewRef(a[i]);
-    *(PyObject **)((char *)copy + attribute_offsets[ATTR_PAYLOAD]) = Py_NewRef(payload);
-    *(PyObject **)((char *)copy + attribute_offsets[ATTR_FIELDS]) = fields;
-    *(PyObject **)((char *)copy + attribute_offsets[ATTR_FAST]) =
-        Py_NewRef(payload == Py_None ? member_at(template_, attribute_offsets[ATTR_FAST]) : minus_one);
+    for (size_t i = 0; i < sizeof shared / sizeof shared[0]; i++)
+        field[shared[i]] = Py_NewRef(attribute_field(template_, shared[i]));
+    field[ATTR_MESSAGE] = Py_NewRef(a[0]);
+    field[ATTR_COLOR] = Py_NewRef(a[1]);
+    field[ATTR_CATEGORY] = Py_NewRef(a[2]);
+    field[ATTR_PAYLOAD] = Py_NewRef(payload);
+    field[ATTR_FIELDS] = fields;
+    field[ATTR_FAST] = Py_NewRef(payload == Py_None ? attribute_field(template_, ATTR_FAST) : minus_one);
     return copy;
 }
 
@@ -323,7 +310,7 @@ PyObject *domain_attributes_call(PyObject *op, PyObject *const *args, size_t nar
 {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     PyObject *a[4];
-    if (nargs < 1 || attribute_offsets[0] == 0 || domain_keywords_offset < 0 || !Py_IS_TYPE(args[0], domain_cls)
+    if (nargs < 1 || int64_kind == NULL || domain_cls == NULL || !Py_IS_TYPE(args[0], domain_cls)
         || !bind_arguments(args + 1, nargs - 1, kwnames, domain_params, 4, 0, a))
         return twin(op, args, nargsf, kwnames);
     for (int i = 0; i < 4; i++)
@@ -342,7 +329,7 @@ PyObject *domain_attributes_call(PyObject *op, PyObject *const *args, size_t nar
     for (int i = 0; i < 3; i++)
         if (a[i] != Py_None && !PyUnicode_CheckExact(a[i]) && !PyLong_CheckExact(a[i]))
             return twin(op, args, nargsf, kwnames);
-    PyObject *cache = member_at(args[0], domain_keywords_offset), *found;
+    PyObject *cache = ((domain_base_object *)args[0])->by_keywords, *found;
     if (cache == NULL || !PyDict_CheckExact(cache))
         return twin(op, args, nargsf, kwnames);
     PyObject *key = PyTuple_Pack(3, a[0], a[1], a[2]);
@@ -356,7 +343,7 @@ PyObject *domain_attributes_call(PyObject *op, PyObject *const *args, size_t nar
         return twin(op, args, nargsf, kwnames); /* first use: prepared and kept by the twin */
     Py_INCREF(found); /* (a message's __eq__ may have run code: held while copied) */
     for (int i = 0; i < ATTR_COUNT; i++) {
-        if (i != ATTR_PAYLOAD && member_at(found, attribute_offsets[i]) == NULL) {
+        if (i != ATTR_PAYLOAD && i != ATTR_SHARED && attribute_field(found, i) == NULL) {
             Py_DECREF(found);
             return twin(op, args, nargsf, kwnames);
         }
@@ -379,59 +366,19 @@ PyObject *domain_end_call(PyObject *op, PyObject *const *args, size_t nargsf, Py
     return twin(op, args, nargsf, kwnames);
 }
 
-/* The offset of __slots__ member `name` of Python class `cls` (an object slot). */
-static Py_ssize_t slot_offset(PyTypeObject *cls, const char *name)
-{
-    PyObject *descr = PyDict_GetItemString(cls->tp_dict, name);
-    if (descr == NULL || !Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
-        PyErr_Format(PyExc_TypeError, "%s.%s is not a __slots__ member", cls->tp_name, name);
-        return -1;
-    }
-    PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
-    if (member->type != T_OBJECT_EX) {
-        PyErr_Format(PyExc_TypeError, "%s.%s is not an object slot", cls->tp_name, name);
-        return -1;
-    }
-    return member->offset;
-}
-
 PyDoc_STRVAR(setup_domain_doc,
-"setup_domain(Domain, EventAttributes, domains)\n--\n\n"
-"Read Domain._index, EventAttributes._fast and ._domain from their slots; ``domains`` maps names to Domains.");
+"setup_domain(Domain, EventAttributes)\n--\n\n"
+"The classes the Domain fast paths serve: subclasses of DomainBase and EventAttributesBase.");
 
 static PyObject *setup_domain(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    if (nargs != 3 || !PyType_Check(args[0]) || !PyType_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "setup_domain(Domain, EventAttributes, domains)");
+    if (nargs != 2 || !PyType_Check(args[0]) || !PyType_Check(args[1])
+        || !PyType_IsSubtype((PyTypeObject *)args[0], &domain_base_type)
+        || !PyType_IsSubtype((PyTypeObject *)args[1], &attributes_base_type)) {
+        PyErr_SetString(PyExc_TypeError, "setup_domain(Domain, EventAttributes): subclasses of DomainBase and "
+                                         "EventAttributesBase");
         return NULL;
-    }
-    if (check_dict(args[2], "domains") < 0)
-        return NULL;
-    Py_ssize_t index_offset = slot_offset((PyTypeObject *)args[0], "_index");
-    Py_ssize_t fast_offset = index_offset < 0 ? -1 : slot_offset((PyTypeObject *)args[1], "_fast");
-    Py_ssize_t attr_domain_offset = fast_offset < 0 ? -1 : slot_offset((PyTypeObject *)args[1], "_domain");
-    if (attr_domain_offset < 0)
-        return NULL;
-    store((PyObject **)&domain_cls, args[0]);
-    store((PyObject **)&attributes_cls, args[1]);
-    store(&domains, args[2]);
-    /* optional: without it, Domain keyword calls always go to Python */
-    PyObject *keywords = PyDict_GetItemString(((PyTypeObject *)args[0])->tp_dict, "_by_keywords");
-    domain_keywords_offset = keywords == NULL ? -1 : slot_offset((PyTypeObject *)args[0], "_by_keywords");
-    if (domain_keywords_offset < 0)
-        PyErr_Clear();
-    domain_index_offset = index_offset;
-    attributes_fast_offset = fast_offset;
-    attributes_domain_offset = attr_domain_offset;
-    /* optional: without them, get_event_attributes is the Python twin */
-    Py_ssize_t offsets[ATTR_COUNT];
-    for (int i = 0; i < ATTR_COUNT; i++) {
-        offsets[i] = slot_offset((PyTypeObject *)args[1], attribute_names[i]);
-        if (offsets[i] < 0) {
-            PyErr_Clear();
-            return Py_NewRef(Py_None);
-        }
     }
     if (int64_kind == NULL) {
         int64_kind = PyLong_FromLong(NVTXREC_PT_INT64);
@@ -442,50 +389,13 @@ static PyObject *setup_domain(PyObject *module, PyObject *const *args, Py_ssize_
         if (int64_kind == NULL || double_kind == NULL || zero_int == NULL || zero_float == NULL || minus_one == NULL)
             return NULL;
     }
-    memcpy(attribute_offsets, offsets, sizeof offsets);
+    store((PyObject **)&domain_cls, args[0]);
+    store((PyObject **)&attributes_cls, args[1]);
     Py_RETURN_NONE;
-}
-
-/* Domain.pop_range takes nothing but self, so it is an ordinary C method (a method descriptor of
- * Domain, with CPython's own argument check): the interpreter calls those without a bound object
- * and, from 3.11, through a specialised instruction. */
-PyDoc_STRVAR(domain_pop_doc,
-"pop_range($self, /)\n--\n\n"
-"Close this thread's innermost range of this domain (nothing pushed: the tool ignores it).");
-
-static PyObject *domain_pop(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    PyObject *index = member_at(self, domain_index_offset);
-    int value = index == NULL ? -1 : as_slot(index);
-    if (value < 0) {
-        PyErr_SetString(PyExc_AttributeError, "this Domain has no index (not made by get_domain)");
-        return NULL;
-    }
-    nvtxcffi_shim.pop(value);
-    RETURN_NONE_AFTER_NVTX();
-}
-
-static PyMethodDef domain_pop_def = {"pop_range", domain_pop, METH_NOARGS, domain_pop_doc};
-
-PyDoc_STRVAR(domain_pop_method_doc,
-"domain_pop_method()\n--\n\n"
-"Domain.pop_range as a C method of Domain (after setup_domain).");
-
-static PyObject *domain_pop_method(PyObject *module, PyObject *unused)
-{
-    (void)module;
-    (void)unused;
-    if (domain_cls == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "setup_domain() first");
-        return NULL;
-    }
-    return PyDescr_NewMethod(domain_cls, &domain_pop_def);
 }
 
 static PyMethodDef domain_functions[] = {
     {"setup_domain", FUNC_CAST(setup_domain), METH_FASTCALL, setup_domain_doc},
-    {"domain_pop_method", domain_pop_method, METH_NOARGS, domain_pop_method_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -4,10 +4,7 @@
  */
 #include "accel.h"
 
-static PyObject *default_color;     /* _ranges._BLUE, compared by identity as Python does */
-static PyObject *blue_slots;        /* _ranges._blue_slots: message -> slot */
-static PyObject *uncoloured_slots;  /* _ranges._uncoloured_slots: message -> slot */
-static PyObject *slot_cache;        /* _ranges._slot_cache: (message, color, domain, category) -> slot */
+static PyObject *default_color; /* _ranges._BLUE, compared by identity as Python does; NULL until setup_ranges */
 
 /* Parameter names (interned: keyword names from call sites are usually the same objects). */
 PyObject *range_params[5];      /* message, color, domain, category, payload */
@@ -113,7 +110,7 @@ static PyObject *range_call_general(PyObject *op, PyObject *const *args, size_t 
                                     int opcode)
 {
     PyObject *a[5];
-    if (slot_cache == NULL || !bind_arguments(args, PyVectorcall_NARGS(nargsf), kwnames, range_params, 5, 0, a))
+    if (default_color == NULL || !bind_arguments(args, PyVectorcall_NARGS(nargsf), kwnames, range_params, 5, 0, a))
         return twin(op, args, nargsf, kwnames);
     /* an f-string message by the first str of its text, held: the lookups below may run Python */
     PyObject *message = a[0] ? canonical_message(a[0]) : Py_NewRef(Py_None);
@@ -153,7 +150,7 @@ static PyObject *range_call_bound(PyObject *op, PyObject *const *args, size_t na
         goto emit;
     }
     if (color == default_ && domain == Py_None && category == Py_None) {
-        hit = lookup(opcode == NVTXCFFI_OP_START ? uncoloured_slots : blue_slots, message, &found);
+        hit = lookup(opcode == NVTXCFFI_OP_START ? caches->uncoloured_slots : caches->blue_slots, message, &found);
         index = 0;
     } else {
         style_t *style;
@@ -169,7 +166,7 @@ static PyObject *range_call_bound(PyObject *op, PyObject *const *args, size_t na
         PyObject *key = PyTuple_Pack(4, message, color, domain, category);
         if (key == NULL)
             return NULL;
-        hit = lookup(slot_cache, key, &found);
+        hit = lookup(caches->slot, key, &found);
         Py_DECREF(key);
         if (hit > 0 && as_slot(found) >= 0) {
             index = domain == Py_None ? 0 : domain_index_by_name(domain);
@@ -225,7 +222,7 @@ static int message_slot_of(PyObject *message, int entry)
     size_t at = ((uintptr_t)message >> 4) & (MESSAGE_SLOTS - 1);
     if (message_slots[at].message == message)
         return message_slots[at].slot;
-    PyObject *found = PyDict_GetItemWithError(blue_slots, message);
+    PyObject *found = PyDict_GetItemWithError(caches->blue_slots, message);
     if (found == NULL) {
         PyErr_Clear();
         return -1;
@@ -245,7 +242,7 @@ static int message_slot_of(PyObject *message, int entry)
 
 static inline int message_only_slot(PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
-    if (PyVectorcall_NARGS(nargsf) != 1 || kwnames != NULL || blue_slots == NULL)
+    if (PyVectorcall_NARGS(nargsf) != 1 || kwnames != NULL || default_color == NULL)
         return -1;
     PyObject *message = args[0];
     size_t at = ((uintptr_t)message >> 4) & (MESSAGE_SLOTS - 1);
@@ -389,23 +386,18 @@ PyObject *noop_end_call(PyObject *op, PyObject *const *args, size_t nargsf, PyOb
 }
 
 PyDoc_STRVAR(setup_ranges_doc,
-"setup_ranges(default_color, blue_slots, uncoloured_slots, slot_cache)\n--\n\n"
-"The caches of _ranges.py that the module-level functions answer from.");
+"setup_ranges(default_color)\n--\n\n"
+"Let the module-level functions answer from caches.slot, .blue_slots and .uncoloured_slots; "
+"``default_color``: push_range's and mark's default colour (compared by identity).");
 
 static PyObject *setup_ranges(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "setup_ranges(default_color, blue_slots, uncoloured_slots, slot_cache)");
+    if (nargs != 1) {
+        PyErr_SetString(PyExc_TypeError, "setup_ranges(default_color)");
         return NULL;
     }
-    if (check_dict(args[1], "blue_slots") < 0 || check_dict(args[2], "uncoloured_slots") < 0
-        || check_dict(args[3], "slot_cache") < 0)
-        return NULL;
     store(&default_color, args[0]);
-    store(&blue_slots, args[1]);
-    store(&uncoloured_slots, args[2]);
-    store(&slot_cache, args[3]);
     Py_RETURN_NONE;
 }
 

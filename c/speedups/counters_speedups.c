@@ -409,43 +409,10 @@ static PyObject *emit_array(PyObject *module, PyObject *const *args, Py_ssize_t 
     return PyLong_FromUnsignedLongLong(result);
 }
 
-/* method_for(cls, name): the C method `name` of CounterBase or NoOpCounterBase as a method
- * descriptor of `cls`, a subclass. CPython 3.11's specialised calls of a C method
- * (PRECALL_METHOD_DESCRIPTOR_FAST_WITH_KEYWORDS and kin) require `self` to be exactly of the descriptor's
- * type: set on the class users get (Int64Counter, ...), `counter.sample(v)` takes that fast path,
- * where the inherited descriptor (of the C base) leaves the call unspecialised. */
-static PyObject *method_for(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
-{
-    (void)module;
-    if (nargs != 2 || !PyType_Check(args[0]) || !PyUnicode_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "method_for(cls, name)");
-        return NULL;
-    }
-    PyTypeObject *cls = (PyTypeObject *)args[0];
-    PyMethodDef *table;
-    if (PyType_IsSubtype(cls, &CounterBaseType))
-        table = counter_base_methods;
-    else if (PyType_IsSubtype(cls, &NoOpCounterBaseType))
-        table = noop_methods;
-    else {
-        PyErr_SetString(PyExc_TypeError, "method_for: cls must subclass CounterBase or NoOpCounterBase");
-        return NULL;
-    }
-    const char *name = PyUnicode_AsUTF8(args[1]);
-    if (name == NULL)
-        return NULL;
-    for (PyMethodDef *def = table; def->ml_name != NULL; ++def)
-        if (strcmp(def->ml_name, name) == 0 && name[0] != '_')
-            return PyDescr_NewMethod(cls, def);
-    PyErr_Format(PyExc_AttributeError, "method_for: no C method %R", args[1]);
-    return NULL;
-}
-
 static PyMethodDef counters_functions[] = {
     {"bind_payloads", FUNC_CAST(bind_payloads), METH_FASTCALL, "bind_payloads(emit_ext_address, emit_ext_counted_address)"},
     {"emit_array", FUNC_CAST(emit_array), METH_FASTCALL,
      "emit_array(op, slot, domain, inline, scalar_schema, array_schema, array) -> result, or None (not sent)"},
-    {"method_for", FUNC_CAST(method_for), METH_FASTCALL, "method_for(cls, name) -> a C method as cls's own descriptor"},
     {"bind_samplers", FUNC_CAST(bind_samplers), METH_FASTCALL, "bind_samplers(i64_address, f64_address)"},
     {NULL, NULL, 0, NULL},
 };
