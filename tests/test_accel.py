@@ -22,7 +22,7 @@ import pytest
 import nvtx_cffi as nvtx
 from nvtx_cffi import _accel, recorder
 
-from _hardening import opted_in_slow  # noqa: F401 (fixture)
+from support.hardening import opted_in_slow  # noqa: F401 (fixture)
 from conftest import ranges, run_python
 
 HERE = os.path.dirname(os.path.abspath(__file__))

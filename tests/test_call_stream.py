@@ -1,6 +1,6 @@
 """The NVTX call stream a tool sees: nvtx_cffi against NVIDIA's nvtx 0.2.16, call for call.
 
-tests/callstream_tool.c is an injection tool that writes one line per callback (domain, message
+tests/c/callstream_tool.c is an injection tool that writes one line per callback (domain, message
 type and text, colour, category, payload, registrations, counters), handles printed as what they
 stand for. The same program runs in a child process three times: with ``import nvtx`` (nvtx
 0.2.16), with ``import nvtx_cffi as nvtx`` (C path) and with NVTX_CFFI_PURE_PYTHON=1; the logs
@@ -31,11 +31,11 @@ from pathlib import Path
 import pytest
 
 from conftest import build_script, run_python
+from support.paths import C_HELPERS
 
 pytestmark = pytest.mark.skipif(
     platform.python_implementation() != "CPython", reason="nvtx 0.2.16 (the reference) is CPython only")
 
-HERE = Path(__file__).resolve().parent
 IGNORED = ("Initialize", "DomainIsEnabled", "NameOsThread", "DomainDestroy")
 IMPLS = ("cffi", "pure")
 ATTACH = ("env", "late")
@@ -48,7 +48,7 @@ def callstream_tool(tmp_path_factory) -> str:
         pytest.skip("no C compiler")
     out = tmp_path_factory.mktemp("callstream") / "libnvtx_callstream.so"
     cmd = [cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-fPIC", "-shared", "-fvisibility=hidden",
-           "-I", build_script().nvtx_include_dir(), str(HERE / "callstream_tool.c"), "-o", str(out),
+           "-I", build_script().nvtx_include_dir(), str(C_HELPERS / "callstream_tool.c"), "-o", str(out),
            "-lpthread", "-ldl"]
     subprocess.run(cmd, check=True)
     return str(out)

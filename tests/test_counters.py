@@ -771,7 +771,7 @@ def _converted(tmp_path, raw, use_numpy: bool):
     except ImportError:
         pass
     else:
-        from pftrace_check import read_pftrace
+        from support.pftrace_check import read_pftrace
 
         pf = tmp_path / f"t-{tag}.pftrace"
         convert(str(raw), str(pf), numpy=use_numpy)

@@ -5,7 +5,7 @@ import os
 import re
 
 import pytest
-from trace_check import run_tracer
+from support.trace_check import run_tracer
 
 from nvtx_cffi import to_argb
 

@@ -12,7 +12,8 @@ from collections import defaultdict
 
 import pytest
 
-from _hardening import HERE, child_env
+from support.hardening import child_env
+from support.paths import TESTS
 from nvtx_cffi import recorder
 from nvtx_cffi._colors import NVTX_COLORS
 
@@ -87,7 +88,7 @@ def run_script(tmp_path, *args, timeout=300) -> dict:
     script = tmp_path / "scenario.py"
     script.write_text(textwrap.dedent(SCRIPT))
     proc = subprocess.run([sys.executable, str(script), *args], env=child_env(tmp_path / "rec"),
-                          capture_output=True, text=True, timeout=timeout, cwd=HERE)
+                          capture_output=True, text=True, timeout=timeout, cwd=TESTS)
     assert proc.returncode == 0, proc.stderr[-6000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -202,7 +203,7 @@ def test_a_fork_while_another_thread_registers_a_counter_or_schema_leaves_the_ch
     import json
 
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(HELD_AT_FORK)], env=child_env(tmp_path / "rec"),
-                          capture_output=True, text=True, timeout=120, cwd=HERE)
+                          capture_output=True, text=True, timeout=120, cwd=TESTS)
     assert proc.returncode == 0, proc.stderr[-4000:]
     status = json.loads(proc.stdout.strip().splitlines()[-1])
     assert status == {"counters": 0, "payload schemas": 0, "thread hooks": 0}, proc.stderr[-4000:]
@@ -309,7 +310,7 @@ def test_a_counter_and_a_payload_schema_registered_before_fork_reach_the_childre
     script = tmp_path / "registered.py"
     script.write_text(textwrap.dedent(REGISTERED_BEFORE_FORK))
     proc = subprocess.run([sys.executable, str(script)], env=child_env(tmp_path / "rec"), capture_output=True,
-                          text=True, timeout=300, cwd=HERE)
+                          text=True, timeout=300, cwd=TESTS)
     assert proc.returncode == 0, proc.stderr[-6000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     values: dict = defaultdict(list)  # pid -> its samples' values

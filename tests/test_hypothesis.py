@@ -30,7 +30,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import nvtx_cffi as nvtx
-from _hardening import attached_here, opted_in_slow, run_pytest_child  # noqa: F401 (fixture)
+from support.hardening import attached_here, opted_in_slow, run_pytest_child  # noqa: F401 (fixture)
 from nvtx_cffi import recorder
 from nvtx_cffi._colors import CSS_COLORS, NVTX_COLORS
 from nvtx_cffi._validate import ArgumentRangeError

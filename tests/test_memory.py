@@ -18,7 +18,7 @@ import platform
 
 import pytest
 
-from _hardening import opted_in_slow, run_child  # noqa: F401 (fixture)
+from support.hardening import opted_in_slow, run_child  # noqa: F401 (fixture)
 from nvtx_cffi import recorder
 
 TOTAL_BOUND_MB = 100

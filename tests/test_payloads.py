@@ -337,7 +337,7 @@ def test_the_counter_example_traced_to_pftrace_has_a_perfetto_counter_track_per_
     """docs/counters.md: ``trace -o counters.pftrace examples/counters.py`` opens in Perfetto with counter tracks."""
     pytest.importorskip("perfetto")
     pytest.importorskip("google.protobuf")
-    from pftrace_check import read_pftrace
+    from support.pftrace_check import read_pftrace
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out = tmp_path / "counters.pftrace"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from trace_check import run_tracer
+from support.trace_check import run_tracer
 
 np = pytest.importorskip("numpy")
 pytest.importorskip("matplotlib")

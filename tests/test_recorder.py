@@ -2,7 +2,7 @@
 
 NVTX loads its tool once per process, at the first NVTX call, so every scenario runs in a fresh
 Python subprocess started with recorder.environment(tmp_path); the test then reads tmp_path.
-The NVTX calls come from tests/nvtx_client.c, compiled here into a small shared library (a C
+The NVTX calls come from tests/c/nvtx_client.c, compiled here into a small shared library (a C
 client with its own NVTX dispatch table), and from NVIDIA's nvtx package when it is installed.
 """
 from __future__ import annotations
@@ -25,6 +25,8 @@ import pytest
 from nvtx_cffi import recorder
 
 from conftest import build_script, setup_script
+from support.nvtx_client import client_lib  # noqa: F401  (a fixture)
+from support.paths import C_HELPERS, SOURCE
 
 try:
     import numpy  # noqa: F401  (recorder.blocks needs it; the Event API does not)
@@ -32,26 +34,9 @@ try:
 except ImportError:
     HAVE_NUMPY = False
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-
 
 def _nvtx_include_dir() -> str:
     return build_script().nvtx_include_dir()
-
-
-@pytest.fixture(scope="session")
-def client_lib(tmp_path_factory) -> str:
-    """tests/nvtx_client.c built as a shared library; its path."""
-    cc = os.environ.get("CC", "cc")
-    if shutil.which(cc) is None:
-        pytest.skip("no C compiler")
-    out = tmp_path_factory.mktemp("client") / "libnvtx_test_client.so"
-    cmd = [cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-fPIC", "-shared",
-           "-I", _nvtx_include_dir(), "-I", str(ROOT / "c" / "shim"),  # c/shim/cuda.h: CUDA handle types
-           str(HERE / "nvtx_client.c"), "-o", str(out), "-ldl"]
-    subprocess.run(cmd, check=True)
-    return str(out)
 
 
 def run_recorded(directory: Path, code: str, *, max_bytes: int | None = None,
@@ -621,14 +606,14 @@ def test_write_errors_are_counted_as_dropped(tmp_path, client_lib):
 
 @pytest.fixture(scope="session")
 def blob_recorder(tmp_path_factory) -> str:
-    """The recorder built with tests/blob_hook.c, which exports the internal nvtxrec_emit_blob."""
+    """The recorder built with tests/c/blob_hook.c, which exports the internal nvtxrec_emit_blob."""
     cc = os.environ.get("CC", "cc")
     if shutil.which(cc) is None:
         pytest.skip("no C compiler")
     out = tmp_path_factory.mktemp("blobrec") / "libnvtx_recorder_blob.so"
     cmd = [cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-fPIC", "-shared", "-fvisibility=hidden",
-           "-I", _nvtx_include_dir(), "-I", str(ROOT / "c" / "recorder"),
-           *[str(ROOT / source) for source in setup_script()["RECORDER_SOURCES"]], str(HERE / "blob_hook.c"),
+           "-I", _nvtx_include_dir(), "-I", str(SOURCE / "c" / "recorder"),
+           *[str(SOURCE / source) for source in setup_script()["RECORDER_SOURCES"]], str(C_HELPERS / "blob_hook.c"),
            "-o", str(out), "-lpthread"]
     subprocess.run(cmd, check=True)
     return str(out)
@@ -657,7 +642,7 @@ def test_blob_records_reach_the_reader(tmp_path, client_lib, blob_recorder):
 
 @pytest.fixture(scope="session")
 def reenter_hook(tmp_path_factory) -> str:
-    """tests/reenter_hook.c built as a library to preload: its malloc raises a signal whose handler
+    """tests/c/reenter_hook.c built as a library to preload: its malloc raises a signal whose handler
     samples a counter, at the first allocation of an armed NVTX call."""
     cc = os.environ.get("CC", "cc")
     if shutil.which(cc) is None:
@@ -668,7 +653,7 @@ def reenter_hook(tmp_path_factory) -> str:
         pytest.skip("the hook's malloc calls glibc's __libc_malloc")
     out = tmp_path_factory.mktemp("reenter") / "libreenter_hook.so"
     cmd = [cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-fPIC", "-shared", "-fvisibility=hidden",
-           "-I", _nvtx_include_dir(), str(HERE / "reenter_hook.c"), "-o", str(out), "-ldl"]
+           "-I", _nvtx_include_dir(), str(C_HELPERS / "reenter_hook.c"), "-o", str(out), "-ldl"]
     subprocess.run(cmd, check=True)
     return str(out)
 

@@ -19,7 +19,8 @@ from collections import Counter
 import pytest
 
 from nvtx_cffi import recorder
-from test_recorder import client_lib, run_recorded, script  # noqa: F401  (client_lib: a fixture)
+from support.nvtx_client import client_lib  # noqa: F401  (a fixture)
+from test_recorder import run_recorded, script
 
 CHUNK = {"NVTX_CFFI_RECORD_CHUNK_BYTES": "65536"}
 

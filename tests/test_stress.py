@@ -19,7 +19,7 @@ from collections import Counter, defaultdict
 
 import pytest
 
-from _hardening import opted_in_slow, run_child  # noqa: F401 (fixture)
+from support.hardening import opted_in_slow, run_child  # noqa: F401 (fixture)
 from nvtx_cffi import recorder
 from nvtx_cffi._colors import NVTX_COLORS
 

@@ -17,7 +17,7 @@ import sys
 import textwrap
 
 import pytest
-from trace_check import run_tracer, validate_chrome_trace
+from support.trace_check import run_tracer, validate_chrome_trace
 
 from nvtx_cffi import to_argb
 

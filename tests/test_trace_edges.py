@@ -13,7 +13,7 @@ import textwrap
 import time
 
 import pytest
-from trace_check import run_tracer
+from support.trace_check import run_tracer
 
 
 def write(tmp_path, name: str, source: str) -> str:

@@ -19,9 +19,9 @@ import sys
 import textwrap
 
 import pytest
-from _hardening import opted_in_slow  # noqa: F401  (a fixture)
-from test_recorder import client_lib  # noqa: F401  (a fixture: tests/nvtx_client.c built)
-from trace_check import validate_chrome_trace
+from support.hardening import opted_in_slow  # noqa: F401  (a fixture)
+from support.nvtx_client import client_lib  # noqa: F401  (a fixture: tests/c/nvtx_client.c built)
+from support.trace_check import validate_chrome_trace
 
 from nvtx_cffi import recorder
 from nvtx_cffi._fixedwidth import fixed_rows
@@ -133,7 +133,7 @@ def test_json_is_strict_and_the_same_on_both_paths(recording, small_batches):
 def test_pftrace_reads_back_with_perfettos_classes_as_the_json_says(recording, small_batches):
     pytest.importorskip("perfetto")
     pytest.importorskip("google.protobuf")
-    from pftrace_check import read_pftrace
+    from support.pftrace_check import read_pftrace
 
     _tmp, _raw, pid, tid = recording
     json_out, _, _ = _convert(recording, "ref.json", _paths()[0])
@@ -424,7 +424,7 @@ def test_counter_samples_in_every_format(tmp_path):
     assert [(e["ph"], e["ts"], e["args"]) for e in doc["traceEvents"] if e["ph"] == "C"] == [
         ("C", 0.5, {"bytes": 42.0}), ("C", 1.5, {"bytes": "NaN"})]
     if pytest.importorskip("perfetto") and pytest.importorskip("google.protobuf"):
-        from pftrace_check import read_pftrace
+        from support.pftrace_check import read_pftrace
 
         p = read_pftrace(str(tmp_path / "c.pftrace"))
         (track,) = p.counter_tracks
@@ -454,7 +454,7 @@ def test_output_name_picks_the_format_and_unknown_endings_are_refused(tmp_path):
 def test_quickstart_pftrace_has_its_ranges(tmp_path):
     pytest.importorskip("perfetto")
     pytest.importorskip("google.protobuf")
-    from pftrace_check import read_pftrace
+    from support.pftrace_check import read_pftrace
 
     quickstart = os.path.join(os.path.dirname(__file__), os.pardir, "examples", "quickstart.py")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NVTX_INJECTION", "NVTX_CFFI_RECORD"))}
@@ -475,7 +475,7 @@ def test_a_million_ranges_in_pftrace_read_back_whole(tmp_path, opted_in_slow):
     """1e6 push/pop ranges (as examples/many_ranges.py): every slice read back, <= 15.5 bytes an event."""
     pytest.importorskip("perfetto")
     pytest.importorskip("google.protobuf")
-    from pftrace_check import read_pftrace
+    from support.pftrace_check import read_pftrace
 
     n = 1_000_000
     raw = tmp_path / "raw"
@@ -621,7 +621,7 @@ def test_sqlite_names_the_domain_and_category_of_ranges_and_marks_inserted_in_bl
         assert {(text, d) for t, d, _c, text in names if t == 75} == {("D", domains["x"]), ("E", domains["m"])}
 
 
-#: NVTX payload type (NVTX_PAYLOAD_TYPE_*) -> (name, first value): tests/nvtx_client.c client_payloads
+#: NVTX payload type (NVTX_PAYLOAD_TYPE_*) -> (name, first value): tests/c/nvtx_client.c client_payloads
 #: records N_PAYLOADS ranges and marks from the first value on (the integers wrap round their type)
 PAYLOAD_TYPES = {1: ("uint64", -1000), 2: ("int64", -1000), 3: ("double", -1000), 4: ("uint32", -1000),
                  5: ("int32", 2**31 - 1000), 6: ("float", -1000)}
@@ -662,7 +662,7 @@ def test_scalar_payloads_read_back_from_each_format_written_on_the_fast_path(pay
                                                                              monkeypatch):
     pytest.importorskip("perfetto")
     pytest.importorskip("google.protobuf")
-    from pftrace_check import read_pftrace
+    from support.pftrace_check import read_pftrace
 
     from nvtx_cffi._trace import chrome, pftrace
     from nvtx_cffi._trace import sqlite as sqlite_writer

@@ -20,7 +20,7 @@ import sys
 
 import pytest
 
-from _hardening import opted_in_slow  # noqa: F401 (fixture)
+from support.hardening import opted_in_slow  # noqa: F401 (fixture)
 from nvtx_cffi import recorder
 
 try:
@@ -153,7 +153,7 @@ def test_distinct_names_that_need_escaping_read_back_from_json_and_pftrace(tmp_p
     assert sorted(e["name"] for e in doc["traceEvents"] if e["ph"] == "X") == expected
     pytest.importorskip("perfetto")
     pytest.importorskip("google.protobuf")
-    from pftrace_check import read_pftrace
+    from support.pftrace_check import read_pftrace
 
     convert(str(tmp_path / "raw"), str(tmp_path / "t.pftrace"))
     assert sorted(s["name"] for s in read_pftrace(str(tmp_path / "t.pftrace")).slices) == expected

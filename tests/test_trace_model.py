@@ -12,7 +12,7 @@ import math
 import random
 import statistics
 
-from trace_check import validate_chrome_trace
+from support.trace_check import validate_chrome_trace
 
 from nvtx_cffi._trace.chrome import write_chrome_trace
 from nvtx_cffi._trace.pairing import build_timeline

@@ -13,7 +13,7 @@ import textwrap
 import time
 
 import pytest
-from trace_check import run_tracer, validate_chrome_trace
+from support.trace_check import run_tracer, validate_chrome_trace
 
 PROG = "python -m nvtx_cffi trace"
 

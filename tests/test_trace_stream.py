@@ -17,7 +17,7 @@ import textwrap
 
 import pytest
 
-from trace_check import run_tracer, validate_chrome_trace
+from support.trace_check import run_tracer, validate_chrome_trace
 
 from nvtx_cffi import recorder, to_argb
 from nvtx_cffi._trace.chrome import write_chrome_trace

@@ -1,6 +1,6 @@
 """nvtx_cffi.writer (nvtx 0.2.16's NVTXW API): events written with explicit timestamps through
 nvtx-cffi's own backend become a timeline; every interface call reaches a backend with the
-arguments nvtx 0.2.16 gives (tests/writer_log_backend.c logs them); bad input raises what nvtx's
+arguments nvtx 0.2.16 gives (tests/c/writer_log_backend.c logs them); bad input raises what nvtx's
 does, never a crash."""
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ from nvtx_cffi._native import lib
 from nvtx_cffi.writer import convert
 
 from conftest import build_script, run_python, setup_script
+from support.paths import C_HELPERS, SOURCE
 
-HERE = Path(__file__).resolve().parent
 pytestmark = pytest.mark.skipif(not lib.nvtxcffi_w_available() or not os.path.isfile(writer.backend_path()),
                                 reason="nvtx-cffi built without the NVTXW headers (nvidia-nvtx 13.0.x)")
 HAVE_NVTX = importlib.util.find_spec("nvtx") is not None and platform.python_implementation() == "CPython"
@@ -43,8 +43,8 @@ def _compile(tmp_path_factory, name: str, sources, extra=()) -> str:
 
 @pytest.fixture(scope="session")
 def log_backend(tmp_path_factory) -> str:
-    """tests/writer_log_backend.c: logs every NVTXW call to $NVTXW_TEST_LOG."""
-    return _compile(tmp_path_factory, "writer_log_backend", [HERE / "writer_log_backend.c"])
+    """tests/c/writer_log_backend.c: logs every NVTXW call to $NVTXW_TEST_LOG."""
+    return _compile(tmp_path_factory, "writer_log_backend", [C_HELPERS / "writer_log_backend.c"])
 
 
 @pytest.fixture(scope="session")
@@ -540,16 +540,15 @@ def test_streams_written_from_threads_at_once_keep_every_event(tmp_path):
 
 @pytest.mark.parametrize("sanitizer", [None, "thread", "address,undefined"])
 def test_the_backend_from_c_threads(tmp_path, sanitizer):
-    """tests/writer_stress.c: six threads on five streams (two share one), under TSan and ASan too."""
+    """tests/c/writer_stress.c: six threads on five streams (two share one), under TSan and ASan too."""
     cc = os.environ.get("CC", "cc")
     if shutil.which(cc) is None:
         pytest.skip("no C compiler")
-    root = HERE.parent
     exe = tmp_path / "stress"
     flags = ["-g", "-O1", f"-fsanitize={sanitizer}", "-fno-omit-frame-pointer"] if sanitizer else ["-O2"]
     cmd = [cc, "-std=c11", "-Wall", "-Wextra", "-Werror", *flags, "-I", build_script().nvtx_include_dir(),
-           "-I", str(root / "c" / "recorder"), str(HERE / "writer_stress.c"),
-           *[str(root / source) for source in setup_script()["WRITER_BACKEND_SOURCES"]], "-o", str(exe), "-lpthread"]
+           "-I", str(SOURCE / "c" / "recorder"), str(C_HELPERS / "writer_stress.c"),
+           *[str(SOURCE / source) for source in setup_script()["WRITER_BACKEND_SOURCES"]], "-o", str(exe), "-lpthread"]
     if subprocess.run(cmd, capture_output=True).returncode != 0:
         if sanitizer:
             pytest.skip(f"cannot build with -fsanitize={sanitizer}")

@@ -19,10 +19,9 @@ import pytest
 
 import nvtx_cffi
 from nvtx_cffi import recorder
+from support.paths import TESTS
 
-__all__ = ["HERE", "attached_here", "child_env", "opted_in_slow", "run_child", "run_pytest_child"]
-
-HERE = Path(__file__).resolve().parent
+__all__ = ["attached_here", "child_env", "opted_in_slow", "run_child", "run_pytest_child"]
 
 
 def attached_here() -> bool:
@@ -46,7 +45,7 @@ def run_child(code: str, directory: Path, *, timeout: float = 300, extra_env: Op
     The child's exit status must be 0 (its stderr is the assertion message otherwise).
     """
     proc = subprocess.run([executable, "-c", textwrap.dedent(code)], env=child_env(directory, extra_env,
-                          max_bytes=max_bytes), capture_output=True, text=True, timeout=timeout, cwd=HERE)
+                          max_bytes=max_bytes), capture_output=True, text=True, timeout=timeout, cwd=TESTS)
     assert proc.returncode == 0, f"child failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
     lines = proc.stdout.strip().splitlines()
     return json.loads(lines[-1]) if lines else {}
@@ -57,7 +56,7 @@ def run_pytest_child(nodeid: str, directory: Path, *, timeout: float = 600, extr
     """Run one test of this suite (``file::name``) in a recorded pytest child; return the result."""
     cmd = [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "-o", "addopts=", *args, nodeid]
     return subprocess.run(cmd, env=child_env(directory, extra_env), capture_output=True, text=True,
-                          timeout=timeout, cwd=HERE)
+                          timeout=timeout, cwd=TESTS)
 
 
 @pytest.fixture
