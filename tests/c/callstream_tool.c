@@ -1,6 +1,6 @@
 /* callstream_tool.c - an NVTX v3 injection tool that writes down the call stream a tool sees.
  *
- * tests/test_call_stream.py runs one program under nvtx 0.2.16 and under nvtx_cffi with this tool
+ * tests/api/test_call_stream.py runs one program under nvtx 0.2.16 and under nvtx_cffi with this tool
  * attached and compares the two logs line by line. Every callback appends one text line to the file
  * named by NVTX_CFFI_CALLSTREAM_LOG (O_APPEND, one write() per line, under a lock). Nothing in a
  * line depends on addresses: a domain handle is printed as the name it was created with (NULL:

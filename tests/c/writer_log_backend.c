@@ -1,5 +1,5 @@
-/* writer_log_backend.c - an NVTXW backend for tests/test_writer.py that logs every interface call
- * with its arguments, one line each, to the file $NVTXW_TEST_LOG (appended; nothing without it).
+/* writer_log_backend.c - an NVTXW backend for tests/recorder/test_writer.py that logs every interface
+ * call with its arguments, one line each, to the file $NVTXW_TEST_LOG (appended; nothing without it).
  *
  * Handles are small numbers: sessions 0x1000 + n, domains 0x2000 + n, streams 0x3000 + n, strings
  * 0x4000 + n; schema, counter and scope ids count from 100, 200 and 300. A payload is logged as its

@@ -1,6 +1,6 @@
-/* writer_stress.c - drives nvtx-cffi's NVTXW backend from C (tests/test_writer.py builds it with the
- * backend's sources, optionally under a sanitizer): four threads write a stream each, two more share
- * one stream (the backend serializes writes per stream), with messages, registered strings,
+/* writer_stress.c - drives nvtx-cffi's NVTXW backend from C (tests/recorder/test_writer.py builds
+ * it with the backend's sources, optionally under a sanitizer): four threads write a stream each, two
+ * more share one stream (the backend serializes writes per stream), with messages, registered strings,
  * counters, a batch, an oversized message (cut) and a refused timestamp; one stream is left open for
  * SessionEnd to close. Usage: writer_stress DIR N; prints "done". */
 #define _GNU_SOURCE

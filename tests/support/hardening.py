@@ -53,7 +53,7 @@ def run_child(code: str, directory: Path, *, timeout: float = 300, extra_env: Op
 
 def run_pytest_child(nodeid: str, directory: Path, *, timeout: float = 600, extra_env: Optional[Dict[str, str]] = None,
                      args: Sequence[str] = ()) -> subprocess.CompletedProcess:
-    """Run one test of this suite (``file::name``) in a recorded pytest child; return the result."""
+    """Run one test (``folder/file.py::name``, from tests/) in a recorded pytest child; return the result."""
     cmd = [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "-o", "addopts=", *args, nodeid]
     return subprocess.run(cmd, env=child_env(directory, extra_env), capture_output=True, text=True,
                           timeout=timeout, cwd=TESTS)

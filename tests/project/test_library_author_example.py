@@ -5,13 +5,13 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from conftest import run_python
+from support.paths import SOURCE
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "library_author"
+EXAMPLE = SOURCE / "examples" / "library_author"
 if not EXAMPLE.is_dir():  # (an sdist carries examples/; a bare tests/ folder does not)
     pytest.skip("examples/library_author is not here", allow_module_level=True)
 

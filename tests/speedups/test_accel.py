@@ -23,9 +23,9 @@ import nvtx_cffi as nvtx
 from nvtx_cffi import _accel, recorder
 
 from support.hardening import opted_in_slow  # noqa: F401 (fixture)
+from support.paths import TESTS
 from conftest import ranges, run_python
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 ACCELERATED = _accel.accel is not None
 
 
@@ -367,8 +367,8 @@ def test_pure_python_path_passes():
     env = {**os.environ, "NVTX_CFFI_PURE_PYTHON": "1"}
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow",
-         "test_accel.py", "test_bad_input.py", "test_events.py", "test_modes.py"],
-        cwd=HERE, env=env, capture_output=True, text=True, timeout=600,
+         "speedups/test_accel.py", "api/test_bad_input.py", "api/test_events.py", "api/test_modes.py"],
+        cwd=TESTS, env=env, capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert " passed" in proc.stdout and " failed" not in proc.stdout

@@ -17,11 +17,12 @@ import sys
 import textwrap
 
 import pytest
+from support.paths import SOURCE
 from support.trace_check import run_tracer, validate_chrome_trace
 
 from nvtx_cffi import to_argb
 
-EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
+EXAMPLES = str(SOURCE / "examples")
 
 
 def hex_of(color: str) -> str:

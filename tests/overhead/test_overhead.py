@@ -1,5 +1,5 @@
 """nvtx_cffi.overhead: a library's own annotation overhead, measured by the CLI, the pytest helper and
-the asv base class, on the small example library in tests/overhead_example (examplelib).
+the asv base class, on the small example library in tests/overhead/overhead_example (examplelib).
 
 The measurements are kept tiny (2 samples of ~2 ms of each kind, per mode): these tests check that
 every face reads back complete, consistent figures and that the budget gate and usage errors act as

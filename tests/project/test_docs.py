@@ -9,11 +9,11 @@ import json
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-SOURCE = Path(__file__).resolve().parent.parent  # the repository, or the unpacked sdist
+from support.paths import SOURCE
+
 SUMMARY = SOURCE / "asv_bench" / "compare_summary.py"
 TABLES = SOURCE / "docs" / "overhead-tables.md"
 needs_asv_bench = pytest.mark.skipif(not SUMMARY.is_file(), reason="needs the repository's asv_bench/")

@@ -15,14 +15,15 @@ import sys
 
 import pytest
 
+from support.paths import SOURCE
+
 pytest.importorskip("importlinter", reason="import-linter is in the test extras for CPython")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LINT_IMPORTS = os.path.join(os.path.dirname(sys.executable), "lint-imports")
 
 
 def test_the_import_contract_is_kept():
-    config = os.path.join(ROOT, "pyproject.toml")
+    config = os.path.join(SOURCE, "pyproject.toml")
     if not os.path.exists(config) or "[tool.importlinter]" not in open(config, encoding="utf-8").read():
         pytest.skip("no source tree with its pyproject.toml beside these tests")
     if not os.path.exists(LINT_IMPORTS):
@@ -31,7 +32,7 @@ def test_the_import_contract_is_kept():
     # (--no-cache: nothing written there).
     env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "120"}
     env.pop("PYTHONPATH", None)
-    proc = subprocess.run([LINT_IMPORTS, "--no-cache"], cwd=ROOT, env=env, capture_output=True, text=True,
+    proc = subprocess.run([LINT_IMPORTS, "--no-cache"], cwd=SOURCE, env=env, capture_output=True, text=True,
                           timeout=300, check=False)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output

@@ -7,7 +7,7 @@ The C engine (c/speedups/profiler.c) under AddressSanitizer, as checked on 3.9, 
 
     NVTX_CFFI_CFLAGS=-fsanitize=address python setup.py build_ext --inplace --force
     cd tests && LD_PRELOAD=$(gcc -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0 \
-        python -m pytest test_profile.py
+        python -m pytest profile/test_profile.py
 """
 from __future__ import annotations
 

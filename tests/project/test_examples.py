@@ -5,11 +5,12 @@ import os
 import re
 
 import pytest
+from support.paths import SOURCE
 from support.trace_check import run_tracer
 
 from nvtx_cffi import to_argb
 
-EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
+EXAMPLES = str(SOURCE / "examples")
 
 
 def example(name: str) -> str:

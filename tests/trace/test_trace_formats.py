@@ -21,6 +21,7 @@ import textwrap
 import pytest
 from support.hardening import opted_in_slow  # noqa: F401  (a fixture)
 from support.nvtx_client import client_lib  # noqa: F401  (a fixture: tests/c/nvtx_client.c built)
+from support.paths import SOURCE
 from support.trace_check import validate_chrome_trace
 
 from nvtx_cffi import recorder
@@ -456,7 +457,7 @@ def test_quickstart_pftrace_has_its_ranges(tmp_path):
     pytest.importorskip("google.protobuf")
     from support.pftrace_check import read_pftrace
 
-    quickstart = os.path.join(os.path.dirname(__file__), os.pardir, "examples", "quickstart.py")
+    quickstart = str(SOURCE / "examples" / "quickstart.py")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NVTX_INJECTION", "NVTX_CFFI_RECORD"))}
     out = tmp_path / "q.pftrace"
     proc = subprocess.run([sys.executable, "-m", "nvtx_cffi", "trace", "-o", str(out), quickstart, "--short"],
@@ -481,7 +482,7 @@ def test_a_million_ranges_in_pftrace_read_back_whole(tmp_path, opted_in_slow):
     raw = tmp_path / "raw"
     env = {**os.environ, **recorder.environment(str(raw))}
     env.pop("NVTX_CFFI_RECORD_MAX_BYTES", None)
-    example = os.path.join(os.path.dirname(__file__), os.pardir, "examples", "many_ranges.py")
+    example = str(SOURCE / "examples" / "many_ranges.py")
     subprocess.run([sys.executable, example, str(n)], env=env, check=True, timeout=600)
     out = str(tmp_path / "big.pftrace")
     stats = StatsCollector()

@@ -1,4 +1,5 @@
-"""A small library annotated as a library author would annotate it (tests/test_overhead.py measures it).
+"""A small library annotated as a library author would annotate it (tests/overhead/test_overhead.py
+measures it).
 
 ``checksum`` is what the library ships: decorated, with a ``with annotate`` range inside, in a domain
 of its own, a category and a counter. ``checksum_plain`` is the same work without any annotation.

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import build_script
+from support.paths import SOURCE
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +122,6 @@ def test_which_modules_and_which_wheel_tag(build_ffi, monkeypatch, implementatio
     assert build_ffi.wheel_limited_api(built) == tag
 
 
-SOURCE = Path(__file__).resolve().parent.parent  # the repository, or the unpacked sdist
 
 
 def _setuptools_major() -> int:

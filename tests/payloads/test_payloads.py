@@ -15,6 +15,7 @@ import pytest
 import nvtx_cffi as nvtx
 from nvtx_cffi import recorder
 from nvtx_cffi.ext_records import ExtDecoder, parse_counter, parse_schema
+from support.paths import SOURCE
 
 np = pytest.importorskip("numpy")
 
@@ -251,8 +252,7 @@ def test_same_records_as_nvtx(tmp_path):
 
 def test_trace_of_the_counter_example_has_counter_tracks(tmp_path):
     """The counters example of docs/counters.md, traced: a "C" event per sample and field, a counter table in --stats."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    example = os.path.join(root, "examples", "counters.py")
+    example = str(SOURCE / "examples" / "counters.py")
     out = tmp_path / "counters.trace.json"
     env = {k: v for k, v in os.environ.items() if k not in ("NVTX_INJECTION64_PATH", "NVTX_CFFI_RECORD_DIR")}
     png = tmp_path / "counters.png"
@@ -305,11 +305,10 @@ def test_counters_and_binary_payloads_convert_alike_with_and_without_numpy(tmp_p
     from nvtx_cffi._trace.convert import convert
     from nvtx_cffi._trace.counters import CounterStats
 
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     raw = tmp_path / "raw"
     env = {k: v for k, v in os.environ.items() if k not in ("NVTX_INJECTION64_PATH", "NVTX_CFFI_RECORD_DIR")}
     env.update(recorder.environment(str(raw)))
-    proc = subprocess.run([sys.executable, os.path.join(root, "examples", "counters.py")], env=env,
+    proc = subprocess.run([sys.executable, str(SOURCE / "examples" / "counters.py")], env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     seen = {}
@@ -339,11 +338,10 @@ def test_the_counter_example_traced_to_pftrace_has_a_perfetto_counter_track_per_
     pytest.importorskip("google.protobuf")
     from support.pftrace_check import read_pftrace
 
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out = tmp_path / "counters.pftrace"
     env = {k: v for k, v in os.environ.items() if k not in ("NVTX_INJECTION64_PATH", "NVTX_CFFI_RECORD_DIR")}
     proc = subprocess.run([sys.executable, "-m", "nvtx_cffi", "trace", "-o", str(out),
-                           os.path.join(root, "examples", "counters.py")],
+                           str(SOURCE / "examples" / "counters.py")],
                           env=env, capture_output=True, text=True, cwd=str(tmp_path), timeout=300)
     assert proc.returncode == 0, proc.stderr
     trace = read_pftrace(str(out))

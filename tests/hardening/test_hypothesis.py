@@ -710,7 +710,7 @@ def test_to_argb_rejects_loose_hex(color):
 
 def _run_property(name, tmp_path, examples):
     stats = tmp_path / "examples.txt"
-    proc = run_pytest_child(f"test_hypothesis.py::{name}", tmp_path / "rec", timeout=1800, extra_env={
+    proc = run_pytest_child(f"hardening/test_hypothesis.py::{name}", tmp_path / "rec", timeout=1800, extra_env={
         "NVTX_CFFI_HYPOTHESIS_EXAMPLES": str(examples), "NVTX_CFFI_HYPOTHESIS_STATS": str(stats)})
     assert proc.returncode == 0, proc.stdout[-12000:] + proc.stderr[-3000:]
     assert "1 passed" in proc.stdout
