@@ -40,7 +40,7 @@ try:  # functools.partial is _functools.partial (CPython): without importing fun
 except ImportError:  # PyPy
     from functools import partial
 
-#: functools.WRAPPER_ASSIGNMENTS of this Python (tests/test_import_cost.py compares them).
+#: functools.WRAPPER_ASSIGNMENTS of this Python (tests/api/test_import_cost.py compares them).
 WRAPPER_ASSIGNMENTS = ("__module__", "__name__", "__qualname__", "__doc__", "__annotations__") + (
     ("__type_params__",) if sys.version_info >= (3, 12) else ())
 

@@ -4,8 +4,8 @@ A payload that is not an int or a float (a NumPy array, list, tuple, range or by
 NVTX extended payload: the bytes of a NumPy array and the id of a schema that describes them,
 registered with the tool once per domain and dtype (``nvtxPayloadSchemaRegister``) and cached.
 Layouts, entry names, types, flags and semantics are nvtx 0.2.16's, so a tool receives the same
-bytes from either library (tests/test_payloads.py compares them). NumPy is needed only when such a
-payload is given; without it these payloads warn and are not sent, as with nvtx.
+bytes from either library (tests/payloads/test_payloads.py compares them). NumPy is needed only
+when such a payload is given; without it these payloads warn and are not sent, as with nvtx.
 """
 from __future__ import annotations
 

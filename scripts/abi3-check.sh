@@ -54,8 +54,8 @@ names=$(contents "$whl")
 sdist=$(ls "$work"/sdist/*.tar.gz)
 echo "abi3-check: python -m build --sdist -> $(basename "$sdist")"
 names=$(tar -tzf "$sdist" | sed 's|^[^/]*/||')
-for f in build_ffi.py setup.py c/shim/nvtx_shim.c c/shim/nvtx_shim.h c/recorder/recorder.c tests/conftest.py tests/_hardening.py \
-         tests/nvtx_client.c tests/test_events.py examples/quickstart.py examples/counters.py; do
+for f in build_ffi.py setup.py c/shim/nvtx_shim.c c/shim/nvtx_shim.h c/recorder/recorder.c tests/conftest.py tests/support/hardening.py \
+         tests/c/nvtx_client.c tests/api/test_events.py examples/quickstart.py examples/counters.py; do
     grep -qx "$f" <<<"$names" || fail "$f is not in the sdist"
 done
 ! grep -E '(__pycache__|\.so$|\.pyc$)' <<<"$names" || fail "build droppings in the sdist"

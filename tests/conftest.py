@@ -18,7 +18,7 @@ import textwrap
 import pytest
 
 # A message is prepared at its second call in the tests (and their children), so that what a
-# prepared call records is tested without 31 calls first; tests/test_prepare_at.py and the
+# prepared call records is tested without 31 calls first; tests/speedups/test_prepare_at.py and the
 # call-stream tests run at the default (nvtx_cffi/_domain.py PREPARE_AT). Read at import: first.
 os.environ["NVTX_CFFI_PREPARE_AT"] = "2"
 

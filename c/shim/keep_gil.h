@@ -7,7 +7,7 @@
  * so releasing the GIL buys nothing; nor does anything here report through errno.
  * The wrappers are emitted after this preamble, so redefining the macros here removes both.
  *
- * Guard: nvtxcffi_gil_held() is called through the same kind of wrapper; tests/test_native.py
+ * Guard: nvtxcffi_gil_held() is called through the same kind of wrapper; tests/native/test_native.py
  * asserts it returns 1, so a cffi release that renames these macros fails the suite instead of
  * silently bringing the release back. PyPy calls the C functions directly (no wrappers there).
  */
