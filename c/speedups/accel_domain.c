@@ -306,6 +306,29 @@ static PyObject *attributes_copy(PyObject *template_, PyObject *const *a)
     return copy;
 }
 
+/* The template of get_event_attributes(message, color, category) (the EventAttributes that
+ * _by_keywords holds prepared for them) by the identity of (Domain, message, color, category): a
+ * call site passes the same objects every time, and its copies then skip building, hashing and
+ * comparing a key tuple (about half of a call). Direct-mapped, holding references: an address is
+ * not reused while mapped, and a template that _by_keywords has since let go stays what it was
+ * (its slot and fields do not change), so a copy of it is the copy the Python path makes. */
+#define ATTRIBUTE_TEMPLATES 256 /* a power of two */
+static struct {
+    PyObject *key[4]; /* Domain, message, color, category (strong references) */
+    PyObject *template_;
+} attribute_templates[ATTRIBUTE_TEMPLATES];
+
+static void remember_template(size_t at, PyObject *const *key, PyObject *template_)
+{
+    PyObject *old[5] = {attribute_templates[at].key[0], attribute_templates[at].key[1], attribute_templates[at].key[2],
+                        attribute_templates[at].key[3], attribute_templates[at].template_};
+    for (int i = 0; i < 4; i++)
+        attribute_templates[at].key[i] = Py_NewRef(key[i]);
+    attribute_templates[at].template_ = Py_NewRef(template_);
+    for (int i = 0; i < 5; i++) /* (after the entry is whole: a template's finaliser may run code) */
+        Py_XDECREF(old[i]);
+}
+
 PyObject *domain_attributes_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
@@ -329,6 +352,11 @@ PyObject *domain_attributes_call(PyObject *op, PyObject *const *args, size_t nar
     for (int i = 0; i < 3; i++)
         if (a[i] != Py_None && !PyUnicode_CheckExact(a[i]) && !PyLong_CheckExact(a[i]))
             return twin(op, args, nargsf, kwnames);
+    PyObject *template_key[4] = {args[0], a[0], a[1], a[2]};
+    size_t at = call_entry_at(template_key, ATTRIBUTE_TEMPLATES, 0xC2B2AE3D27D4EB4Full);
+    if (attribute_templates[at].key[0] == args[0] && attribute_templates[at].key[1] == a[0]
+        && attribute_templates[at].key[2] == a[1] && attribute_templates[at].key[3] == a[2])
+        return attributes_copy(attribute_templates[at].template_, a);
     PyObject *cache = ((domain_base_object *)args[0])->by_keywords, *found;
     if (cache == NULL || !PyDict_CheckExact(cache))
         return twin(op, args, nargsf, kwnames);
@@ -349,6 +377,8 @@ PyObject *domain_attributes_call(PyObject *op, PyObject *const *args, size_t nar
         }
     }
     PyObject *copy = attributes_copy(found, a);
+    if (copy != NULL)
+        remember_template(at, template_key, found);
     Py_DECREF(found);
     return copy;
 }
