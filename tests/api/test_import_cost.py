@@ -83,7 +83,8 @@ def test_the_accelerator_is_in_use_when_expected():
     # NVTX_CFFI_PURE_PYTHON, so a pure-mode run expects it wherever only that flag kept it out here)
     proc = _child("import nvtx_cffi._accel as a; print(a.accel is not None)", {})
     here = nvtx_cffi._accel
-    assert proc.stdout.strip() == str(sys.implementation.name == "cpython" and (here.accel is not None or (here.PURE_PYTHON and not here._free_threaded_build())))
+    expected = here.accel is not None or (here.PURE_PYTHON and not here._free_threaded_build())
+    assert proc.stdout.strip() == str(sys.implementation.name == "cpython" and expected)
 
 
 def test_the_lazy_names_are_the_package_api(at_startup):
