@@ -48,7 +48,9 @@ SPEEDUPS_SOURCES = [
 ]
 RECORDER_SOURCES = [
     # c/recorder/: libnvtx_recorder, the recording tool, with the records of NVTX's extensions
-    "c/recorder/recorder.c", "c/recorder/recorder_ext.c",
+    "c/recorder/recorder.c", "c/recorder/recorder_buffers.c", "c/recorder/recorder_pool.c",
+    "c/recorder/recorder_file.c", "c/recorder/recorder_registry.c", "c/recorder/recorder_lifecycle.c",
+    "c/recorder/recorder_ext.c",
 ]
 WRITER_BACKEND_SOURCES = [
     # c/recorder/: libnvtx_writer_backend, an NVTXW backend writing the recorder's format
