@@ -54,7 +54,8 @@ RECORDER_SOURCES = [
 ]
 WRITER_BACKEND_SOURCES = [
     # c/recorder/: libnvtx_writer_backend, an NVTXW backend writing the recorder's format
-    "c/recorder/writer_backend.c", "c/recorder/recorder_ext.c",
+    "c/recorder/writer_backend.c", "c/recorder/writer_records.c", "c/recorder/writer_events.c",
+    "c/recorder/writer_ext.c", "c/recorder/recorder_ext.c",
 ]
 NULL_TOOL_SOURCES = [
     # c/tools/: libnvtx_null_tool, a tool that does nothing (benchmarks measure NVTX's own cost with it)
