@@ -44,7 +44,8 @@ SPEEDUPS_SOURCES = [
     "c/speedups/speedups.c", "c/speedups/accel.c", "c/speedups/accel_caches.c", "c/speedups/accel_payloads.c",
     "c/speedups/accel_first_sight.c", "c/speedups/accel_annotate.c", "c/speedups/accel_annotate_call.c",
     "c/speedups/accel_ranges.c", "c/speedups/accel_domain.c", "c/speedups/accel_function.c",
-    "c/speedups/profiler.c", "c/speedups/counters_speedups.c",
+    "c/speedups/profiler.c", "c/speedups/profiler_threads.c", "c/speedups/profiler_api.c",
+    "c/speedups/counters_speedups.c",
 ]
 RECORDER_SOURCES = [
     # c/recorder/: libnvtx_recorder, the recording tool, with the records of NVTX's extensions
