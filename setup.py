@@ -122,6 +122,8 @@ tools = [
     Extension(
         name,
         sources=sources,
+        # a header change rebuilds the tool too (its files share their folder's headers)
+        depends=sources + sorted(glob.glob(os.path.join(os.path.dirname(sources[0]), "*.h"))),
         include_dirs=[nvtx_include_dir(), os.path.dirname(sources[0])],  # the tool's own folder
         extra_compile_args=C_FLAGS,
         libraries=["pthread"],
