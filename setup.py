@@ -45,15 +45,19 @@ SPEEDUPS_SOURCES = [
     "c/speedups/accel_first_sight.c", "c/speedups/accel_annotate.c", "c/speedups/accel_annotate_call.c",
     "c/speedups/accel_ranges.c", "c/speedups/accel_domain.c", "c/speedups/accel_function.c",
     "c/speedups/accel_types.c",
-    "c/speedups/profiler.c", "c/speedups/counters_speedups.c",
+    "c/speedups/profiler.c", "c/speedups/profiler_threads.c", "c/speedups/profiler_api.c",
+    "c/speedups/counters_speedups.c",
 ]
 RECORDER_SOURCES = [
     # c/recorder/: libnvtx_recorder, the recording tool, with the records of NVTX's extensions
-    "c/recorder/recorder.c", "c/recorder/recorder_ext.c",
+    "c/recorder/recorder.c", "c/recorder/recorder_buffers.c", "c/recorder/recorder_pool.c",
+    "c/recorder/recorder_file.c", "c/recorder/recorder_registry.c", "c/recorder/recorder_lifecycle.c",
+    "c/recorder/recorder_ext.c",
 ]
 WRITER_BACKEND_SOURCES = [
     # c/recorder/: libnvtx_writer_backend, an NVTXW backend writing the recorder's format
-    "c/recorder/writer_backend.c", "c/recorder/recorder_ext.c",
+    "c/recorder/writer_backend.c", "c/recorder/writer_records.c", "c/recorder/writer_events.c",
+    "c/recorder/writer_ext.c", "c/recorder/recorder_ext.c",
 ]
 NULL_TOOL_SOURCES = [
     # c/tools/: libnvtx_null_tool, a tool that does nothing (benchmarks measure NVTX's own cost with it)
@@ -119,6 +123,8 @@ tools = [
     Extension(
         name,
         sources=sources,
+        # a header change rebuilds the tool too (its files share their folder's headers)
+        depends=sources + sorted(glob.glob(os.path.join(os.path.dirname(sources[0]), "*.h"))),
         include_dirs=[nvtx_include_dir(), os.path.dirname(sources[0])],  # the tool's own folder
         extra_compile_args=C_FLAGS,
         libraries=["pthread"],

@@ -246,7 +246,7 @@ def environment(directory: Union[str, "os.PathLike[str]"], *, max_bytes: Optiona
 
 
 def _size_text(n: int) -> str:
-    """``n`` bytes as the recorder reads a size (c/recorder/recorder.c parse_size: at most 19 digits, then
+    """``n`` bytes as the recorder reads a size (c/recorder/recorder_lifecycle.c parse_size: at most 19 digits, then
     an optional k/m/g/t): plain digits, or past 19 digits in the largest unit that divides ``n``.
     A size the recorder would not take (it would warn and use its default) is a ValueError.
 

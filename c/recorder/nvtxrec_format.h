@@ -1,6 +1,6 @@
 /* nvtxrec_format.h - the recording format (version 2): what nvtx-cffi's recorder writes and its
- * readers read. One specification for every side: the recorder (recorder.c, recorder_ext.c) and
- * the NVTXW backend (writer_backend.c) write it; the tracer's C decoder (c/shim/trace_decode.c)
+ * readers read. One specification for every side: the recorder (recorder*.c) and the NVTXW
+ * backend (writer_*.c) write it; the tracer's C decoder (c/shim/trace_decode.c)
  * includes it; and build_ffi.py feeds it to the CFFI module's cdef, so that nvtx_cffi/recorder.py
  * and the tracer read every constant below as lib.NVTXREC_* and the two structs' layouts through
  * ffi (nvtx_cffi/_recording_format.py). Numbers here are on disk: old recordings must still read,

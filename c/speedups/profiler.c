@@ -28,51 +28,17 @@
  * Python can let another thread run stop(); every such call is followed by a generation check before the caches are
  * touched again.
  */
-#include "speedups.h"
+#include "profiler.h"
 
-#include <frameobject.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__GNUC__)
-#define LIKELY(x) __builtin_expect(!!(x), 1)
-#define UNLIKELY(x) __builtin_expect(!!(x), 0)
-#else
-#define LIKELY(x) (x)
-#define UNLIKELY(x) (x)
-#endif
-
-#define HAVE_MONITORING (PY_VERSION_HEX >= 0x030C0000)
-
-
-static inline PyObject *new_ref(PyObject *obj) /* Py_NewRef is 3.10+ */
-{
-    Py_INCREF(obj);
-    return obj;
-}
-
-/* Decisions cached per code object / C function name. */
-#define SLOT_EXCLUDED (-1) /* filters reject it: no range */
-#define SLOT_INLINE (-2)   /* annotated, but no C slot was left: pushed through Python */
-#define SLOT_UNKNOWN (-3)  /* no decision (Python raised, or stop() ran meanwhile): no range, no cache */
-
 #define DEFAULT_CACHE_LIMIT (1 << 18)
 
-/* ---- pointer-keyed open-addressing table (no deletion until clear) ----------------------------- */
+engine_t E;
 
-typedef struct {
-    const void *key; /* NULL: empty */
-    int slot;
-    int started;     /* codes: seen starting since enable (its returns pop); names: unused */
-} entry_t;
-
-typedef struct {
-    entry_t *entries;
-    size_t mask;  /* capacity - 1 (capacity a power of two), 0 when unallocated */
-    size_t count;
-} table_t;
+/* ---- pointer-keyed open-addressing tables ------------------------------------------------------ */
 
 static size_t cache_limit = DEFAULT_CACHE_LIMIT;
 
@@ -126,80 +92,30 @@ static entry_t *table_insert(table_t *t, const void *key)
     return &t->entries[i];
 }
 
-/* ---- per-thread state --------------------------------------------------------------------------
- * Entries live in a list that only grows; a thread's entry is marked dead by a pthread key
- * destructor when the thread exits and reused by the next new thread, so memory is bounded by the
- * largest number of threads alive at once. The list is read by stop() (under threads_lock); a
- * thread's counters are written only by that thread, with the GIL held, and read by stop() with
- * the GIL held. */
-
-typedef struct thread_state {
-    struct thread_state *next;
-    uint64_t generation; /* the enable() these counters belong to */
-    int depth;           /* nested annotated calls since enable */
-    int open;            /* ranges pushed and not popped (depth capped at max_depth) */
-    int domain;          /* domain of those ranges */
-    uint32_t os_tid;
-    int alive;
-} thread_state_t;
-
-static pthread_mutex_t threads_lock = PTHREAD_MUTEX_INITIALIZER;
-static thread_state_t *threads;
-static pthread_key_t thread_key;
-static pthread_once_t thread_key_once = PTHREAD_ONCE_INIT;
-static _Thread_local thread_state_t *my_thread;
-
-static void thread_exit(void *entry)
+static void table_clear(table_t *t, int owns_keys)
 {
-    pthread_mutex_lock(&threads_lock);
-    ((thread_state_t *)entry)->alive = 0;
-    pthread_mutex_unlock(&threads_lock);
+    entry_t *entries = t->entries;
+    size_t capacity = t->mask ? t->mask + 1 : 0;
+    t->entries = NULL;
+    t->mask = t->count = 0;
+    /* Detached first: a code's deallocation cannot reach a half-cleared table. */
+    for (size_t i = 0; owns_keys && i < capacity; i++) {
+        if (entries[i].key != NULL)
+            Py_DECREF((PyObject *)entries[i].key);
+    }
+    free(entries);
 }
 
-static void thread_key_create(void) { (void)pthread_key_create(&thread_key, thread_exit); }
-
-static thread_state_t *thread_register(void)
+void clear_caches(void)
 {
-    pthread_once(&thread_key_once, thread_key_create);
-    pthread_mutex_lock(&threads_lock);
-    thread_state_t *t = threads;
-    while (t != NULL && t->alive)
-        t = t->next;
-    if (t == NULL) {
-        t = calloc(1, sizeof *t);
-        if (t != NULL) {
-            t->next = threads;
-            threads = t;
-        }
-    }
-    if (t != NULL) {
-        t->alive = 1;
-        t->generation = 0; /* never a live generation: counters reset at first use */
-        t->os_tid = nvtxcffi_shim.os_thread_id();
-    }
-    pthread_mutex_unlock(&threads_lock);
-    if (t != NULL)
-        pthread_setspecific(thread_key, t);
-    return t;
+    table_clear(&E.codes, 1);
+    table_clear(&E.names, 0);
+    E.overflow = 0;
 }
 
-/* ---- engine state -------------------------------------------------------------------------------- */
+void set_cache_limit(Py_ssize_t limit) { cache_limit = limit >= 0 ? (size_t)limit : DEFAULT_CACHE_LIMIT; }
 
-static struct {
-    int active;
-    int mode;
-    uint64_t generation; /* bumped by every start(); 0 is never live */
-    int domain;
-    int cfuncs;
-    int limit;           /* max_depth, INT_MAX for none */
-    PyObject *hooks;     /* the Python engine: c_classify, c_classify_cfunc, c_push_code, ... */
-    PyObject *classify, *classify_cfunc, *push_code, *push_name;
-    PyObject *token;     /* setprofile mode: profile_func's obj for threads started after enable (a token_t) */
-    PyObject *disable;   /* sys.monitoring.DISABLE */
-    table_t codes;       /* code object -> decision (strong references) */
-    table_t names;       /* ml_name pointer -> slot */
-    int overflow;        /* a code could not be cached: returns of uncached codes ask Python */
-} E;
+/* ---- the calling thread's counters (profiler_threads.c) ----------------------------------------- */
 
 static inline thread_state_t *current_thread(void)
 {
@@ -346,18 +262,6 @@ static void push_through_python(PyObject *function, PyObject *obj)
     pending_restore(&pending);
 }
 
-/* An NVTX call made by a hook: a tool's callback may run Python and leave an exception set (see
- * accel.h's TOOL_RAISED). Profiling must not break the program (a hook that returns with an
- * exception set makes an unrelated call fail with SystemError): it is reported as unraisable. An
- * exception pending before the call (a hook runs during unwinding) is the program's own. */
-#define NVTX_FROM_HOOK(call)                                                                        \
-    do {                                                                                            \
-        int clean_ = PyErr_Occurred() == NULL;                                                      \
-        call;                                                                                       \
-        if (clean_ && UNLIKELY(PyErr_Occurred() != NULL))                                           \
-            PyErr_WriteUnraisable(NULL);                                                            \
-    } while (0)
-
 /* Open a range for an accepted call (slot >= 0 or SLOT_INLINE). */
 static void enter_code(thread_state_t *t, int slot, PyObject *code)
 {
@@ -423,25 +327,12 @@ static inline void leave(thread_state_t *t)
 
 /* ---- PyEval_SetProfile engine ------------------------------------------------------------------- */
 
-/* profile_func's obj, which sys.getprofile() returns while the engine is installed on a thread. It is
- * callable as a Python profile function (frame, event, arg) that does what profile_func does: code
- * that saves sys.getprofile() and later hands it back to sys.setprofile() (debuggers, tools) keeps
- * the engine running, at the speed of a Python profile function, instead of installing an int. */
-typedef struct {
-    PyObject_HEAD
-    uint64_t generation; /* the enable() it belongs to: stale once another one started or stop() ran */
-    PyObject *restore;   /* enabling thread's token: called once, when that thread finds it stale */
-} token_t;
-
-static int profile_func(PyObject *token, PyFrameObject *frame, int what, PyObject *arg);
-
 static const char *const event_names[] = {"call", "exception", "line", "return",
                                           "c_call", "c_exception", "c_return"};
 static const int event_whats[] = {PyTrace_CALL, PyTrace_EXCEPTION, PyTrace_LINE, PyTrace_RETURN,
                                   PyTrace_C_CALL, PyTrace_C_EXCEPTION, PyTrace_C_RETURN};
 
-/* An event as a Python profile function receives it, handed to profile_func. */
-static void profile_named(PyObject *token, PyObject *frame, PyObject *event, PyObject *arg)
+void profile_named(PyObject *token, PyObject *frame, PyObject *event, PyObject *arg)
 {
     if (!PyFrame_Check(frame) || !PyUnicode_Check(event))
         return;
@@ -452,48 +343,6 @@ static void profile_named(PyObject *token, PyObject *frame, PyObject *event, PyO
         }
     }
 }
-
-static PyObject *token_call(PyObject *self, PyObject *args, PyObject *kwargs)
-{
-    PyObject *frame, *event, *arg;
-    if (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0) {
-        PyErr_SetString(PyExc_TypeError, "nvtx_cffi profile function takes no keyword arguments");
-        return NULL;
-    }
-    if (!PyArg_UnpackTuple(args, "nvtx_cffi profile function", 3, 3, &frame, &event, &arg))
-        return NULL;
-    profile_named(self, frame, event, arg);
-    Py_RETURN_NONE;
-}
-
-static void token_dealloc(PyObject *self)
-{
-    Py_CLEAR(((token_t *)self)->restore);
-    Py_TYPE(self)->tp_free(self);
-}
-
-static PyTypeObject token_type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "nvtx_cffi._speedups.ProfileFunction",
-    .tp_basicsize = sizeof(token_t),
-    .tp_dealloc = token_dealloc,
-    .tp_call = token_call,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "nvtx_cffi.Profile's C profile function, as sys.getprofile() shows it; callable as "
-              "a Python profile function (frame, event, arg).",
-};
-
-static PyObject *token_new(PyObject *restore)
-{
-    token_t *token = PyObject_New(token_t, &token_type);
-    if (token == NULL)
-        return NULL;
-    token->generation = E.generation;
-    token->restore = restore;
-    Py_XINCREF(restore);
-    return (PyObject *)token;
-}
-
 
 /* A thread whose profile_func belongs to an enable() that stop() ended: close what it opened and
  * remove the function from this thread; the enabling thread's token then gives that thread back its
@@ -521,7 +370,7 @@ static void profile_stale(token_t *token)
     }
 }
 
-static int profile_func(PyObject *token, PyFrameObject *frame, int what, PyObject *arg)
+int profile_func(PyObject *token, PyFrameObject *frame, int what, PyObject *arg)
 {
     if (UNLIKELY(((token_t *)token)->generation != E.generation || !E.active)) {
         profile_stale((token_t *)token);
@@ -692,268 +541,47 @@ static PyMethodDef monitoring_defs[] = {
     MON_DEF("nvtx_cffi_c_return", mon_c_return),  /* C_RETURN */
     MON_DEF("nvtx_cffi_c_raise", mon_c_return),   /* C_RAISE */
 };
-#endif
 
-/* ---- entry points (the module's prof_* functions) ------------------------------------------------------------------------- */
-
-static void release_references(void)
+static PyObject *monitoring_callbacks(void)
 {
-    Py_CLEAR(E.classify);
-    Py_CLEAR(E.classify_cfunc);
-    Py_CLEAR(E.push_code);
-    Py_CLEAR(E.push_name);
-    Py_CLEAR(E.token);
-    Py_CLEAR(E.disable);
-    Py_CLEAR(E.hooks);
-}
-
-static int start_engine(PyObject *hooks, int mode, int domain, int cfuncs, int max_depth)
-{
-    PyObject *callbacks = NULL, *result = NULL;
-    if (E.active || E.hooks != NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "the nvtx_cffi C profiler is already running");
-        return -1;
+    PyObject *monitoring = PyImport_ImportModule("sys");
+    if (monitoring != NULL) {
+        PyObject *sys_module = monitoring;
+        monitoring = PyObject_GetAttrString(sys_module, "monitoring");
+        Py_DECREF(sys_module);
     }
-    if (mode != NVTXCFFI_PROF_SETPROFILE && !(HAVE_MONITORING && mode == NVTXCFFI_PROF_MONITORING)) {
-        PyErr_SetString(PyExc_ValueError, "unsupported nvtx_cffi profiler mode");
-        return -1;
-    }
-    E.hooks = new_ref(hooks);
-    if ((E.classify = PyObject_GetAttrString(hooks, "c_classify")) == NULL
-        || (E.classify_cfunc = PyObject_GetAttrString(hooks, "c_classify_cfunc")) == NULL
-        || (E.push_code = PyObject_GetAttrString(hooks, "c_push_code")) == NULL
-        || (E.push_name = PyObject_GetAttrString(hooks, "c_push_name")) == NULL)
-        goto fail;
-    E.generation++;
-    if ((E.token = token_new(NULL)) == NULL)
-        goto fail;
-    if (mode == NVTXCFFI_PROF_SETPROFILE) {
-        PyObject *function = PyCFunction_New(&trampoline_def, NULL);
+    if (monitoring == NULL)
+        return NULL;
+    E.disable = PyObject_GetAttrString(monitoring, "DISABLE");
+    Py_DECREF(monitoring);
+    if (E.disable == NULL)
+        return NULL;
+    size_t n = sizeof monitoring_defs / sizeof monitoring_defs[0];
+    PyObject *callbacks = PyTuple_New((Py_ssize_t)n);
+    for (size_t i = 0; callbacks != NULL && i < n; i++) {
+        PyObject *function = PyCFunction_New(&monitoring_defs[i], NULL);
         if (function == NULL)
-            goto fail;
-        callbacks = PyTuple_Pack(1, function);
-        Py_DECREF(function);
+            Py_CLEAR(callbacks);
+        else
+            PyTuple_SET_ITEM(callbacks, (Py_ssize_t)i, function);
     }
-#if HAVE_MONITORING
-    else {
-        PyObject *monitoring = PyImport_ImportModule("sys");
-        if (monitoring != NULL) {
-            PyObject *sys_module = monitoring;
-            monitoring = PyObject_GetAttrString(sys_module, "monitoring");
-            Py_DECREF(sys_module);
-        }
-        if (monitoring == NULL)
-            goto fail;
-        E.disable = PyObject_GetAttrString(monitoring, "DISABLE");
-        Py_DECREF(monitoring);
-        if (E.disable == NULL)
-            goto fail;
-        size_t n = sizeof monitoring_defs / sizeof monitoring_defs[0];
-        callbacks = PyTuple_New((Py_ssize_t)n);
-        for (size_t i = 0; callbacks != NULL && i < n; i++) {
-            PyObject *function = PyCFunction_New(&monitoring_defs[i], NULL);
-            if (function == NULL)
-                Py_CLEAR(callbacks);
-            else
-                PyTuple_SET_ITEM(callbacks, (Py_ssize_t)i, function);
-        }
-    }
+    return callbacks;
+}
 #endif
-    if (callbacks == NULL)
-        goto fail;
-    E.mode = mode;
-    E.domain = domain;
-    E.cfuncs = cfuncs;
-    E.limit = max_depth > 0 ? max_depth : INT_MAX;
-    E.overflow = 0;
-    result = PyObject_CallMethod(hooks, "c_callbacks", "(O)", callbacks);
-    Py_DECREF(callbacks);
-    if (result == NULL)
-        goto fail;
-    Py_DECREF(result);
-    E.active = 1;
-    return 0;
-fail:
-    release_references();
-    return -1;
-}
 
-PyDoc_STRVAR(prof_start_doc,
-"prof_start(hooks, mode, domain, cfuncs, max_depth)\n--\n\n"
-"Start the engine in ``mode`` (PROF_*); ``hooks`` is the Python engine (c_classify, "
-"c_classify_cfunc, c_push_code, c_push_name, c_callbacks, c_left); max_depth 0 = no limit.");
-
-static PyObject *prof_start(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+PyObject *engine_callbacks(int mode)
 {
-    (void)module;
-    int values[4];
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "prof_start(hooks, mode, domain, cfuncs, max_depth)");
+#if HAVE_MONITORING
+    if (mode == NVTXCFFI_PROF_MONITORING)
+        return monitoring_callbacks();
+#else
+    (void)mode; /* start_engine() accepts no other mode here */
+#endif
+    PyObject *function = PyCFunction_New(&trampoline_def, NULL);
+    if (function == NULL)
         return NULL;
-    }
-    for (int i = 0; i < 4; i++) {
-        long v = PyLong_AsLong(args[i + 1]);
-        if (v == -1 && PyErr_Occurred())
-            return NULL;
-        if (v < INT_MIN || v > INT_MAX) {
-            PyErr_SetString(PyExc_OverflowError, "prof_start: argument out of range");
-            return NULL;
-        }
-        values[i] = (int)v;
-    }
-    if (!NVTXCFFI_SHIM_BOUND()) {
-        PyErr_SetString(PyExc_RuntimeError, "nvtx_cffi._speedups: bind() the shim first");
-        return NULL;
-    }
-    if (start_engine(args[0], values[0], values[1], values[2], values[3]) < 0)
-        return NULL;
-    Py_RETURN_NONE;
+    PyObject *callbacks = PyTuple_Pack(1, function);
+    Py_DECREF(function);
+    return callbacks;
 }
 
-PyDoc_STRVAR(prof_install_thread_doc,
-"prof_install_thread(restore=None)\n--\n\n"
-"Setprofile mode: install the C profile function on the calling thread, with a token of its own: "
-"``restore()`` is called once on this thread if it finds the engine stopped at an event (stop() ran "
-"on another thread). False when not running.");
-
-static PyObject *prof_install_thread(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
-{
-    (void)module;
-    if (nargs > 1) {
-        PyErr_SetString(PyExc_TypeError, "prof_install_thread(restore=None)");
-        return NULL;
-    }
-    PyObject *restore = nargs == 1 && args[0] != Py_None ? args[0] : NULL;
-    if (E.active && E.token != NULL && E.mode == NVTXCFFI_PROF_SETPROFILE) {
-        PyObject *token = token_new(restore);
-        if (token == NULL)
-            return NULL;
-        PyEval_SetProfile(profile_func, token); /* holds its own reference */
-        Py_DECREF(token);
-        Py_RETURN_TRUE;
-    }
-    Py_RETURN_FALSE;
-}
-
-static void table_clear(table_t *t, int owns_keys)
-{
-    entry_t *entries = t->entries;
-    size_t capacity = t->mask ? t->mask + 1 : 0;
-    t->entries = NULL;
-    t->mask = t->count = 0;
-    /* Detached first: a code's deallocation cannot reach a half-cleared table. */
-    for (size_t i = 0; owns_keys && i < capacity; i++) {
-        if (entries[i].key != NULL)
-            Py_DECREF((PyObject *)entries[i].key);
-    }
-    free(entries);
-}
-
-typedef struct {
-    uint32_t os_tid;
-    int open;
-} left_t;
-
-PyDoc_STRVAR(prof_stop_doc,
-"prof_stop()\n--\n\n"
-"Stop: pop the calling thread's open ranges (returns how many), report other threads' through "
-"hooks.c_left(os_tid, count), drop the caches.");
-
-static PyObject *prof_stop(PyObject *module, PyObject *unused)
-{
-    (void)module;
-    (void)unused;
-    int closed = 0;
-    if (!E.active)
-        return PyLong_FromLong(0);
-    E.active = 0;
-    thread_state_t *me = my_thread;
-    if (me != NULL && me->generation == E.generation) {
-        for (; me->open > 0; me->open--, closed++)
-            NVTX_FROM_HOOK(nvtxcffi_shim.pop(me->domain));
-        me->depth = 0;
-    }
-    /* Other threads' open ranges: collected under the lock, reported to Python after it. */
-    size_t n = 0, capacity = 0;
-    left_t *left = NULL;
-    pthread_mutex_lock(&threads_lock);
-    for (thread_state_t *t = threads; t != NULL; t = t->next) {
-        if (t == me || !t->alive || t->generation != E.generation || t->open <= 0)
-            continue;
-        if (n == capacity) {
-            size_t grown = capacity ? capacity * 2 : 16;
-            left_t *more = realloc(left, grown * sizeof *left);
-            if (more == NULL)
-                break;
-            left = more;
-            capacity = grown;
-        }
-        left[n].os_tid = t->os_tid;
-        left[n].open = t->open;
-        n++;
-    }
-    pthread_mutex_unlock(&threads_lock);
-    for (size_t i = 0; i < n; i++) {
-        PyObject *result = PyObject_CallMethod(E.hooks, "c_left", "ki", (unsigned long)left[i].os_tid,
-                                               left[i].open);
-        if (result == NULL)
-            PyErr_WriteUnraisable(E.hooks);
-        Py_XDECREF(result);
-    }
-    free(left);
-    table_clear(&E.codes, 1);
-    table_clear(&E.names, 0);
-    E.overflow = 0;
-    release_references();
-    return PyLong_FromLong(closed);
-}
-
-PyDoc_STRVAR(prof_cache_size_doc,
-"prof_cache_size()\n--\n\nCached code objects + C function names.");
-
-static PyObject *prof_cache_size(PyObject *module, PyObject *unused)
-{
-    (void)module;
-    (void)unused;
-    return PyLong_FromSize_t(E.codes.count + E.names.count);
-}
-
-PyDoc_STRVAR(prof_set_cache_limit_doc,
-"prof_set_cache_limit(limit)\n--\n\nThe bound of each cache (negative: the default).");
-
-static PyObject *prof_set_cache_limit(PyObject *module, PyObject *arg)
-{
-    (void)module;
-    Py_ssize_t limit = PyLong_AsSsize_t(arg);
-    if (limit == -1 && PyErr_Occurred())
-        return NULL;
-    cache_limit = limit >= 0 ? (size_t)limit : DEFAULT_CACHE_LIMIT;
-    Py_RETURN_NONE;
-}
-
-static PyMethodDef prof_functions[] = {
-    {"prof_start", FUNC_CAST(prof_start), METH_FASTCALL, prof_start_doc},
-    {"prof_install_thread", FUNC_CAST(prof_install_thread), METH_FASTCALL, prof_install_thread_doc},
-    {"prof_stop", prof_stop, METH_NOARGS, prof_stop_doc},
-    {"prof_cache_size", prof_cache_size, METH_NOARGS, prof_cache_size_doc},
-    {"prof_set_cache_limit", prof_set_cache_limit, METH_O, prof_set_cache_limit_doc},
-    {NULL, NULL, 0, NULL},
-};
-
-int nvtxcffi_prof_init(PyObject *module)
-{
-    /* PROF_AVAILABLE: 1 < 3.12 (setprofile mode), 2 from 3.12 (monitoring too). */
-    if (PyType_Ready(&token_type) < 0)
-        return -1;
-    Py_INCREF(&token_type);
-    if (PyModule_AddObject(module, "ProfileFunction", (PyObject *)&token_type) < 0) {
-        Py_DECREF(&token_type);
-        return -1;
-    }
-    if (PyModule_AddFunctions(module, prof_functions) < 0
-        || PyModule_AddIntConstant(module, "PROF_AVAILABLE", HAVE_MONITORING ? 2 : 1) < 0
-        || PyModule_AddIntConstant(module, "PROF_SETPROFILE", NVTXCFFI_PROF_SETPROFILE) < 0
-        || PyModule_AddIntConstant(module, "PROF_MONITORING", NVTXCFFI_PROF_MONITORING) < 0)
-        return -1;
-    return 0;
-}

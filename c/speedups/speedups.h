@@ -3,7 +3,7 @@
  * speedups.c           the module: PyInit__speedups, bind() (the shim's function table), version stamp
  * accel*.c             C fast paths of annotate, decorated functions, module-level and Domain calls
  *                      (accel.h lists the files)
- * profiler.c           the C engine of nvtx_cffi.Profile
+ * profiler*.c          the C engine of nvtx_cffi.Profile (profiler.h lists the files)
  * counters_speedups.c  counters' sample() and array payloads
  *
  * CPython only (setup.py builds it for neither PyPy nor free-threaded builds). It reaches the CFFI
@@ -23,7 +23,7 @@
 extern nvtxcffi_api_t nvtxcffi_shim;
 #define NVTXCFFI_SHIM_BOUND() (nvtxcffi_shim.magic == NVTXCFFI_API_MAGIC)
 
-/* Profile engine modes (profiler.c; exported as _speedups.PROF_*). */
+/* Profile engine modes (profiler*.c; exported as _speedups.PROF_*). */
 #define NVTXCFFI_PROF_SETPROFILE 0
 #define NVTXCFFI_PROF_MONITORING 1
 

@@ -82,7 +82,7 @@ _VALUE_OPTIONS = {"-o", "--output", "--png", "--max-bytes", "--record-dir", "--i
                   "--max-depth", "--wait"}
 #: Seconds to wait, after the program exits, for processes it left running that still record.
 DEFAULT_WAIT = 10.0
-#: --max-bytes, exactly as the recorder's parse_size (c/recorder/recorder.c) reads NVTX_CFFI_RECORD_MAX_BYTES:
+#: --max-bytes, exactly as the recorder's parse_size (c/recorder/recorder_lifecycle.c) reads NVTX_CFFI_RECORD_MAX_BYTES:
 #: blanks around, 1 to 19 ASCII digits, a binary k/m/g/t and any b's, case-insensitive
 _SIZE = re.compile(r"[ \t]*([0-9]{1,19})([kmgt]?)b*[ \t\n]*", re.ASCII | re.IGNORECASE)
 _SUFFIXES = {"": 0, "k": 10, "m": 20, "g": 30, "t": 40}

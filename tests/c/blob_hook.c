@@ -1,4 +1,4 @@
-/* Linked into a test build of the recorder (with c/recorder/recorder.c): exports nvtxrec_emit_blob, which
+/* Linked into a test build of the recorder (with setup.py's RECORDER_SOURCES): exports nvtxrec_emit_blob, which
  * the real library keeps hidden for the C files linked into it (the payload-extension tool side). */
 #include <stdint.h>
 

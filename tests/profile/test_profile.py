@@ -3,7 +3,7 @@
 Each scenario runs in a fresh subprocess attached to the recorder (NVTX loads its tool once per
 process). Run this file on 3.11 (sys.setprofile engine) and 3.12+ (sys.monitoring engine).
 
-The C engine (c/speedups/profiler.c) under AddressSanitizer, as checked on 3.9, 3.11, 3.12 and 3.13:
+The C engine (c/speedups/profiler*.c) under AddressSanitizer, as checked on 3.9, 3.11, 3.12 and 3.13:
 
     NVTX_CFFI_CFLAGS=-fsanitize=address python setup.py build_ext --inplace --force
     cd tests && LD_PRELOAD=$(gcc -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0 \
