@@ -47,7 +47,7 @@ def test_fields_are_declared_once_and_behave_as_slots(bases, which, names):
 
     obj = Sub()
     for name in names:
-        with pytest.raises(AttributeError, match=f"object has no attribute '{name}'"):
+        with pytest.raises(AttributeError, match=name):  # (PyPy words it as the bare name)
             getattr(obj, name)
         assert getattr(obj, name, "unset") == "unset"
     values = {name: object() for name in names}
