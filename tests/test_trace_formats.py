@@ -264,6 +264,23 @@ def test_text_rows_print_numbers_and_texts_as_python_does():
     assert bytes(rows.build()) == expected
 
 
+def test_text_rows_print_microseconds_as_pythons_float_repr_does():
+    """A counter sample's JSON "ts" is repr((t - t0) / 1000.0); TextRows.micros spells it from the integer."""
+    if not columns.HAVE_NUMPY:
+        pytest.skip("NumPy path only")
+    from nvtx_cffi import _fixedwidth as fixedwidth
+
+    rng = np.random.default_rng(7)
+    edges = [0, 1, -1, 10, 100, 120, 999, 1000, 1001, 1010, 1100, -1500, -999, 2**50 - 1, -(2**50 - 1)]
+    ns = np.concatenate([np.array(edges, dtype=np.int64), rng.integers(-2**50 + 1, 2**50, 2000),
+                         rng.integers(-10**7, 10**7, 2000)])
+    rows = fixedwidth.TextRows(len(ns), fixedwidth._native())
+    rows.literal("[")
+    rows.micros(ns)
+    rows.literal("]\n")
+    assert bytes(rows.build()).decode().splitlines() == [f"[{v / 1000.0!r}]" for v in ns.tolist()]
+
+
 def test_the_readers_times_in_bulk_are_its_times_one_by_one():
     """Counter samples read as columns (blocks(samples=True)) get the time the Blob of the same record
     gets: _Defs.to_ns_many gives to_ns's integers, or says which it cannot."""
