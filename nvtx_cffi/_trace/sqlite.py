@@ -48,6 +48,7 @@ scalar payloads by multi-row ``INSERT ... VALUES`` statements binding just these
 """
 from __future__ import annotations
 
+import itertools
 import os
 import sqlite3
 from typing import Any, Dict, List, Optional, Tuple
@@ -125,6 +126,8 @@ _PAYLOAD_SLOT[_format.lib.NVTXREC_PT_UNKNOWN] = _PAYLOAD_COLUMNS.index("uint64Va
 
 #: the largest integer an SQLite INTEGER holds (signed 64-bit)
 _INT64_MAX = (1 << 63) - 1
+#: a row of NVTX_CFFI_COUNTERS: timestamp, globalPid, domain, counterId, name, unit, value, noValue
+_INSERT_COUNTER = "INSERT INTO NVTX_CFFI_COUNTERS VALUES (?,?,?,?,?,?,?,?)"
 
 
 def _uint64_bits(value: Optional[int]) -> Optional[int]:
@@ -337,8 +340,7 @@ class SqliteWriter(TrackCounters):
                 track: Any = None, no_value: Optional[str] = None) -> None:
         """Counter samples have no table in Nsight's NVTX export: kept in ``NVTX_CFFI_COUNTERS``
         (see the module's doc): a row per sample of a track, (globalPid, domain, counterId) its counter."""
-        self._cur.execute("CREATE TABLE IF NOT EXISTS NVTX_CFFI_COUNTERS (timestamp INTEGER, globalPid INTEGER,"
-                         " domain TEXT, counterId INTEGER, name TEXT, unit TEXT, value REAL, noValue TEXT)")
+        self._counter_table()
         # a REAL column: bound as a float, which an int past SQLite's signed 64 bits (a uint64
         # counter's sample) can be, too; NaN and a gap are NULL (SQLite has no NaN), infinities stay
         if track is not None:
@@ -346,9 +348,25 @@ class SqliteWriter(TrackCounters):
         else:
             domain = counter_id = None
         number = None if value is None or value != value else float(value)
-        self._cur.execute("INSERT INTO NVTX_CFFI_COUNTERS VALUES (?,?,?,?,?,?,?,?)",
-                         (time_ns - self._t0, pid << 24, domain, counter_id, name, unit, number, no_value))
+        self._cur.execute(_INSERT_COUNTER, (time_ns - self._t0, pid << 24, domain, counter_id, name, unit, number,
+                                            no_value))
         self.count += 1
+
+    def samples(self, block: Any) -> None:
+        """:meth:`counter` of each sample of a :class:`~.counters.SampleBlock`: the same rows, one
+        statement for all."""
+        self._counter_table()
+        numbers = block.numbers()
+        tracks = [(t.domain, t.counter_id, t.name, t.unit) for t in block.tracks]
+        columns = zip(*[tracks[k] for k in block.track.tolist()])
+        self._cur.executemany(_INSERT_COUNTER, zip(
+            (block.time - self._t0).tolist(), itertools.repeat(block.pid << 24), *columns,
+            [None if v != v else v for v in numbers.tolist()], itertools.repeat(None)))
+        self.count += len(block)
+
+    def _counter_table(self) -> None:
+        self._cur.execute("CREATE TABLE IF NOT EXISTS NVTX_CFFI_COUNTERS (timestamp INTEGER, globalPid INTEGER,"
+                         " domain TEXT, counterId INTEGER, name TEXT, unit TEXT, value REAL, noValue TEXT)")
 
     def finish(self, timeline: Timeline, extra_metadata: Optional[Dict[str, Any]] = None) -> int:
         """Names (domains, categories, threads), metadata, indexes; commit. Returns the rows of events."""
