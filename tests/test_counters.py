@@ -1147,3 +1147,23 @@ def test_counter_samples_of_every_kind_write_the_same_on_the_compiled_and_python
     assert (rows["K: u64"]["min"], rows["K: u64"]["max"], rows["K: u64"]["samples"]) == (0, 2**64 - 1, 1800)
     assert (rows["K: i8"]["min"], rows["K: i8"]["max"]) == (-128, 127)
     assert rows["K: f32"]["nan"] == 450 and rows["K: f64"]["max"] == math.inf
+    with sqlite3.connect(tmp_path / "True.sqlite") as db:
+        t0 = db.execute("SELECT value FROM NVTX_CFFI_META WHERE key = 't0_ns'").fetchone()[0]
+        stored = db.execute("SELECT timestamp, name, value FROM NVTX_CFFI_COUNTERS WHERE domain = 'K'"
+                            " AND (value IS NOT NULL OR noValue IS NULL)").fetchall()  # (not the gaps)
+
+    def number(value):
+        value = float({"NaN": "nan", "Infinity": "inf", "-Infinity": "-inf"}.get(value, value))
+        return "NaN" if value != value else value
+
+    # (JSON, SQLite and .pftrace: the same samples, times and values; SQLite has NULL for NaN)
+    samples = sorted((e["name"], round(e["ts"] * 1000) + t0, number(v)) for e in events if e["ph"] == "C"
+                     for v in e["args"].values() if v is not None)
+    assert sorted((f"K: {n}", ts + t0, "NaN" if v is None else v) for ts, n, v in stored) == [
+        s for s in samples if s[0].startswith("K: ")]
+    try:
+        from pftrace_check import read_pftrace
+    except ImportError:  # (no perfetto or protobuf package)
+        return
+    trace = read_pftrace(str(tmp_path / "True.pftrace"))
+    assert sorted((trace.tracks[t][1], ts, number(v)) for t, ts, v in trace.counters) == samples

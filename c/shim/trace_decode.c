@@ -211,8 +211,9 @@ static int64_t pftrace_events(int64_t n, const uint64_t *dt, const uint64_t *ev_
 /* TYPE_COUNTER's bytes at most: type, track uuid (its varint at its longest) and the double. */
 enum { PFTRACE_COUNTER_EVENT_MAX = 24 };
 
-static int64_t pftrace_counters(int64_t n, const uint64_t *time, const uint64_t *track, const uint64_t *value,
-                                const uint8_t *seq, int64_t seq_len, uint8_t *out, int64_t capacity)
+static int64_t pftrace_counters(int64_t n, const uint64_t *stamp, const uint8_t *absolute, const uint64_t *track,
+                                const uint64_t *value, const uint8_t *seq, int64_t seq_len, uint8_t *out,
+                                int64_t capacity)
 {
     uint8_t *p = out;
     uint8_t te[PFTRACE_COUNTER_EVENT_MAX];
@@ -231,16 +232,18 @@ static int64_t pftrace_counters(int64_t n, const uint64_t *time, const uint64_t 
         for (int k = 0; k < 8; k++)
             *t++ = (uint8_t)(value[i] >> (8 * k));
         uint64_t te_len = (uint64_t)(t - te);
-        /* timestamp, timestamp_clock_id (58) MONOTONIC, track_event, then seq */
-        uint64_t pk_len = 1 + (uint64_t)varint_len(time[i]) + 3 + 1 + (uint64_t)varint_len(te_len) + te_len
-                          + (uint64_t)seq_len;
+        /* timestamp, [timestamp_clock_id (58) MONOTONIC], track_event, then seq */
+        uint64_t pk_len = 1 + (uint64_t)varint_len(stamp[i]) + (absolute[i] ? 3 : 0) + 1 + (uint64_t)varint_len(te_len)
+                          + te_len + (uint64_t)seq_len;
         *p++ = 0x0a;
         p = put_varint(p, pk_len);
         *p++ = 0x40;
-        p = put_varint(p, time[i]);
-        *p++ = 0xd0;
-        *p++ = 0x03;
-        *p++ = 0x03;
+        p = put_varint(p, stamp[i]);
+        if (absolute[i]) {
+            *p++ = 0xd0;
+            *p++ = 0x03;
+            *p++ = 0x03;
+        }
         *p++ = 0x5a;
         p = put_varint(p, te_len);
         memcpy(p, te, te_len);
@@ -301,11 +304,12 @@ int64_t nvtxcffi_pftrace_events(int64_t n, const uint64_t *dt, const uint64_t *e
     return result;
 }
 
-int64_t nvtxcffi_pftrace_counters(int64_t n, const uint64_t *time, const uint64_t *track, const uint64_t *value,
-                                  const uint8_t *seq, int64_t seq_len, uint8_t *out, int64_t capacity)
+int64_t nvtxcffi_pftrace_counters(int64_t n, const uint64_t *stamp, const uint8_t *absolute, const uint64_t *track,
+                                  const uint64_t *value, const uint8_t *seq, int64_t seq_len, uint8_t *out,
+                                  int64_t capacity)
 {
     int64_t result;
-    WITHOUT_GIL(n, result = pftrace_counters(n, time, track, value, seq, seq_len, out, capacity));
+    WITHOUT_GIL(n, result = pftrace_counters(n, stamp, absolute, track, value, seq, seq_len, out, capacity));
     return result;
 }
 

@@ -53,14 +53,15 @@ int64_t nvtxcffi_pftrace_events(int64_t n, const uint64_t *dt, const uint64_t *e
                                 const uint8_t *seq, int64_t seq_len, uint8_t *out, int64_t capacity);
 
 /* Perfetto TracePackets of counter samples (nvtx_cffi/_trace/pftrace.py, PerfettoWriter.counter): per
- * row i, TracePacket{timestamp: time[i] (a varint of its 64 bits), timestamp_clock_id: 3
- * (MONOTONIC), track_event: TrackEvent{type: TYPE_COUNTER, track_uuid: track[i],
- * double_counter_value: the IEEE double whose bits are value[i]}, then the `seq` bytes}, each wrapped
- * as field 1 of Trace. Returns the bytes written to out, or -1 past `capacity`
- * (NVTXCFFI_PFTRACE_COUNTER_MAX + seq_len a row is always enough). */
+ * row i, TracePacket{timestamp: stamp[i] (a varint of its 64 bits), [timestamp_clock_id: 3
+ * (MONOTONIC), where absolute[i]], track_event: TrackEvent{type: TYPE_COUNTER, track_uuid:
+ * track[i], double_counter_value: the IEEE double whose bits are value[i]}, then the `seq` bytes
+ * (trusted_packet_sequence_id...)}, each wrapped as field 1 of Trace. Returns the bytes written to
+ * out, or -1 past `capacity` (NVTXCFFI_PFTRACE_COUNTER_MAX + seq_len a row is always enough). */
 #define NVTXCFFI_PFTRACE_COUNTER_MAX 64
-int64_t nvtxcffi_pftrace_counters(int64_t n, const uint64_t *time, const uint64_t *track, const uint64_t *value,
-                                  const uint8_t *seq, int64_t seq_len, uint8_t *out, int64_t capacity);
+int64_t nvtxcffi_pftrace_counters(int64_t n, const uint64_t *stamp, const uint8_t *absolute, const uint64_t *track,
+                                  const uint64_t *value, const uint8_t *seq, int64_t seq_len, uint8_t *out,
+                                  int64_t capacity);
 
 /* Fixed-width text rows (nvtx_cffi/_fixedwidth.py): row i is `tmpl` (row_len bytes) with
  * column c's value values[c * n + i] (>= 0) printed right-aligned in [offsets[c], offsets[c] +
