@@ -1208,7 +1208,8 @@ def active_files(directory: Union[str, "os.PathLike[str]"]) -> List[str]:
 #       .skipped_bytes / .skipped_chunks     corrupt data the reader stepped over (never silent)
 #       .start_ns / .end_ns                  earliest / latest event (None when there is none)
 #       .total_bytes                         what progress(done, total) counts up to
-#     iterating yields EventBlock objects, file by file, at most max_events events each.
+#     iterating yields EventBlock objects, file by file, at most max_events events each, and
+#     extension records of at most 4 * max_events words (a block's first chunk may hold more).
 #   EventBlock:
 #       .info      ProcessInfo of the file (pid, ppid, exec_gen, thread_names, category_names)
 #       .pid       int;  .exec_gen int (0 for the first image of a pid; +1 per exec())
@@ -1270,6 +1271,9 @@ _EVENT_FIELDS = [
 
 #: the longest Blob.data of an EventBlock.samples row: a sample head (16 bytes), an 8-byte value
 _SAMPLE_DATA = 24
+#: a block's extension records (counter samples, binary payloads) take this many words a
+#: max_events event at most, give or take a chunk: a block of samples alone stays bounded
+_EXT_WORDS_PER_EVENT = 4
 _SAMPLE_FIELDS = [
     ("order", "<i8"), ("time_ns", "<i8"), ("tid", "<u4"), ("domain", "<u4"), ("counter", "<u8"), ("size", "u1"),
     ("data", "u1", (_SAMPLE_DATA,)),
@@ -1759,9 +1763,18 @@ class BlockStream:
             skips = _Skips()
             try:
                 parts: list = []
-                n = 0
+                n = ext = 0  # the block's events, and words of extension records
                 for done_here, tid, data in _chunks(f, h, skips):
                     w, t = _np_valid(np, data, skips)
+                    blob = np.flatnonzero(t == _D_BLOB)
+                    words = int((((w[blob] >> np.uint64(32)).astype(np.int64) + 6) // 7).sum()) + len(blob)
+                    if parts and ext + words > self._max * _EXT_WORDS_PER_EVENT:
+                        # (counter samples amid few events or none: the block ends before this chunk)
+                        yield _np_block(np, d, parts, dtype, skips, self._samples)
+                        parts, n, ext = [], 0, 0
+                        if self._progress is not None:
+                            self._progress(min(done + done_here, self.total_bytes), self.total_bytes)
+                    ext += words
                     while len(w):
                         head_pos = np.flatnonzero((t >= _HEAD_LO) & (t <= _HEAD_HI))
                         room = self._max - n
@@ -1771,7 +1784,7 @@ class BlockStream:
                                 parts.append((tid, w[:cut], t[:cut]))
                             if parts:
                                 yield _np_block(np, d, parts, dtype, skips, self._samples)
-                            parts, n = [], 0
+                            parts, n, ext = [], 0, 0
                             w, t = w[cut:], t[cut:]
                             if self._progress is not None:
                                 self._progress(min(done + done_here, self.total_bytes), self.total_bytes)

@@ -149,8 +149,9 @@ def run(recording: Source, writers: Sequence[Writer], *, progress: Optional[Call
         batches = ((pb, (read_at.done, read_at.total), _drain(pending)) for pb in paired)
         for pb, (done, total), samples in (_prefetch(batches) if recording.numpy else batches):
             _hand_samples(samples, writers, timeline)
-            for writer in writers:
-                writer.batch(pb)
+            if pb.records is None or len(pb.records):  # (not a batch of counter samples alone)
+                for writer in writers:
+                    writer.batch(pb)
             if progress is not None and total:
                 progress(min(done, total - 1), total)
         if root_pid is not None and root_name is not None and (
