@@ -1050,6 +1050,7 @@ EVERY_KIND = """
                                     scope="s" if name == "u8" else None) for name, (dtype, _values) in kinds.items()}
     group = d.get_counter("g", nvtx.numpy_dtype([("a", np.int32), ("b", np.float64)]))
     plain = nvtx.get_domain(None).get_counter("plain", float)
+    burst = nvtx.get_domain("it's").get_counter("a 'burst'", int, semantics=nvtx.CounterSemantics(unit="o'clock"))
 
     def work(seed):
         for i in range(600):
@@ -1062,6 +1063,9 @@ EVERY_KIND = """
                 nvtx.mark("array", payload=np.array([i, i + 1]))
             if i % 100 == 3:
                 counters["f64"].batch_submit([1.0, 2.0], [d.get_timestamp(), d.get_timestamp()])
+            if i % 200 == 9:
+                for k in range(1000):  # (a run of one counter's samples)
+                    burst.sample(k - 500)
             with nvtx.annotate("step", payload=i):
                 pass
 
@@ -1120,7 +1124,7 @@ def test_counter_samples_of_every_kind_write_the_same_on_the_compiled_and_python
         outs[compiled] = got
         if compiled:
             # every sample of the scalar counters but the float16 one (its NaN is Python's), in blocks
-            assert len(blocks) > 9 and sum(blocks) == 3 * (3 * 600 * 11)
+            assert len(blocks) > 9 and sum(blocks) == 3 * (3 * 600 * 11 + 3 * 3 * 1000)
             blocks.clear()
     assert not blocks  # (the Python path: none)
     assert outs[True][0] == outs[False][0]  # JSON
@@ -1143,6 +1147,7 @@ def test_counter_samples_of_every_kind_write_the_same_on_the_compiled_and_python
                                                            "1e+300", "5e-324", "2.0"}
     assert {str(a["value"]) for a in by_name["K: f32"]} == {str(float(np.float32(0.1))), "NaN", "-Infinity", "3.0"}
     assert len(by_name["plain"]) == 3 * 600
+    assert [a["o'clock"] for a in by_name["it's: a 'burst'"]].count(-500) == 9
     rows = {r["title"]: r for r in outs[True][1][1]}
     assert (rows["K: u64"]["min"], rows["K: u64"]["max"], rows["K: u64"]["samples"]) == (0, 2**64 - 1, 1800)
     assert (rows["K: i8"]["min"], rows["K: i8"]["max"]) == (-128, 127)
