@@ -141,6 +141,37 @@ static uint8_t *put_varint(uint8_t *p, uint64_t v)
     return p;
 }
 
+static uint8_t *put_fixed64(uint8_t *p, uint64_t v)
+{
+    for (int k = 0; k < 8; k++) /* little-endian */
+        *p++ = (uint8_t)(v >> (8 * k));
+    return p;
+}
+
+/* Trace{packet: TracePacket{timestamp: stamp, [timestamp_clock_id: 3 (MONOTONIC), where
+ * on_monotonic], track_event: the te_len bytes te, then the seq bytes}}; returns the end. */
+static uint8_t *put_packet(uint8_t *p, uint64_t stamp, int on_monotonic, const uint8_t *te, uint64_t te_len,
+                           const uint8_t *seq, int64_t seq_len)
+{
+    uint64_t pk_len = 1 + (uint64_t)varint_len(stamp) + (on_monotonic ? 3 : 0) + 1 + (uint64_t)varint_len(te_len)
+                      + te_len + (uint64_t)seq_len;
+    *p++ = 0x0a;
+    p = put_varint(p, pk_len);
+    *p++ = 0x40;
+    p = put_varint(p, stamp);
+    if (on_monotonic) {
+        *p++ = 0xd0;
+        *p++ = 0x03;
+        *p++ = 0x03;
+    }
+    *p++ = 0x5a;
+    p = put_varint(p, te_len);
+    memcpy(p, te, te_len);
+    p += te_len;
+    memcpy(p, seq, (size_t)seq_len);
+    return p + seq_len;
+}
+
 /* A TrackEvent's bytes at most: type, name, category, colour and payload, each field's varint at
  * its longest (64), rounded up. */
 enum { PFTRACE_EVENT_MAX = 96 };
@@ -185,25 +216,13 @@ static int64_t pftrace_events(int64_t n, const uint64_t *dt, const uint64_t *ev_
             *t++ = 0x02;
             if (value_kind[i] == NVTXCFFI_VALUE_DOUBLE) {
                 *t++ = 0x29;
-                for (int k = 0; k < 8; k++) /* fixed64: little-endian */
-                    *t++ = (uint8_t)(value[i] >> (8 * k));
+                t = put_fixed64(t, value[i]);
             } else {
                 *t++ = value_kind[i] == NVTXCFFI_VALUE_UINT ? 0x18 : 0x20;
                 t = put_varint(t, value[i]);
             }
         }
-        uint64_t te_len = (uint64_t)(t - te);
-        uint64_t pk_len = 1 + (uint64_t)varint_len(dt[i]) + 1 + (uint64_t)varint_len(te_len) + te_len + (uint64_t)seq_len;
-        *p++ = 0x0a;
-        p = put_varint(p, pk_len);
-        *p++ = 0x40;
-        p = put_varint(p, dt[i]);
-        *p++ = 0x5a;
-        p = put_varint(p, te_len);
-        memcpy(p, te, te_len);
-        p += te_len;
-        memcpy(p, seq, (size_t)seq_len);
-        p += seq_len;
+        p = put_packet(p, dt[i], 0, te, (uint64_t)(t - te), seq, seq_len);
     }
     return (int64_t)(p - out);
 }
@@ -227,29 +246,10 @@ static int64_t pftrace_counters(int64_t n, const uint64_t *stamp, const uint8_t 
         *t++ = 0x04;
         *t++ = 0x58; /* track_uuid */
         t = put_varint(t, track[i]);
-        *t++ = 0xe1; /* double_counter_value (44, fixed64): little-endian */
+        *t++ = 0xe1; /* double_counter_value (44, fixed64) */
         *t++ = 0x02;
-        for (int k = 0; k < 8; k++)
-            *t++ = (uint8_t)(value[i] >> (8 * k));
-        uint64_t te_len = (uint64_t)(t - te);
-        /* timestamp, [timestamp_clock_id (58) MONOTONIC], track_event, then seq */
-        uint64_t pk_len = 1 + (uint64_t)varint_len(stamp[i]) + (absolute[i] ? 3 : 0) + 1 + (uint64_t)varint_len(te_len)
-                          + te_len + (uint64_t)seq_len;
-        *p++ = 0x0a;
-        p = put_varint(p, pk_len);
-        *p++ = 0x40;
-        p = put_varint(p, stamp[i]);
-        if (absolute[i]) {
-            *p++ = 0xd0;
-            *p++ = 0x03;
-            *p++ = 0x03;
-        }
-        *p++ = 0x5a;
-        p = put_varint(p, te_len);
-        memcpy(p, te, te_len);
-        p += te_len;
-        memcpy(p, seq, (size_t)seq_len);
-        p += seq_len;
+        t = put_fixed64(t, value[i]);
+        p = put_packet(p, stamp[i], absolute[i], te, (uint64_t)(t - te), seq, seq_len);
     }
     return (int64_t)(p - out);
 }
