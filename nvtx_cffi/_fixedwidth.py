@@ -256,6 +256,11 @@ class TextRows:
         self._field(self._lib.NVTXCFFI_TEXT_NUMBER, values, mode)
         self._numbers += 1
 
+    def micros(self, values: Any) -> None:
+        """ns as microseconds, a row's ``repr(ns / 1000.0)`` (``|ns| < 2**50``): "2.0", "-0.25"."""
+        self._field(self._lib.NVTXCFFI_TEXT_MICROS, values)
+        self._numbers += 1
+
     def text(self, data: Any, start: Any, length: Any) -> None:
         """Each row's bytes ``data[start:start + length]`` (``data`` a uint8 array)."""
         self._field(self._lib.NVTXCFFI_TEXT_BYTES, start + self._data_size, length)

@@ -468,6 +468,11 @@ class ExtDecoder:
         values = [decode(sid, data, schemas) for sid, data, _ in pending]
         return values[0] if len(values) == 1 else values, any(t for *_, t in pending)
 
+    def hold(self, pid: int, info: CounterInfo, values: Dict[str, Any]) -> None:
+        """Take ``values`` as the latest of the counter ``info`` of ``pid`` (what an UNCHANGED sample
+        repeats), for a sample decoded without :meth:`blob` (the tracer's bulk path)."""
+        self._last[(pid, info.domain, info.id)] = values
+
     def payload_of(self, event: Any) -> Tuple[Any, bool]:
         """(decoded binary payload, truncated) of a push/start/mark fed before, else (None, False)."""
         return self._payloads.pop(id(event), (None, False))
@@ -488,7 +493,27 @@ class ExtDecoder:
         return {e.name or f"field{i}": _entry_value(e, data, e.offset, schemas, 0)
                 for i, e in enumerate(schema.entries) if not e.flags & _FLAG_TIMESTAMP}
 
-    def _units(self, info: CounterInfo, pid: int) -> Dict[str, Optional[str]]:
+    def scalar_layout(self, info: CounterInfo, pid: int) -> Optional[Tuple[str, int]]:
+        """Where the value of a sample of the counter ``info`` is, when its samples (mode 0 to 2)
+        decode to one number, ``{"value": number}``: ``(struct format, byte offset)``; None for the
+        other counters (groups, arrays, strings, unknown schemas). What :meth:`_value` reads: a
+        predefined scalar type, or a schema of one scalar entry that :func:`_decode` unwraps."""
+        fmt = _SCALARS.get(info.schema_id)
+        if fmt:
+            return fmt, 0
+        schema, _ = self._fields(info, pid)
+        if schema is None or len(schema.entries) != 1:
+            return None
+        entry = schema.entries[0]
+        unwrapped = entry.name is None or schema.name is None and not schema.flags
+        if (entry.flags & (_FLAG_COUNTER | _ARRAY_MASK) or not unwrapped
+                or not (entry.name is None or entry.offset == 0)):
+            return None
+        fmt = _SCALARS.get(entry.type)
+        return (fmt, entry.offset) if fmt else None
+
+    def units(self, info: CounterInfo, pid: int) -> Dict[str, Optional[str]]:
+        """The unit of each field of the counter's samples (the counter's own where a field has none)."""
         schema, _ = self._fields(info, pid)
         units: Dict[str, Optional[str]] = {}
         if schema is not None and info.schema_id not in _SCALARS:
@@ -521,7 +546,7 @@ class ExtDecoder:
             return []
         mode, flags, _, item, n = _SAMPLE_HEAD.unpack_from(data)
         body = data[_SAMPLE_HEAD.size:]
-        units = self._units(info, pid)
+        units = self.units(info, pid)
         base = dict(pid=pid, tid=tid, counter=info, units=units)
         truncated = bool(truncated)
         key = (pid, info.domain, info.id)

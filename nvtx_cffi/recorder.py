@@ -395,6 +395,7 @@ _DF_INHERITED, _DF_TRUNCATED = _lib.NVTXREC_DFLAG_INHERITED, _lib.NVTXREC_DFLAG_
 _DF_MESSAGE, _DF_API_SHIFT = _lib.NVTXREC_DFLAG_MESSAGE, _lib.NVTXREC_DFLAG_API_SHIFT
 # blob kinds that register (a forked child's file carries them): schema, counter group, scope
 _REGISTRATIONS = (_lib.NVTXREC_BLOB_SCHEMA, _lib.NVTXREC_BLOB_COUNTER_GROUP, _lib.NVTXREC_BLOB_SCOPE)
+_BLOB_COUNTER_SAMPLE = _lib.NVTXREC_BLOB_COUNTER_SAMPLE
 _DATA_FIXED = struct.Struct("<QQB")  # a data record's time, arg, aux: NVTXREC_DATA_FIXED bytes
 _STRING_OVERFLOW = _lib.NVTXREC_STRING_OVERFLOW
 _CLOCK_TSC = _lib.NVTXREC_CLOCK_TSC
@@ -562,6 +563,30 @@ class _Defs:
             return h.start_ns + int(round(ys[i] + (t - x0) * (ys[i + 1] - ys[i]) / (x1 - x0)))
         return h.start_ns + int(round(ys[i] + (t - xs[i]) * self.slope))
 
+    def to_ns_many(self, np, ticks):
+        """``(ns, exact)``: :meth:`to_ns` of each of ``ticks`` (a uint64 array) as int64, with NumPy,
+        and where that gives :meth:`to_ns`'s own integer: its float operations are the same, on the
+        same operands, when the interpolation's product (an exact integer in Python) fits a double."""
+        h = self.header
+        exact = ticks < np.uint64(1 << 52)
+        t = np.where(exact, ticks, 0).astype(np.int64)
+        if h.clock != _CLOCK_TSC:
+            return t + h.start_ns, exact
+        xs = np.asarray(self.cal_x, dtype=np.int64)
+        ys = np.asarray(self.cal_y, dtype=np.int64)
+        i = np.searchsorted(xs, t, side="right") - 1  # bisect_right
+        at = np.maximum(i, 0)
+        after = np.minimum(at + 1, len(xs) - 1)
+        span = xs[after] - xs[at]
+        between = (i >= 0) & (at + 1 < len(xs)) & (span > 0)
+        dx = t - xs[at]
+        dy = ys[after] - ys[at]
+        fits = np.abs(dx).astype(np.float64) * np.abs(dy).astype(np.float64) < 2.0 ** 52
+        exact &= ~between | fits
+        ratio = (np.where(between, dx * dy, 0).astype(np.float64) / np.where(between, span, 1).astype(np.float64))
+        y = ys[at].astype(np.float64) + np.where(between, ratio, dx.astype(np.float64) * self.slope)
+        return np.rint(y).astype(np.int64) + h.start_ns, exact
+
 
 def _segment_converter(d: "_Defs") -> Callable[[int], int]:
     """d.to_ns, with the interpolation segment of the last call cached (a chunk's times increase)."""
@@ -627,6 +652,55 @@ def _chunk_words(data: bytes) -> Tuple[int, ...]:
     return struct.unpack_from(f"<{len(data) // 8}q", data)
 
 
+def _np_data_checked(np, w, tags, heads):
+    """``(length, ok)`` of the data records at ``heads`` (a chunk's words ``w``, their ``tags``): each
+    one's data length, and whether it checks out as :func:`_data_record` checks it (a length of its
+    fixed part at least, every continuation word of it there)."""
+    length = (w[heads] >> np.uint64(32)).astype(np.int64)
+    words = (length + 6) // 7
+    ends = heads + 1 + words
+    ok = (length >= _DATA_FIXED.size) & (ends <= len(w))
+    if ok.any():
+        cont = np.concatenate(([0], np.cumsum(tags == _W_CONT)))
+        ok[ok] = cont[ends[ok]] - cont[heads[ok] + 1] == words[ok]
+    return length, ok
+
+
+def _np_data_bytes(np, w, heads, length, count: int):
+    """The first ``count`` data bytes of each data record at ``heads`` (checked ones, ``length``
+    their data lengths), zero past its length: an (n, count) uint8 array."""
+    words = (count + 6) // 7
+    at = np.minimum(heads[:, None] + 1 + np.arange(words), len(w) - 1)  # (past a short record: masked)
+    m = np.arange(count)
+    out = w[at].view(np.uint8).reshape(len(heads), 8 * words)[:, m // 7 * 8 + 1 + m % 7]  # (a tag byte a word)
+    out[m >= length[:, None]] = 0
+    return out
+
+
+def _np_u64(data):
+    """The little-endian uint64 in each row of ``data`` (an (n, 8) uint8 array)."""
+    return data.copy().view("<u8")[:, 0]
+
+
+def _np_event_blobs(np, w, tags, heads, bounds: list):
+    """The blob records among the data records at ``heads`` that register nothing (counter samples,
+    binary payloads), in bulk: of those that check out only the time counts in the definitions pass
+    (to ``bounds``, where the record is the file's own). Returns the heads left to read one by one:
+    the others, and the blob records that do not check out (the one-by-one reader counts them)."""
+    blob = heads[tags[heads] == _D_BLOB]
+    if not blob.size:
+        return heads
+    length, ok = _np_data_checked(np, w, tags, blob)
+    data = _np_data_bytes(np, w, blob[ok], length[ok], _DATA_FIXED.size)
+    events = ~np.isin(data[:, _DATA_FIXED.size - 1], _REGISTRATIONS)
+    done = blob[ok][events]
+    own = ((w[done] >> np.uint64(8)) & np.uint64(_DF_INHERITED)) == 0
+    if own.any():
+        times = _np_u64(data[events][own, :8])
+        bounds.append((int(times.min()), int(times.max())))
+    return heads[~np.isin(heads, done)]
+
+
 def _np_strings(np, w, tags, heads, strings: StringTable, truncated: set, bounds: list):
     """Add the string definitions among the data records at ``heads`` (a chunk's words ``w``) to
     ``strings`` in bulk; returns the heads left to read one by one (other definitions, and all of
@@ -635,15 +709,10 @@ def _np_strings(np, w, tags, heads, strings: StringTable, truncated: set, bounds
     ks = heads[is_string]
     if not ks.size:
         return heads
-    n = len(w)
-    head = w[ks]
-    length = (head >> np.uint64(32)).astype(np.int64)
-    words = (length + 6) // 7
-    ends = ks + 1 + words
-    cont = np.concatenate(([0], np.cumsum(tags == _W_CONT)))
-    if not ((length >= _DATA_FIXED.size).all() and (ends <= n).all()
-            and (cont[ends] - cont[ks + 1] == words).all()):
+    length, ok = _np_data_checked(np, w, tags, ks)
+    if not ok.all():
         return heads
+    head = w[ks]
     text_len = length - _DATA_FIXED.size
     text_ends = np.cumsum(text_len)
     native = _native_decoder()
@@ -746,6 +815,7 @@ def _scan(path: str) -> Optional[_Defs]:
                 data_heads = np.flatnonzero((tags >= _D_STRING) & (tags <= _D_CLOCK))
                 if data_heads.size > 16:  # many definitions (strings): in bulk where they check out
                     data_heads = _np_strings(np, w, tags, data_heads, strings, truncated, bounds)
+                data_heads = _np_event_blobs(np, w, tags, data_heads, bounds)
                 for k in data_heads.tolist():
                     words = _np_data_words(w, k)
                     r = _data_record(words, 0, len(words))
@@ -1126,8 +1196,9 @@ def active_files(directory: Union[str, "os.PathLike[str]"]) -> List[str]:
 # Contract for bulk readers (the tracer's converters). NumPy is needed for this API only; the
 # Event API above works without it.
 #
-#   blocks(source, *, progress=None, max_events=1 << 16) -> BlockStream
+#   blocks(source, *, progress=None, max_events=1 << 16, samples=False) -> BlockStream
 #       source: a recording directory (every *.nvtxrec) or one record file.
+#       samples: the small counter samples come as columns (EventBlock.samples), not as Blobs.
 #       Raises FileNotFoundError for a missing source, ValueError (naming the path) for a file that
 #       is not a recording or is cut inside its header. An empty directory is an empty stream.
 #   BlockStream: like EventStream, known before iterating:
@@ -1137,7 +1208,8 @@ def active_files(directory: Union[str, "os.PathLike[str]"]) -> List[str]:
 #       .skipped_bytes / .skipped_chunks     corrupt data the reader stepped over (never silent)
 #       .start_ns / .end_ns                  earliest / latest event (None when there is none)
 #       .total_bytes                         what progress(done, total) counts up to
-#     iterating yields EventBlock objects, file by file, at most max_events events each.
+#     iterating yields EventBlock objects, file by file, at most max_events events each, and
+#     extension records of at most 4 * max_events words (a block's first chunk may hold more).
 #   EventBlock:
 #       .info      ProcessInfo of the file (pid, ppid, exec_gen, thread_names, category_names)
 #       .pid       int;  .exec_gen int (0 for the first image of a pid; +1 per exec())
@@ -1149,6 +1221,11 @@ def active_files(directory: Union[str, "os.PathLike[str]"]) -> List[str]:
 #                  Registered strings and messages share it.
 #       .domains   Dict[int, Optional[str]]: domain id -> name (0 -> None: NVTX's default domain)
 #       .blobs     List[Blob]: the block's variable-length extension records (see Blob)
+#       .samples   blocks(samples=True) only: a numpy structured array (fields below), the
+#                  counter_sample records of at most 24 data bytes and not cut (scalar values,
+#                  sample_no_value), which .blobs then leaves out; None when there are none
+#       .blob_order  blocks(samples=True) only: numpy int64 array, the place of each .blobs entry
+#                  among the block's extension records (file order), as .samples' order
 #   EVENT_DTYPE fields (little-endian, packed, 48 bytes):
 #       time_ns      int64   CLOCK_MONOTONIC ns (as time.monotonic_ns(); comparable across processes)
 #       kind         uint8   1 push, 2 pop, 3 start, 4 end, 5 mark  (KIND_* constants)
@@ -1166,6 +1243,14 @@ def active_files(directory: Union[str, "os.PathLike[str]"]) -> List[str]:
 #       range_id     uint64  start/end range id (0 otherwise)
 #   Blob (namedtuple): kind (str, BLOB_KINDS), kind_id (int), time_ns, tid, domain (id),
 #       arg (int), data (bytes), truncated (bool).
+#   .samples fields (little-endian, packed, 53 bytes): a counter_sample Blob as a row
+#       order        int64   its place among the block's extension records (as .blob_order)
+#       time_ns      int64   as Blob.time_ns
+#       tid          uint32  as Blob.tid
+#       domain       uint32  as Blob.domain
+#       counter      uint64  Blob.arg: the counter id
+#       size         uint8   len(Blob.data) (17..24: a sample head, then its value's bytes)
+#       data         24 x u1 Blob.data, zero-padded
 
 KIND_PUSH, KIND_POP, KIND_START, KIND_END, KIND_MARK = (
     _lib.NVTXREC_KIND_PUSH, _lib.NVTXREC_KIND_POP, _lib.NVTXREC_KIND_START, _lib.NVTXREC_KIND_END, _lib.NVTXREC_KIND_MARK)
@@ -1181,6 +1266,17 @@ _EVENT_FIELDS = [
     ("time_ns", "<i8"), ("kind", "u1"), ("api", "u1"), ("flags", "u1"), ("payload_type", "u1"),
     ("tid", "<u4"), ("domain", "<u4"), ("message", "<u4"), ("color", "<u4"), ("category", "<u4"),
     ("payload", "<u8"), ("range_id", "<u8"),
+]
+
+
+#: the longest Blob.data of an EventBlock.samples row: a sample head (16 bytes), an 8-byte value
+_SAMPLE_DATA = 24
+#: a block's extension records (counter samples, binary payloads) take this many words a
+#: max_events event at most, give or take a chunk: a block of samples alone stays bounded
+_EXT_WORDS_PER_EVENT = 4
+_SAMPLE_FIELDS = [
+    ("order", "<i8"), ("time_ns", "<i8"), ("tid", "<u4"), ("domain", "<u4"), ("counter", "<u8"), ("size", "u1"),
+    ("data", "u1", (_SAMPLE_DATA,)),
 ]
 
 
@@ -1447,7 +1543,7 @@ def decode_payloads(events):
 class EventBlock:
     """Up to ``max_events`` events of one record file as a NumPy structured array (see READER-API)."""
 
-    __slots__ = ("info", "pid", "exec_gen", "events", "strings", "domains", "blobs")
+    __slots__ = ("info", "pid", "exec_gen", "events", "strings", "domains", "blobs", "samples", "blob_order")
 
     def __repr__(self) -> str:
         return f"EventBlock(pid={self.pid}, exec_gen={self.exec_gen}, events={len(self.events)}, blobs={len(self.blobs)})"
@@ -1509,7 +1605,7 @@ def _np_decode(np, words, n_events: int, dtype):
     return ev, ticks
 
 
-def _np_block(np, d: _Defs, parts, dtype, skips: _Skips) -> EventBlock:
+def _np_block(np, d: _Defs, parts, dtype, skips: _Skips, samples: bool) -> EventBlock:
     words = np.concatenate([p[1] for p in parts]) if len(parts) > 1 else parts[0][1]
     tags = np.concatenate([p[2] for p in parts]) if len(parts) > 1 else parts[0][2]
     is_head = (tags >= _HEAD_LO) & (tags <= _HEAD_HI)
@@ -1521,7 +1617,7 @@ def _np_block(np, d: _Defs, parts, dtype, skips: _Skips) -> EventBlock:
         ev["tid"] = np.repeat(np.asarray([p[0] for p in parts], dtype=np.uint32), counts)
     else:
         ev = _np_fields(np, d, words, tags, is_head, parts, counts, dtype)
-    return _np_finish(np, d, ev, parts, skips)
+    return _np_finish(np, d, ev, parts, skips, samples)
 
 
 def _np_fields(np, d: _Defs, words, tags, is_head, parts, counts, dtype):
@@ -1564,14 +1660,28 @@ def _np_fields(np, d: _Defs, words, tags, is_head, parts, counts, dtype):
     return ev
 
 
-def _np_finish(np, d: _Defs, ev, parts, skips: _Skips) -> EventBlock:
+def _np_finish(np, d: _Defs, ev, parts, skips: _Skips, samples: bool = False) -> EventBlock:
     if d.string_truncated:
         cut = np.isin(ev["message"], np.fromiter(d.string_truncated, dtype=np.uint32))
         ev["flags"][cut] |= FLAG_TRUNCATED
     blobs: List[Blob] = []
-    start = 0
+    order: List[int] = []  # (samples) each Blob's place among the block's extension records
+    rows: list = []  # (samples) the sample rows of each part
+    seen = 0  # (samples) the extension records of the parts before
     for tid, w, t in parts:
-        for i in np.flatnonzero(t == _D_BLOB).tolist():
+        heads = np.flatnonzero(t == _D_BLOB)
+        if samples and heads.size:
+            length, ok = _np_data_checked(np, w, t, heads)
+            heads, length = heads[ok], length[ok]  # (the torn ones: skipped, as below)
+            place = seen + np.arange(len(heads))
+            seen += len(heads)
+            found = _np_sample_rows(np, d, tid, w, heads, length, place)
+            if found is not None:
+                rows.append(found)
+                small = np.isin(place, found["order"])
+                heads, place = heads[~small], place[~small]
+            order += place.tolist()
+        for i in heads.tolist():
             words = _np_data_words(w, i)
             r = _data_record(words, 0, len(words))
             if r is None:  # torn: skipped (and counted by _scan)
@@ -1579,11 +1689,38 @@ def _np_finish(np, d: _Defs, ev, parts, skips: _Skips) -> EventBlock:
             flags, dom, tt, arg, aux, raw, _next = r
             blobs.append(Blob(BLOB_KINDS.get(aux, f"unknown({aux})"), aux, d.to_ns(tt), tid, dom, arg, raw,
                               bool(flags & _DF_TRUNCATED)))
-        start += len(w)
     b = EventBlock()
     b.info, b.pid, b.exec_gen = d.info, d.header.pid, d.header.exec_gen
     b.events, b.strings, b.domains, b.blobs = ev, d.np_strings, d.domains, blobs
+    b.samples = (np.concatenate(rows) if len(rows) > 1 else rows[0]) if rows else None
+    b.blob_order = np.asarray(order, dtype=np.int64) if samples else None
     return b
+
+
+def _np_sample_rows(np, d: _Defs, tid: int, w, heads, length, place):
+    """The rows of EventBlock.samples among the checked blob records at ``heads`` (``length``: their
+    data lengths, ``place``: their places among the block's extension records): the counter samples
+    of at most _SAMPLE_DATA bytes, not cut, whose time :meth:`_Defs.to_ns_many` gives exactly; None
+    when there are none."""
+    data = _np_data_bytes(np, w, heads, length, _DATA_FIXED.size + _SAMPLE_DATA)
+    flags = (w[heads] >> np.uint64(8)) & np.uint64(0xFF)
+    small = ((data[:, _DATA_FIXED.size - 1] == _BLOB_COUNTER_SAMPLE) & (length <= _DATA_FIXED.size + _SAMPLE_DATA)
+             & ((flags & np.uint64(_DF_TRUNCATED)) == 0))
+    if not small.any():
+        return None
+    heads, length, place, data = heads[small], length[small], place[small], data[small]
+    time_ns, exact = d.to_ns_many(np, _np_u64(data[:, :8]))
+    rows = np.zeros(int(exact.sum()), dtype=_SAMPLE_FIELDS)
+    if not len(rows):
+        return None
+    rows["order"] = place[exact]
+    rows["time_ns"] = time_ns[exact]
+    rows["tid"] = tid
+    rows["domain"] = ((w[heads[exact]] >> np.uint64(16)) & np.uint64(0xFFFF)).astype(np.uint32)
+    rows["counter"] = _np_u64(data[exact, 8:16])
+    rows["size"] = length[exact] - _DATA_FIXED.size
+    rows["data"] = data[exact, _DATA_FIXED.size:]
+    return rows
 
 
 def _spans(parts) -> Iterator[Tuple[int, int]]:
@@ -1597,7 +1734,8 @@ def _spans(parts) -> Iterator[Tuple[int, int]]:
 class BlockStream:
     """A recording read as :class:`EventBlock` objects (see the READER-API contract). Built by :func:`blocks`."""
 
-    def __init__(self, paths: List[str], progress: Optional[ProgressFn], max_events: int, strict: bool) -> None:
+    def __init__(self, paths: List[str], progress: Optional[ProgressFn], max_events: int, strict: bool,
+                 samples: bool = False) -> None:
         import numpy  # noqa: F401  (fail here, not halfway through)
 
         self._stream = EventStream(paths, None, strict=strict)
@@ -1607,6 +1745,7 @@ class BlockStream:
         self.start_ns, self.end_ns, self.total_bytes = s.start_ns, s.end_ns, s.total_bytes
         self._progress = progress
         self._max = max(1, int(max_events))
+        self._samples = samples
 
     def __iter__(self) -> Iterator[EventBlock]:
         import numpy as np
@@ -1624,9 +1763,18 @@ class BlockStream:
             skips = _Skips()
             try:
                 parts: list = []
-                n = 0
+                n = ext = 0  # the block's events, and words of extension records
                 for done_here, tid, data in _chunks(f, h, skips):
                     w, t = _np_valid(np, data, skips)
+                    blob = np.flatnonzero(t == _D_BLOB)
+                    words = int((((w[blob] >> np.uint64(32)).astype(np.int64) + 6) // 7).sum()) + len(blob)
+                    if parts and ext + words > self._max * _EXT_WORDS_PER_EVENT:
+                        # (counter samples amid few events or none: the block ends before this chunk)
+                        yield _np_block(np, d, parts, dtype, skips, self._samples)
+                        parts, n, ext = [], 0, 0
+                        if self._progress is not None:
+                            self._progress(min(done + done_here, self.total_bytes), self.total_bytes)
+                    ext += words
                     while len(w):
                         head_pos = np.flatnonzero((t >= _HEAD_LO) & (t <= _HEAD_HI))
                         room = self._max - n
@@ -1635,8 +1783,8 @@ class BlockStream:
                             if cut:
                                 parts.append((tid, w[:cut], t[:cut]))
                             if parts:
-                                yield _np_block(np, d, parts, dtype, skips)
-                            parts, n = [], 0
+                                yield _np_block(np, d, parts, dtype, skips, self._samples)
+                            parts, n, ext = [], 0, 0
                             w, t = w[cut:], t[cut:]
                             if self._progress is not None:
                                 self._progress(min(done + done_here, self.total_bytes), self.total_bytes)
@@ -1645,7 +1793,7 @@ class BlockStream:
                         n += len(head_pos)
                         break
                 if parts:
-                    yield _np_block(np, d, parts, dtype, skips)
+                    yield _np_block(np, d, parts, dtype, skips, self._samples)
             finally:
                 f.close()
             done += d.header.size
@@ -1654,7 +1802,7 @@ class BlockStream:
 
 
 def blocks(source: Union[str, "os.PathLike[str]"], *, progress: Optional[ProgressFn] = None,
-           max_events: int = 1 << 16) -> BlockStream:
+           max_events: int = 1 << 16, samples: bool = False) -> BlockStream:
     """Read a recording directory or record file as NumPy blocks of events (see READER-API above)::
 
         s = recorder.blocks("/tmp/trace")
@@ -1663,4 +1811,4 @@ def blocks(source: Union[str, "os.PathLike[str]"], *, progress: Optional[Progres
             names = [b.strings[i] for i in pushes["message"]]
     """
     path = os.fspath(source)
-    return BlockStream(_paths(path), progress, max_events, os.path.isfile(path))
+    return BlockStream(_paths(path), progress, max_events, os.path.isfile(path), samples)

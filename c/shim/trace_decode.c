@@ -141,6 +141,37 @@ static uint8_t *put_varint(uint8_t *p, uint64_t v)
     return p;
 }
 
+static uint8_t *put_fixed64(uint8_t *p, uint64_t v)
+{
+    for (int k = 0; k < 8; k++) /* little-endian */
+        *p++ = (uint8_t)(v >> (8 * k));
+    return p;
+}
+
+/* Trace{packet: TracePacket{timestamp: stamp, [timestamp_clock_id: 3 (MONOTONIC), where
+ * on_monotonic], track_event: the te_len bytes te, then the seq bytes}}; returns the end. */
+static uint8_t *put_packet(uint8_t *p, uint64_t stamp, int on_monotonic, const uint8_t *te, uint64_t te_len,
+                           const uint8_t *seq, int64_t seq_len)
+{
+    uint64_t pk_len = 1 + (uint64_t)varint_len(stamp) + (on_monotonic ? 3 : 0) + 1 + (uint64_t)varint_len(te_len)
+                      + te_len + (uint64_t)seq_len;
+    *p++ = 0x0a;
+    p = put_varint(p, pk_len);
+    *p++ = 0x40;
+    p = put_varint(p, stamp);
+    if (on_monotonic) {
+        *p++ = 0xd0;
+        *p++ = 0x03;
+        *p++ = 0x03;
+    }
+    *p++ = 0x5a;
+    p = put_varint(p, te_len);
+    memcpy(p, te, te_len);
+    p += te_len;
+    memcpy(p, seq, (size_t)seq_len);
+    return p + seq_len;
+}
+
 /* A TrackEvent's bytes at most: type, name, category, colour and payload, each field's varint at
  * its longest (64), rounded up. */
 enum { PFTRACE_EVENT_MAX = 96 };
@@ -185,25 +216,40 @@ static int64_t pftrace_events(int64_t n, const uint64_t *dt, const uint64_t *ev_
             *t++ = 0x02;
             if (value_kind[i] == NVTXCFFI_VALUE_DOUBLE) {
                 *t++ = 0x29;
-                for (int k = 0; k < 8; k++) /* fixed64: little-endian */
-                    *t++ = (uint8_t)(value[i] >> (8 * k));
+                t = put_fixed64(t, value[i]);
             } else {
                 *t++ = value_kind[i] == NVTXCFFI_VALUE_UINT ? 0x18 : 0x20;
                 t = put_varint(t, value[i]);
             }
         }
-        uint64_t te_len = (uint64_t)(t - te);
-        uint64_t pk_len = 1 + (uint64_t)varint_len(dt[i]) + 1 + (uint64_t)varint_len(te_len) + te_len + (uint64_t)seq_len;
-        *p++ = 0x0a;
-        p = put_varint(p, pk_len);
-        *p++ = 0x40;
-        p = put_varint(p, dt[i]);
-        *p++ = 0x5a;
-        p = put_varint(p, te_len);
-        memcpy(p, te, te_len);
-        p += te_len;
-        memcpy(p, seq, (size_t)seq_len);
-        p += seq_len;
+        p = put_packet(p, dt[i], 0, te, (uint64_t)(t - te), seq, seq_len);
+    }
+    return (int64_t)(p - out);
+}
+
+/* TYPE_COUNTER's bytes at most: type, track uuid (its varint at its longest) and the double. */
+enum { PFTRACE_COUNTER_EVENT_MAX = 24 };
+
+static int64_t pftrace_counters(int64_t n, const uint64_t *stamp, const uint8_t *absolute, const uint64_t *track,
+                                const uint64_t *value, const uint8_t *seq, int64_t seq_len, uint8_t *out,
+                                int64_t capacity)
+{
+    uint8_t *p = out;
+    uint8_t te[PFTRACE_COUNTER_EVENT_MAX];
+    if (seq_len < 0 || seq_len > 64)
+        return -1;
+    for (int64_t i = 0; i < n; i++) {
+        if ((p - out) + NVTXCFFI_PFTRACE_COUNTER_MAX + seq_len > capacity)
+            return -1;
+        uint8_t *t = te;
+        *t++ = 0x48; /* type: TYPE_COUNTER */
+        *t++ = 0x04;
+        *t++ = 0x58; /* track_uuid */
+        t = put_varint(t, track[i]);
+        *t++ = 0xe1; /* double_counter_value (44, fixed64) */
+        *t++ = 0x02;
+        t = put_fixed64(t, value[i]);
+        p = put_packet(p, stamp[i], absolute[i], te, (uint64_t)(t - te), seq, seq_len);
     }
     return (int64_t)(p - out);
 }
@@ -255,6 +301,15 @@ int64_t nvtxcffi_pftrace_events(int64_t n, const uint64_t *dt, const uint64_t *e
     int64_t result;
     WITHOUT_GIL(n, result = pftrace_events(n, dt, ev_type, named, name_iid, cat_iid, has_color, color_iid,
                                            value_kind, value, seq, seq_len, out, capacity));
+    return result;
+}
+
+int64_t nvtxcffi_pftrace_counters(int64_t n, const uint64_t *stamp, const uint8_t *absolute, const uint64_t *track,
+                                  const uint64_t *value, const uint8_t *seq, int64_t seq_len, uint8_t *out,
+                                  int64_t capacity)
+{
+    int64_t result;
+    WITHOUT_GIL(n, result = pftrace_counters(n, stamp, absolute, track, value, seq, seq_len, out, capacity));
     return result;
 }
 
@@ -396,6 +451,21 @@ static int64_t text_rows(int64_t n, int64_t nfields, const uint8_t *kind, const 
                 if (a)
                     p = put_number(p, v, a == 1);
                 break;
+            case NVTXCFFI_TEXT_MICROS: {
+                uint64_t magnitude = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+                unsigned frac = (unsigned)(magnitude % 1000);
+                if (v < 0)
+                    *p++ = '-';
+                p = put_number(p, (int64_t)(magnitude / 1000), 0);
+                *p++ = '.';
+                *p++ = (uint8_t)('0' + frac / 100);
+                if (frac % 100) {
+                    *p++ = (uint8_t)('0' + frac / 10 % 10);
+                    if (frac % 10)
+                        *p++ = (uint8_t)('0' + frac % 10);
+                }
+                break;
+            }
             default: /* NVTXCFFI_TEXT_END */
                 break;
             }

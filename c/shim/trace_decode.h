@@ -52,6 +52,17 @@ int64_t nvtxcffi_pftrace_events(int64_t n, const uint64_t *dt, const uint64_t *e
                                 const uint64_t *color_iid, const uint8_t *value_kind, const uint64_t *value,
                                 const uint8_t *seq, int64_t seq_len, uint8_t *out, int64_t capacity);
 
+/* Perfetto TracePackets of counter samples (nvtx_cffi/_trace/pftrace.py, PerfettoWriter.counter): per
+ * row i, TracePacket{timestamp: stamp[i] (a varint of its 64 bits), [timestamp_clock_id: 3
+ * (MONOTONIC), where absolute[i]], track_event: TrackEvent{type: TYPE_COUNTER, track_uuid:
+ * track[i], double_counter_value: the IEEE double whose bits are value[i]}, then the `seq` bytes
+ * (trusted_packet_sequence_id...)}, each wrapped as field 1 of Trace. Returns the bytes written to
+ * out, or -1 past `capacity` (NVTXCFFI_PFTRACE_COUNTER_MAX + seq_len a row is always enough). */
+#define NVTXCFFI_PFTRACE_COUNTER_MAX 64
+int64_t nvtxcffi_pftrace_counters(int64_t n, const uint64_t *stamp, const uint8_t *absolute, const uint64_t *track,
+                                  const uint64_t *value, const uint8_t *seq, int64_t seq_len, uint8_t *out,
+                                  int64_t capacity);
+
 /* Fixed-width text rows (nvtx_cffi/_fixedwidth.py): row i is `tmpl` (row_len bytes) with
  * column c's value values[c * n + i] (>= 0) printed right-aligned in [offsets[c], offsets[c] +
  * widths[c]): leading zeros where zero_pad[c], else spaces. The value must fit its width. */
@@ -75,6 +86,9 @@ int64_t nvtxcffi_word_bytes(const uint8_t *words, const int64_t *first_word, con
  *   NVTXCFFI_TEXT_HEX     v's 64 bits as lowercase hex, no leading zeros
  *   NVTXCFFI_TEXT_BYTES   the a bytes data[v .. v + a)
  *   NVTXCFFI_TEXT_NUMBER  by a: 0 nothing, 1 v as a signed decimal, 2 v's 64 bits as an unsigned one
+ *   NVTXCFFI_TEXT_MICROS  v ns (|v| < 2**50) in microseconds, as Python's repr of v / 1000.0 spells
+ *                         it: the signed integer part, a point, then the three decimals of |v| % 1000
+ *                         without their trailing zeros (one digit at least: "2.0", "-0.25", "7.125")
  * The rows follow one another in out. Returns the bytes written, or -1 when they would pass
  * `capacity` (enough: the literals, the a of each BYTES field and 21 bytes for each number). */
 #define NVTXCFFI_TEXT_END 0
@@ -83,6 +97,7 @@ int64_t nvtxcffi_word_bytes(const uint8_t *words, const int64_t *first_word, con
 #define NVTXCFFI_TEXT_HEX 3
 #define NVTXCFFI_TEXT_BYTES 4
 #define NVTXCFFI_TEXT_NUMBER 5
+#define NVTXCFFI_TEXT_MICROS 6
 int64_t nvtxcffi_text_rows(int64_t n, int64_t nfields, const uint8_t *kind, const uint8_t *lit, const int64_t *lit_at,
                            const int64_t *value, const int64_t *aux, const uint8_t *data, uint8_t *out,
                            int64_t capacity);

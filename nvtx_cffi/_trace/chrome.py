@@ -480,6 +480,37 @@ class ChromeTraceWriter(StreamWriter):
         self._sep = ",\n"
         self.count += 1
 
+    def samples(self, block: Any) -> None:
+        """:meth:`counter` of each sample of a :class:`~.counters.SampleBlock`, the same bytes made in C
+        (:class:`~.fixedwidth.TextRows`); one by one without the compiled module, and for times
+        2**50 ns (13 days) or more from t0, whose µs Python spells otherwise."""
+        from .counters import FLOATING
+
+        np = _np
+        native = _fixedwidth._native()
+        rel = block.time - self._t0
+        if native is None or not len(block) or int(np.abs(rel).max()) >= 1 << 50:
+            super().samples(block)
+            return
+        n = len(block)
+        out = TextRows(n, native)
+        out.literal(',\n{"name":')
+        out.text(*_table([_dumps(t.title) for t in block.tracks], block.track))
+        out.literal(',"ph":"C","ts":')
+        out.micros(rel)
+        out.literal(f',"pid":{block.pid},"args":{{')
+        out.text(*_table([_dumps(t.unit or "value") for t in block.tracks], block.track))
+        out.literal(":")
+        floating = block.kind == FLOATING
+        out.number(block.bits.view(np.int64), np.where(floating, 0, block.kind).astype(np.int64))
+        length = np.zeros(n, dtype=np.int64)
+        at = np.flatnonzero(floating)
+        data, length[at] = _float_texts(block.bits[at].view(np.float64))
+        out.text(data, np.cumsum(length) - length, length)
+        out.literal("}}")
+        self._write_block(out.build())
+        self.count += n
+
     def finish(self, timeline: Timeline, extra_metadata: Optional[Dict[str, Any]] = None) -> int:
         """Write the names and ``otherData``, close the JSON; returns the number of trace events
         written before the names (ranges count 1, or 2 for a ``b``/``e`` pair; marks 1)."""
@@ -598,10 +629,7 @@ def _payload_texts(pb: Any, ptype: Any, raw: Any) -> Tuple[Any, Any, Any, Any, A
     slot, bits = scalar_payloads(ptype, raw)
     mode = np.asarray(_NUMBER_MODE, dtype=np.int64).take(slot)
     floats = np.flatnonzero((slot == DOUBLE) | (slot == FLOAT))
-    values = bits[floats].view(np.float64)
-    texts = list(map(float.__repr__, values.tolist()))  # (what JSON writes of a finite float)
-    for j in np.flatnonzero(~np.isfinite(values)).tolist():
-        texts[j] = json_value(float(values[j]))  # NaN and the infinities, as strings
+    texts = _float_json(bits[floats].view(np.float64))
     exts = np.flatnonzero(ptype == PT_EXT)
     for raw_id in raw[exts].tolist():
         value = pb.ext_payload(raw_id)
@@ -613,6 +641,22 @@ def _payload_texts(pb: Any, ptype: Any, raw: Any) -> Tuple[Any, Any, Any, Any, A
     length[where] = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
     start[where] = np.cumsum(length[where]) - length[where]
     return bits.view(np.int64), mode, np.frombuffer(b"".join(encoded) or b"\0", dtype=np.uint8), start, length
+
+
+def _float_json(values: Any) -> List[str]:
+    """:func:`json_value` of each of ``values`` (a float64 array)."""
+    texts = list(map(float.__repr__, values.tolist()))  # (what JSON writes of a finite float)
+    for j in _np.flatnonzero(~_np.isfinite(values)).tolist():
+        texts[j] = json_value(float(values[j]))  # NaN and the infinities, as strings
+    return texts
+
+
+def _float_texts(values: Any) -> Tuple[Any, Any]:
+    """:func:`_float_json` of ``values`` as UTF-8: ``(data, length)``, each text after the one before."""
+    np = _np
+    encoded = [t.encode("ascii") for t in _float_json(values)]
+    length = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+    return np.frombuffer(b"".join(encoded) or b"\0", dtype=np.uint8), length
 
 
 def _join_rows(head: bytes, data: Any, start: Any, length: Any, fixed: Any) -> Any:

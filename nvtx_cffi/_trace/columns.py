@@ -63,7 +63,8 @@ class RecordBatch:
     """
 
     __slots__ = ("pid", "image", "numpy", "strings", "domains", "category_names", "kind", "tid", "time", "domain",
-                 "text", "color", "has_color", "category", "ptype", "payload", "arg", "blobs", "info")
+                 "text", "color", "has_color", "category", "ptype", "payload", "arg", "blobs", "samples",
+                 "blob_order", "info")
 
     def __init__(self, pid: int, numpy: bool, strings: Any, domains: Dict[int, Optional[str]],
                  category_names: Dict[Tuple[Optional[str], int], str], image: int = 0) -> None:
@@ -73,6 +74,11 @@ class RecordBatch:
         #: the reader's variable-length records of this batch (``recorder.Blob``: counter groups and
         #: samples, payload schemas): what counter tracks are made of
         self.blobs: List[Any] = []
+        #: the small counter samples that ``blobs`` leaves out, as the reader's columns
+        #: (``recorder.blocks(samples=True)``: ``EventBlock.samples``), and the place of each blob
+        #: among them and the others (``EventBlock.blob_order``); None from the other sources
+        self.samples: Any = None
+        self.blob_order: Any = None
         #: the image's ``recorder.ProcessInfo`` (its payload-extension registrations, its clocks)
         self.info: Any = None
         self.numpy = numpy
@@ -122,11 +128,13 @@ class Source:
         raise NotImplementedError
 
 
-def open_recording(source: Union[str, Sequence[str]], numpy: Optional[bool] = None) -> Source:
+def open_recording(source: Union[str, Sequence[str]], numpy: Optional[bool] = None, samples: bool = False) -> Source:
     """The best :class:`Source` for a directory (every ``*.nvtxrec``), one record file, or a list of
     record files (one run of a directory that holds several: :mod:`.runs`).
 
     ``numpy=False`` forces the pure-Python source (what PyPy gets); ``None``: NumPy when importable.
+    ``samples``: the NumPy source's batches hold the small counter samples as columns
+    (:attr:`RecordBatch.samples`).
     """
     if numpy is None:
         numpy = HAVE_NUMPY
@@ -134,11 +142,11 @@ def open_recording(source: Union[str, Sequence[str]], numpy: Optional[bool] = No
     if isinstance(source, str):
         if not numpy or not HAVE_NUMPY:
             return _EventSource(_rec.stream(source, progress=read_at), read_at)
-        return _BlockSource(_rec.blocks(source, progress=read_at, max_events=BATCH_EVENTS), read_at)
+        return _BlockSource(_rec.blocks(source, progress=read_at, max_events=BATCH_EVENTS, samples=samples), read_at)
     paths = [str(p) for p in source]
     if not numpy or not HAVE_NUMPY:
         return _EventSource(_rec.EventStream(paths, read_at), read_at)
-    return _BlockSource(_rec.BlockStream(paths, read_at, BATCH_EVENTS, False), read_at)
+    return _BlockSource(_rec.BlockStream(paths, read_at, BATCH_EVENTS, False, samples), read_at)
 
 
 def open_events(events: Sequence[Any], processes: Dict[int, Any], dropped: int = 0) -> Source:
@@ -172,6 +180,7 @@ class _BlockSource(Source):
             b.payload = ev["payload"]
             b.arg = ev["range_id"]
             b.blobs = list(getattr(block, "blobs", None) or [])
+            b.samples, b.blob_order = block.samples, block.blob_order
             b.info = info
             yield b
 

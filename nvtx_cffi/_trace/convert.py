@@ -27,7 +27,7 @@ import threading
 from typing import Any, Callable, Iterator, List, Optional, Sequence, Union
 
 from .columns import Source, open_recording
-from .counters import BatchExtDecoder, ExtPayloads, counter_tracks
+from .counters import BatchExtDecoder, ExtPayloads, SampleBlock, compiled, counter_tracks
 from .model import Timeline
 from .pairing import pair_batches
 from .writers import Writer, format_for, open_writer
@@ -46,7 +46,7 @@ def open_source(source: Union[str, Sequence[str]], numpy: Optional[bool] = None)
     :class:`RecordingError` for a record file the reader refuses. ``numpy=False`` forces the
     pure-Python source (what PyPy runs)."""
     try:
-        return open_recording(source, numpy)
+        return open_recording(source, numpy, samples=compiled())
     except ValueError as exc:  # the reader names the file and what is wrong with it
         raise RecordingError(str(exc)) from None
 
@@ -59,9 +59,20 @@ def _drain(pending: "collections.deque[Any]") -> List[Any]:
 
 
 def _hand_samples(samples: List[Any], writers: Sequence[Writer], timeline: Timeline) -> None:
-    """Counter samples to every writer, counted in the timeline (a sample without a numeric field
-    writes nothing and is not counted)."""
+    """Counter samples (and :class:`~.counters.SampleBlock` s of them) to every writer, counted in the
+    timeline (a sample without a numeric field writes nothing and is not counted)."""
     for sample in samples:
+        if isinstance(sample, SampleBlock):
+            for writer in writers:
+                take = getattr(writer, "samples", None)
+                if take is not None:
+                    take(sample)
+                else:  # a writer of one sample at a time
+                    for one, tracks in sample.each():
+                        writer.sample(one, tracks)
+            timeline.counter_samples += len(sample)
+            timeline.counter_pids.add(sample.pid)
+            continue
         tracks = list(counter_tracks(sample))
         for writer in writers:
             writer.sample(sample, tracks)
@@ -138,8 +149,9 @@ def run(recording: Source, writers: Sequence[Writer], *, progress: Optional[Call
         batches = ((pb, (read_at.done, read_at.total), _drain(pending)) for pb in paired)
         for pb, (done, total), samples in (_prefetch(batches) if recording.numpy else batches):
             _hand_samples(samples, writers, timeline)
-            for writer in writers:
-                writer.batch(pb)
+            if pb.records is None or len(pb.records):  # (not a batch of counter samples alone)
+                for writer in writers:
+                    writer.batch(pb)
             if progress is not None and total:
                 progress(min(done, total - 1), total)
         if root_pid is not None and root_name is not None and (

@@ -178,7 +178,8 @@ def _take(col: Any, idx: Any, numpy: bool) -> Any:
 
 def pair_batches(recording: Source, timeline: Timeline, batches: Optional[Iterable[RecordBatch]] = None,
                  payloads: Any = None) -> Iterator[PairedBatch]:
-    """Yield the paired batches of ``recording``, then one batch per process of unterminated ranges.
+    """Yield the paired batches of ``recording`` (a batch of blobs without events, counter samples, too:
+    no rows), then one batch per process of unterminated ranges.
 
     ``batches``: the recording's batches as the steps before pairing hand them on (default:
     ``recording.batches()``); ``payloads``: the conversion's decoded binary payloads, handed on with
@@ -201,6 +202,8 @@ def pair_batches(recording: Source, timeline: Timeline, batches: Optional[Iterab
         pid = batch.pid
         image = (pid, batch.image)
         if not len(batch):
+            if batch.blobs or batch.samples is not None:  # counter samples to hand on: the steps after go on
+                yield _without_events(batch, payloads)
             continue
         tl.event_count += len(batch)
         latest = int(batch.time.max()) if numpy else max(batch.time)
@@ -266,6 +269,16 @@ def pair_batches(recording: Source, timeline: Timeline, batches: Optional[Iterab
         tl.process_names.setdefault(pid, "process")
     tl.start_ns = recording.start_ns or 0
     tl.end_ns = max([recording.end_ns or 0] + list(last_ns.values()))
+
+
+def _without_events(batch: RecordBatch, payloads: Any) -> PairedBatch:
+    """The paired batch of a batch without events (its blobs alone): no rows."""
+    def none(fields: Tuple[str, ...]) -> Columns:
+        return Columns(fields, [[] for _ in fields])
+
+    return PairedBatch(batch.pid, batch.strings, batch.domains, batch.category_names, none(RANGE_FIELDS),
+                       none(ASYNC_FIELDS), none(MARK_FIELDS), records=batch,
+                       skip=_np.zeros(0, dtype=bool) if batch.numpy else [], payloads=payloads)
 
 
 def _count(skip: Any, numpy: bool) -> int:

@@ -18,7 +18,10 @@ Perfetto's UI and trace processor read it directly; it is ~10x smaller than the 
 * start/end ranges: one async track per range (child of the process track, named after the
   range), BEGIN/END with absolute timestamps, on sequence 1;
 * counters (:meth:`PerfettoWriter.counter`): a counter track per (process, name), ``TYPE_COUNTER``
-  events with ``double_counter_value``, on sequence 1;
+  events with ``double_counter_value`` and their ``track_uuid``, on a sequence of the process's
+  counters (set up as a thread's is): a sample's ``timestamp`` is the ns since the latest sample
+  before it on its incremental clock, or, earlier than that (another thread's sample, a batch's),
+  its own time on the trace's clock (``timestamp_clock_id`` 3);
 * process and thread tracks (``TrackDescriptor`` with ``process``/``thread``) are described when
   first used and again at the end with their final names.
 
@@ -154,7 +157,8 @@ class PerfettoWriter(StreamWriter):
         self.count = 0
         self._next_uuid = 1  # small uuids: 1-2 byte varints where events name their track
         self._sequences: Dict[Tuple[int, int, int], _Sequence] = {}
-        self._next_seq = 2  # 1: tracks, async ranges and counters (absolute timestamps)
+        self._next_seq = 2  # 1: tracks and async ranges (absolute timestamps)
+        self._counter_sequences: Dict[int, _Sequence] = {}
         self._process_tracks: Dict[int, int] = {}
         self._thread_tracks: Dict[Tuple[int, int], int] = {}
         self._domain_names: Dict[Tuple[int, int, int], Optional[str]] = {}
@@ -503,6 +507,28 @@ class PerfettoWriter(StreamWriter):
         A gap (``value`` None: an unavailable sample) writes nothing: a Perfetto counter has no gaps."""
         if value is None:
             return
+        track = self._counter_track(pid, name, unit)
+        seq = self._counter_sequence(pid, time_ns)
+        te = _f_bytes(11, _f_varint(9, _COUNTER) + _f_varint(11, track) + _f_double(44, float(value)))
+        if time_ns >= seq.last:
+            self._write(_packet(_f_varint(8, time_ns - seq.last) + te + seq.seq_bytes))
+            seq.last = time_ns
+        else:
+            self._write(_packet(_f_varint(8, time_ns) + _f_varint(58, _MONOTONIC) + te + seq.seq_bytes))
+        self.count += 1
+
+    def _counter_sequence(self, pid: int, first_ns: int) -> _Sequence:
+        """The sequence of the process's counter samples, started at its first one's time ``first_ns``
+        (0 for one before the clock's start: that sample goes on the trace's clock)."""
+        seq = self._counter_sequences.get(pid)
+        if seq is None:
+            seq = self._counter_sequences[pid] = _Sequence(self._next_seq, self._process_track(pid))
+            self._next_seq += 1
+            self._write(seq.header(max(first_ns, 0)))
+        return seq
+
+    def _counter_track(self, pid: int, name: str, unit: Optional[str]) -> int:
+        """The uuid of the process's counter track ``name``, described at its first use."""
         key = (pid, name)
         track = self._counter_tracks.get(key)
         if track is None:
@@ -511,9 +537,56 @@ class PerfettoWriter(StreamWriter):
             desc = (_f_varint(1, track) + _f_varint(5, self._process_track(pid)) + _f_str(2, name)
                     + _f_bytes(8, counter))
             self._write(_packet(self._seq1 + _f_bytes(60, desc)))
-        te = _f_varint(9, _COUNTER) + _f_varint(11, track) + _f_double(44, float(value))
-        self._write(_packet(_f_varint(8, time_ns) + _f_varint(58, _MONOTONIC) + _f_bytes(11, te) + self._seq1))
-        self.count += 1
+        return track
+
+    def samples(self, block: Any) -> None:
+        """:meth:`counter` of each sample of a :class:`~.counters.SampleBlock`, the packets made in C
+        (each track described before its first sample, the sequence set up before the process's
+        first sample, as :meth:`counter` does)."""
+        native = _counter_encoder()
+        if native is None:
+            super().samples(block)
+            return
+        np = _np
+        ffi, lib = native
+        n = len(block)
+        # a new track's description goes before its first sample: the rows are written in parts,
+        # each one beginning where one of the block's tracks is first used (row 0 the first)
+        first = np.full(len(block.tracks), n, dtype=np.int64)
+        np.minimum.at(first, block.track, np.arange(n))
+        uuids = np.zeros(len(block.tracks), dtype=np.uint64)
+        starts = sorted(set(first.tolist()))
+        bits = block.numbers().view(np.uint64)
+        seq = None
+
+        def u64(a: Any) -> Any:
+            return ffi.from_buffer("uint64_t[]", np.ascontiguousarray(a, dtype=np.uint64))
+
+        for at, end in zip(starts, starts[1:] + [n]):
+            for k in np.flatnonzero(first == at).tolist():
+                track = block.tracks[k]
+                uuids[k] = self._counter_track(block.pid, track.title, track.unit)
+            if seq is None:
+                seq = self._counter_sequence(block.pid, int(block.time[0]))
+                # each sample against the latest one before it: the time since then, or its own
+                time = block.time
+                latest = np.maximum.accumulate(np.concatenate(([seq.last], time)))
+                ahead = time >= latest[:-1]
+                stamp = np.where(ahead, time - latest[:-1], time)  # (a negative time: its 64 bits)
+                seq.last = int(latest[-1])
+            rows = slice(at, end)
+            capacity = (end - at) * (lib.NVTXCFFI_PFTRACE_COUNTER_MAX + len(seq.seq_bytes))
+            out = np.empty(capacity, dtype=np.uint8)
+            size = lib.nvtxcffi_pftrace_counters(end - at, u64(stamp[rows]),
+                                                 ffi.from_buffer("uint8_t[]", np.ascontiguousarray(~ahead[rows])),
+                                                 u64(uuids[block.track[rows]]), u64(bits[rows]),
+                                                 ffi.from_buffer("uint8_t[]", seq.seq_bytes), len(seq.seq_bytes),
+                                                 ffi.from_buffer("uint8_t[]", out), capacity)
+            if size < 0:  # pragma: no cover - the capacity above always suffices
+                msg = "pftrace encoder: buffer too small"
+                raise RuntimeError(msg)
+            self._write(out[:size].tobytes())
+        self.count += n
 
     def finish(self, timeline: Timeline, extra_metadata: Optional[Dict[str, Any]] = None) -> int:
         """Describe every process and thread track again with its final name; returns events written."""
@@ -554,6 +627,13 @@ _NATIVE: List[Any] = []
 def _native_encoder() -> Any:
     """``(ffi, lib)`` of the CFFI module when it has the packet encoder (nvtxcffi_pftrace_events), else None."""
     return _bulk.helper(_NATIVE, "nvtxcffi_pftrace_events")
+
+
+def _counter_encoder() -> Any:
+    """``(ffi, lib)`` of the CFFI module when it has the counter packet encoder
+    (nvtxcffi_pftrace_counters) too, else None."""
+    native = _native_encoder()
+    return native if native is not None and hasattr(native[1], "nvtxcffi_pftrace_counters") else None
 
 
 def _annotation_values(lib: Any, ptype: Any, raw: Any, named: Any) -> Tuple[Any, Any]:

@@ -48,6 +48,7 @@ scalar payloads by multi-row ``INSERT ... VALUES`` statements binding just these
 """
 from __future__ import annotations
 
+import itertools
 import os
 import sqlite3
 from typing import Any, Dict, List, Optional, Tuple
@@ -125,6 +126,8 @@ _PAYLOAD_SLOT[_format.lib.NVTXREC_PT_UNKNOWN] = _PAYLOAD_COLUMNS.index("uint64Va
 
 #: the largest integer an SQLite INTEGER holds (signed 64-bit)
 _INT64_MAX = (1 << 63) - 1
+#: a row of NVTX_CFFI_COUNTERS: timestamp, globalPid, domain, counterId, name, unit, value, noValue
+_INSERT_COUNTER = "INSERT INTO NVTX_CFFI_COUNTERS VALUES (?,?,?,?,?,?,?,?)"
 
 
 def _uint64_bits(value: Optional[int]) -> Optional[int]:
@@ -183,6 +186,17 @@ def _interleave(columns: List[Any]) -> list:
     for j, c in enumerate(columns):
         flat[j::k] = c if numbers or not hasattr(c, "tolist") else c.tolist()
     return flat.tolist()
+
+
+def _counter_constants(pid: int, track: Any) -> Optional[str]:
+    """What a counter track's rows of NVTX_CFFI_COUNTERS hold alike, as SQL (globalPid, domain,
+    counterId, name, unit); None where a literal would not give what binding gives (a NUL in a
+    text, a counter id past SQLite's signed 64 bits)."""
+    texts = [track.domain, track.name, track.unit]
+    if track.counter_id > _INT64_MAX or any(t is not None and "\0" in t for t in texts):
+        return None
+    domain, name, unit = ("NULL" if t is None else "'" + t.replace("'", "''") + "'" for t in texts)
+    return f"{pid << 24},{domain},{track.counter_id},{name},{unit}"
 
 
 def global_tid(pid: int, tid: int) -> int:
@@ -320,25 +334,27 @@ class SqliteWriter(TrackCounters):
             statements.append((constants, column, len(bound), _interleave(bound)))
         end = "?" if event_type != MARK else "NULL"
         for constants, column, per, values in statements:
-            row = f"(?,{end},{constants}{',?' if column else ''})"
-            insert = (f"INSERT INTO NVTX_EVENTS (start, end, eventType, category, color, text, globalTid, domainId"
-                      f"{', ' + column if column else ''}) VALUES ")
-            chunk = per * _ROWS
-            full = len(values) // chunk * chunk
-            if full:
-                self._cur.executemany(insert + ",".join([row] * _ROWS),
-                                     [values[k:k + chunk] for k in range(0, full, chunk)])
-            rest = values[full:]
-            if rest:
-                self._cur.execute(insert + ",".join([row] * (len(rest) // per)), rest)
+            self._insert_rows(f"INSERT INTO NVTX_EVENTS (start, end, eventType, category, color, text, globalTid, "
+                              f"domainId{', ' + column if column else ''}) VALUES ",
+                              f"(?,{end},{constants}{',?' if column else ''})", per, values)
         return True
+
+    def _insert_rows(self, insert: str, row: str, per: int, values: list) -> None:
+        """Rows of ``per`` values each (``values``: one row's after another), by multi-row ``insert
+        ... VALUES row,row,...`` statements of up to _ROWS rows."""
+        chunk = per * _ROWS
+        full = len(values) // chunk * chunk
+        if full:
+            self._cur.executemany(insert + ",".join([row] * _ROWS), [values[k:k + chunk] for k in range(0, full, chunk)])
+        rest = values[full:]
+        if rest:
+            self._cur.execute(insert + ",".join([row] * (len(rest) // per)), rest)
 
     def counter(self, pid: int, name: str, unit: Optional[str], time_ns: int, value: Optional[float],
                 track: Any = None, no_value: Optional[str] = None) -> None:
         """Counter samples have no table in Nsight's NVTX export: kept in ``NVTX_CFFI_COUNTERS``
         (see the module's doc): a row per sample of a track, (globalPid, domain, counterId) its counter."""
-        self._cur.execute("CREATE TABLE IF NOT EXISTS NVTX_CFFI_COUNTERS (timestamp INTEGER, globalPid INTEGER,"
-                         " domain TEXT, counterId INTEGER, name TEXT, unit TEXT, value REAL, noValue TEXT)")
+        self._counter_table()
         # a REAL column: bound as a float, which an int past SQLite's signed 64 bits (a uint64
         # counter's sample) can be, too; NaN and a gap are NULL (SQLite has no NaN), infinities stay
         if track is not None:
@@ -346,9 +362,36 @@ class SqliteWriter(TrackCounters):
         else:
             domain = counter_id = None
         number = None if value is None or value != value else float(value)
-        self._cur.execute("INSERT INTO NVTX_CFFI_COUNTERS VALUES (?,?,?,?,?,?,?,?)",
-                         (time_ns - self._t0, pid << 24, domain, counter_id, name, unit, number, no_value))
+        self._cur.execute(_INSERT_COUNTER, (time_ns - self._t0, pid << 24, domain, counter_id, name, unit, number,
+                                            no_value))
         self.count += 1
+
+    def samples(self, block: Any) -> None:
+        """:meth:`counter` of each sample of a :class:`~.counters.SampleBlock`, the same rows: runs of
+        one track's samples by multi-row statements binding only their times and values (binding is
+        most of the cost), or, short runs, all of them by one statement binding every column."""
+        self._counter_table()
+        numbers = block.numbers()
+        times = (block.time - self._t0).tolist()
+        values = [None if v != v else v for v in numbers.tolist()]  # (NaN: NULL)
+        runs = _runs([block.track], len(block))
+        constants = [_counter_constants(block.pid, track) for track in block.tracks]
+        if len(runs) * 64 > len(block) or None in constants:
+            tracks = [(t.domain, t.counter_id, t.name, t.unit) for t in block.tracks]
+            columns = zip(*[tracks[k] for k in block.track.tolist()])
+            self._cur.executemany(_INSERT_COUNTER, zip(times, itertools.repeat(block.pid << 24), *columns, values,
+                                                       itertools.repeat(None)))
+        else:
+            for run in runs:
+                at, end = int(run[0]), int(run[-1]) + 1
+                self._insert_rows("INSERT INTO NVTX_CFFI_COUNTERS VALUES ",
+                                  f"(?,{constants[int(block.track[at])]},?,NULL)", 2,
+                                  [v for pair in zip(times[at:end], values[at:end]) for v in pair])
+        self.count += len(block)
+
+    def _counter_table(self) -> None:
+        self._cur.execute("CREATE TABLE IF NOT EXISTS NVTX_CFFI_COUNTERS (timestamp INTEGER, globalPid INTEGER,"
+                         " domain TEXT, counterId INTEGER, name TEXT, unit TEXT, value REAL, noValue TEXT)")
 
     def finish(self, timeline: Timeline, extra_metadata: Optional[Dict[str, Any]] = None) -> int:
         """Names (domains, categories, threads), metadata, indexes; commit. Returns the rows of events."""

@@ -312,6 +312,10 @@ class StatsWriter:
         if self.counters is not None:
             self.counters.add(sample)
 
+    def samples(self, block: Any) -> None:
+        if self.counters is not None:
+            self.counters.add_block(block)
+
     def finish(self, timeline: Timeline) -> int:
         """The counter table notes the samples the decoder could not place on the trace's clock."""
         if self.counters is not None:

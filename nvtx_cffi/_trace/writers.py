@@ -25,7 +25,7 @@ from typing import IO, TYPE_CHECKING, Any, Callable, Dict, List, Optional, Proto
 if TYPE_CHECKING:
     from ..ext_records import CounterSample
     from .columns import Source
-    from .counters import CounterTrack
+    from .counters import CounterTrack, SampleBlock
     from .model import Timeline
     from .pairing import PairedBatch
 
@@ -43,6 +43,10 @@ class Writer(Protocol):
 
     def sample(self, sample: "CounterSample", tracks: Sequence[Tuple["CounterTrack", Optional[float]]]) -> None:
         """One counter sample and its (track, value) per numeric field (value None: a gap)."""
+
+    # A writer may also take ``samples(block)``: a :class:`~.counters.SampleBlock` of samples at once,
+    # the same as ``sample`` of each of them (:meth:`~.counters.SampleBlock.each`), which the
+    # conversion calls for a writer without it.
 
     def finish(self, timeline: "Timeline") -> int:
         """The recording is read and ``timeline`` complete: complete the output; returns the
@@ -65,6 +69,13 @@ class TrackCounters:
         no_value = NO_VALUE_KINDS.get(sample.no_value) if sample.no_value is not None else None
         for track, value in tracks:
             self.counter(sample.pid, track.title, track.unit, sample.time_ns, value, track=track, no_value=no_value)
+
+    def samples(self, block: "SampleBlock") -> None:
+        """``counter`` of each sample of a :class:`~.counters.SampleBlock`, one at a time."""
+        pid, tracks = block.pid, block.tracks
+        for k, time_ns, value in zip(block.track.tolist(), block.time.tolist(), block.values()):
+            track = tracks[k]
+            self.counter(pid, track.title, track.unit, time_ns, value, track=track, no_value=None)
 
 
 class StreamWriter(TrackCounters):

@@ -1028,3 +1028,147 @@ def test_counter_rows_of_several_processes_name_the_process():
     lines = stats.format().splitlines()
     assert lines[0] == "NVTX counter summary: 2 counter track(s)"
     assert [line.split("  ")[-1].strip() for line in lines[4:6]] == ["A: loss (process 7)", "A: loss (process 9)"]
+
+
+EVERY_KIND = """
+    import threading
+    import numpy as np
+    import nvtx_cffi as nvtx
+    R = nvtx.CounterNoValueReason
+    d = nvtx.get_domain("K")
+    unit = nvtx.CounterSemantics(unit="B")
+    kinds = {
+        "i64": (int, [0, -1, 2**63 - 1, -2**63, 5]),
+        "f64": (float, [1.5, float("nan"), float("inf"), -float("inf"), -0.0, 0.0, 1e300, 5e-324]),
+        "u64": (np.uint64, [0, 2**63, 2**64 - 1, 2**53 + 1]),
+        "i32": (np.int32, [-2**31, 2**31 - 1, -7]), "u32": (np.uint32, [2**32 - 1, 3]),
+        "i16": (np.int16, [-2**15, 12]), "u16": (np.uint16, [2**16 - 1]), "i8": (np.int8, [-128, 127]),
+        "u8": (np.uint8, [255, 0]), "f32": (np.float32, [0.1, float("nan"), -float("inf"), 3.0]),
+        "f16": (np.float16, [0.5, float("nan"), 2.0]),
+    }
+    counters = {name: d.get_counter(name, dtype, semantics=unit if name == "i64" else None,
+                                    scope="s" if name == "u8" else None) for name, (dtype, _values) in kinds.items()}
+    group = d.get_counter("g", nvtx.numpy_dtype([("a", np.int32), ("b", np.float64)]))
+    plain = nvtx.get_domain(None).get_counter("plain", float)
+    burst = nvtx.get_domain("it's").get_counter("a 'burst'", int, semantics=nvtx.CounterSemantics(unit="o'clock"))
+
+    def work(seed):
+        for i in range(600):
+            for name, (_dtype, values) in kinds.items():
+                counters[name].sample(values[(i + seed) % len(values)])
+            plain.sample(i / 7)
+            if i % 50 == 7:
+                counters["i64"].sample_no_value((R.UNCHANGED, R.ZERO, R.UNAVAILABLE)[i % 3])
+                group.sample((i, i / 2))
+                nvtx.mark("array", payload=np.array([i, i + 1]))
+            if i % 100 == 3:
+                counters["f64"].batch_submit([1.0, 2.0], [d.get_timestamp(), d.get_timestamp()])
+            if i % 200 == 9:
+                for k in range(1000):  # (a run of one counter's samples)
+                    burst.sample(k - 500)
+            with nvtx.annotate("step", payload=i):
+                pass
+
+    failed = []
+    threading.excepthook = failed.append
+    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failed, failed[0].exc_value
+"""
+
+
+@needs_numpy
+def test_counter_samples_of_every_kind_write_the_same_on_the_compiled_and_python_paths(tmp_path, monkeypatch):
+    """Scalar counters' samples (int64, double, every other scalar dtype; NaN, infinities, -0.0,
+    the int and uint extremes), amid sample_no_value, groups, batches and binary payloads, from three
+    threads, over many batches: the compiled path (the reader's sample columns, SampleBlock, the
+    writers' C) writes the JSON and .pftrace bytes, the SQLite rows and the --stats table the
+    one-sample-at-a-time Python path writes."""
+    import json
+    import sqlite3
+
+    from nvtx_cffi._trace import columns, counters
+    from nvtx_cffi._trace.convert import convert
+    from nvtx_cffi._trace.counters import CounterStats
+
+    raw = _record(tmp_path, EVERY_KIND)
+    monkeypatch.setattr(columns, "BATCH_EVENTS", 700)
+    blocks = []
+    real_block = counters.BatchExtDecoder._block
+
+    def counted(self, *args):
+        block = real_block(self, *args)
+        blocks.append(len(block))
+        return block
+
+    monkeypatch.setattr(counters.BatchExtDecoder, "_block", counted)
+    outs = {}
+    for compiled in (True, False):
+        if not compiled:
+            monkeypatch.setattr(counters, "_NATIVE", [None])
+        got = []
+        for ending in ("json", "pftrace", "sqlite"):
+            out = tmp_path / f"{compiled}.{ending}"
+            table = CounterStats()
+            convert(str(raw), str(out), counter_stats=table)
+            if ending == "sqlite":
+                with sqlite3.connect(out) as db:
+                    got.append(db.execute("SELECT * FROM NVTX_CFFI_COUNTERS ORDER BY rowid").fetchall())
+                    got.append(db.execute("SELECT * FROM NVTX_EVENTS ORDER BY rowid").fetchall())
+            else:
+                got.append(out.read_bytes())
+            got.append((table.format(), table.rows()))
+        outs[compiled] = got
+        if compiled:
+            # every sample of the scalar counters but the float16 one (its NaN is Python's), in blocks
+            assert len(blocks) > 9 and sum(blocks) == 3 * (3 * 600 * 11 + 3 * 3 * 1000)
+            blocks.clear()
+    assert not blocks  # (the Python path: none)
+    assert outs[True][0] == outs[False][0]  # JSON
+    assert outs[True][2] == outs[False][2]  # .pftrace
+    assert outs[True][4:6] == outs[False][4:6]  # SQLite
+    assert str(outs[True][1::2]) == str(outs[False][1::2])  # the --stats tables (NaN != NaN: as text)
+    # and read back: every value of a track, in order, as sampled
+    events = json.loads(outs[True][0])["traceEvents"]
+    values = {}
+    for e in events:
+        if e["ph"] == "C":
+            values.setdefault((e["name"], e["tid"] if "tid" in e else None), []).append(e["args"])
+    by_name = {}
+    for (name, _), args in values.items():
+        by_name.setdefault(name, []).extend(args)
+    assert {a["B"] for a in by_name["K: i64"] if a["B"] is not None} == {0, -1, 2**63 - 1, -2**63, 5}
+    assert {a["value"] for a in by_name["K: u64"]} == {0, 2**63, 2**64 - 1, 2**53 + 1}
+    assert {a["value"] for a in by_name["K: u8 [s]"]} == {255, 0}
+    assert {str(a["value"]) for a in by_name["K: f64"]} >= {"1.5", "NaN", "Infinity", "-Infinity", "-0.0", "0.0",
+                                                           "1e+300", "5e-324", "2.0"}
+    assert {str(a["value"]) for a in by_name["K: f32"]} == {str(float(np.float32(0.1))), "NaN", "-Infinity", "3.0"}
+    assert len(by_name["plain"]) == 3 * 600
+    assert [a["o'clock"] for a in by_name["it's: a 'burst'"]].count(-500) == 9
+    rows = {r["title"]: r for r in outs[True][1][1]}
+    assert (rows["K: u64"]["min"], rows["K: u64"]["max"], rows["K: u64"]["samples"]) == (0, 2**64 - 1, 1800)
+    assert (rows["K: i8"]["min"], rows["K: i8"]["max"]) == (-128, 127)
+    assert rows["K: f32"]["nan"] == 450 and rows["K: f64"]["max"] == math.inf
+    with sqlite3.connect(tmp_path / "True.sqlite") as db:
+        t0 = db.execute("SELECT value FROM NVTX_CFFI_META WHERE key = 't0_ns'").fetchone()[0]
+        stored = db.execute("SELECT timestamp, name, value FROM NVTX_CFFI_COUNTERS WHERE domain = 'K'"
+                            " AND (value IS NOT NULL OR noValue IS NULL)").fetchall()  # (not the gaps)
+
+    def number(value):
+        value = float({"NaN": "nan", "Infinity": "inf", "-Infinity": "-inf"}.get(value, value))
+        return "NaN" if value != value else value
+
+    # (JSON, SQLite and .pftrace: the same samples, times and values; SQLite has NULL for NaN)
+    samples = sorted((e["name"], round(e["ts"] * 1000) + t0, number(v)) for e in events if e["ph"] == "C"
+                     for v in e["args"].values() if v is not None)
+    assert sorted((f"K: {n}", ts + t0, "NaN" if v is None else v) for ts, n, v in stored) == [
+        s for s in samples if s[0].startswith("K: ")]
+    try:
+        from pftrace_check import read_pftrace
+    except ImportError:  # (no perfetto or protobuf package)
+        return
+    trace = read_pftrace(str(tmp_path / "True.pftrace"))
+    assert sorted((trace.tracks[t][1], ts, number(v)) for t, ts, v in trace.counters) == samples

@@ -265,6 +265,44 @@ def test_text_rows_print_numbers_and_texts_as_python_does():
     assert bytes(rows.build()) == expected
 
 
+def test_text_rows_print_microseconds_as_pythons_float_repr_does():
+    """A counter sample's JSON "ts" is repr((t - t0) / 1000.0); TextRows.micros spells it from the integer."""
+    if not columns.HAVE_NUMPY:
+        pytest.skip("NumPy path only")
+    from nvtx_cffi import _fixedwidth as fixedwidth
+
+    rng = np.random.default_rng(7)
+    edges = [0, 1, -1, 10, 100, 120, 999, 1000, 1001, 1010, 1100, -1500, -999, 2**50 - 1, -(2**50 - 1)]
+    ns = np.concatenate([np.array(edges, dtype=np.int64), rng.integers(-2**50 + 1, 2**50, 2000),
+                         rng.integers(-10**7, 10**7, 2000)])
+    rows = fixedwidth.TextRows(len(ns), fixedwidth._native())
+    rows.literal("[")
+    rows.micros(ns)
+    rows.literal("]\n")
+    assert bytes(rows.build()).decode().splitlines() == [f"[{v / 1000.0!r}]" for v in ns.tolist()]
+
+
+def test_the_readers_times_in_bulk_are_its_times_one_by_one():
+    """Counter samples read as columns (blocks(samples=True)) get the time the Blob of the same record
+    gets: _Defs.to_ns_many gives to_ns's integers, or says which it cannot."""
+    if not columns.HAVE_NUMPY:
+        pytest.skip("NumPy path only")
+    from types import SimpleNamespace
+
+    rng = np.random.default_rng(3)
+    for clock in (recorder._CLOCK_TSC, 0):
+        d = recorder._Defs()
+        d.header = SimpleNamespace(clock=clock, start_ns=10**12 + 7)
+        d.cal_x = [0, 1000, 1000, 5000, 2**21, 2**40]
+        d.cal_y = [0, 476, 476, 2381, 998_000, 523_000_000_000]
+        d.slope = 0.4761904485676244
+        ticks = np.concatenate([rng.integers(0, 2**41, 3000), rng.integers(0, 6000, 3000)]).astype(np.uint64)
+        ticks = np.concatenate([ticks, np.array(d.cal_x + [2**52 - 1, 2**52, 2**63, 2**64 - 1], dtype=np.uint64)])
+        ns, exact = d.to_ns_many(np, ticks)
+        assert exact[:6000].mean() > 0.5 and not exact[-2:].any()
+        assert ns[exact].tolist() == [d.to_ns(t) for t in ticks[exact].tolist()]
+
+
 def test_pftrace_numpy_and_python_encoders_write_the_same_bytes(recording):
     if not columns.HAVE_NUMPY:
         pytest.skip("NumPy path only")
