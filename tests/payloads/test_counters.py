@@ -1167,7 +1167,7 @@ def test_counter_samples_of_every_kind_write_the_same_on_the_compiled_and_python
     assert sorted((f"K: {n}", ts + t0, "NaN" if v is None else v) for ts, n, v in stored) == [
         s for s in samples if s[0].startswith("K: ")]
     try:
-        from pftrace_check import read_pftrace
+        from support.pftrace_check import read_pftrace
     except ImportError:  # (no perfetto or protobuf package)
         return
     trace = read_pftrace(str(tmp_path / "True.pftrace"))
