@@ -52,11 +52,24 @@ static int tool_attached;
  * handlers: a fork while another thread holds one would leave it locked forever in the child.
  * Except a lock the forking thread holds itself: a tool may fork in a callback NVTX runs under it
  * (its initialisation, a domain's or counter's creation), and locking again would hang; that
- * thread keeps it in parent and child and releases it as usual. */
+ * thread keeps it in parent and child and releases it as usual.
+ *
+ * Order: a registration holds a lock here while NVTX runs the tool's callback, which may take the
+ * tool's own lock (the recorder's does), so a fork must take ours first, then the tool's. fork()
+ * runs prepare handlers in the reverse order of their registration, so ours are registered after
+ * the tool's: once NVTX has initialised (and loaded the tool, which registers its own then). A
+ * first pair, registered at the first lock (before NVTX initialises), covers only a fork during
+ * that initialisation, and stands down once the second pair exists. With the first pair alone, a
+ * fork while another thread registered a string deadlocked: the recorder's prepare handler held
+ * its lock, ours waited for the registering thread, which waited in the callback for the
+ * recorder's lock (seen on PyPy, whose cffi calls let other threads run). */
 static pthread_mutex_t locks[NVTXCFFI_LOCK_COUNT] = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER};
 static _Thread_local unsigned locks_held;             /* bit i: this thread holds locks[i] */
 static _Thread_local unsigned locks_kept_across_fork; /* bit i: ... and forked holding it */
-static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;      /* the first pair */
+static pthread_once_t atfork_after_tool = PTHREAD_ONCE_INIT; /* the second pair */
+static atomic_int after_tool_registered; /* the second pair exists: the first stands down */
+static int first_pair_locked;            /* the first pair's prepare locked (set and read around one fork) */
 
 static void lock_before_fork(void)
 {
@@ -76,7 +89,27 @@ static void unlock_after_fork(void)
     locks_kept_across_fork = 0;
 }
 
-static void register_atfork(void) { pthread_atfork(lock_before_fork, unlock_after_fork, unlock_after_fork); }
+static void first_before_fork(void)
+{
+    first_pair_locked = !atomic_load(&after_tool_registered);
+    if (first_pair_locked)
+        lock_before_fork();
+}
+
+static void first_after_fork(void)
+{
+    if (first_pair_locked)
+        unlock_after_fork();
+    first_pair_locked = 0;
+}
+
+static void register_atfork(void) { pthread_atfork(first_before_fork, first_after_fork, first_after_fork); }
+
+static void register_atfork_after_tool(void)
+{
+    if (pthread_atfork(lock_before_fork, unlock_after_fork, unlock_after_fork) == 0)
+        atomic_store(&after_tool_registered, 1);
+}
 
 void nvtxcffi_internal_lock(int which)
 {
@@ -106,6 +139,7 @@ int nvtxcffi_initialize(void)
     registry_acquire();
     if (!atomic_load(&initialized)) {
         nvtxInitialize(NULL);
+        pthread_once(&atfork_after_tool, register_atfork_after_tool); /* (see the locks, above) */
         /* Ask the dispatch table itself, not the environment (an empty or wrong
          * NVTX_INJECTION64_PATH loads nothing) and not nvtxDomainIsEnabled (Nsight Systems 2022.x
          * answers "disabled" there while recording every core event). After initialisation every

@@ -213,6 +213,53 @@ def test_a_fork_while_another_thread_registers_a_counter_or_schema_leaves_the_ch
                            for kind in ("", "thread "))
 
 
+FORK_WHILE_REGISTERING = '''
+import faulthandler, json, os, threading, time
+import nvtx_cffi as nvtx
+
+faulthandler.dump_traceback_later(30, exit=True)  # a deadlock at fork(): fail with the stacks, not hang
+nvtx.mark("first")  # NVTX initialised, the tool loaded
+registering = threading.Thread(target=nvtx.mark, args=("a new message",))  # registered: 300 ms in the tool
+registering.start()
+time.sleep(0.1)
+pid = os.fork()  # (where the GIL is let go around C calls, as on PyPy: while the other thread registers)
+if pid == 0:
+    nvtx.mark("in the child")  # another registration, in the child: its locks were left free
+    os._exit(0)
+status = os.waitpid(pid, 0)[1]
+registering.join()
+print(json.dumps({"status": status}))
+'''
+
+
+def test_a_fork_while_another_thread_registers_a_string_takes_the_locks_in_order(tmp_path):
+    """A string registration holds nvtx-cffi's registry lock while NVTX runs the tool's callback,
+    which takes the tool's own lock; fork() must take them in that order. The tool here (as the
+    recorder) holds its lock across fork() and registers slowly. nvtx-cffi's fork handlers used to
+    be registered before the tool's, so fork() took the tool's lock first, then waited for the
+    registering thread, which waited for the tool's lock: the parent hung (met on PyPy, whose cffi
+    calls let other threads run; on CPython the GIL, kept across nvtx-cffi's C calls, orders them)."""
+    import json
+    import os
+    import shutil
+
+    from conftest import build_script
+    from support.paths import C_HELPERS
+
+    cc = os.environ.get("CC", "cc")
+    if shutil.which(cc) is None:
+        pytest.skip("no C compiler")
+    tool = tmp_path / "libslow_registration_tool.so"
+    subprocess.run([cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared", "-fvisibility=hidden",
+                    "-I", build_script().nvtx_include_dir(), str(C_HELPERS / "slow_registration_tool.c"),
+                    "-o", str(tool), "-lpthread"], check=True)
+    env = {**child_env(tmp_path / "rec"), "NVTX_INJECTION64_PATH": str(tool)}
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(FORK_WHILE_REGISTERING)], env=env,
+                          capture_output=True, text=True, timeout=60, cwd=TESTS)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"status": 0}
+
+
 FORKING_TOOL = r'''
 #include <stdio.h>
 #include <sys/wait.h>
