@@ -351,10 +351,8 @@ def _own_c_methods(cls, *names) -> None:
     """Give ``cls`` its own descriptors of its C base's methods: CPython 3.11's specialised call of a
     C method wants ``self`` exactly of the descriptor's type (``counter.sample(v)`` stays
     unspecialised with the base's descriptor)."""
-    method_for = getattr(_speedups, "method_for", None)
-    if method_for is not None:
-        for name in names:
-            setattr(cls, name, method_for(cls, name))
+    for name in names:
+        setattr(cls, name, _speedups.method_for(cls, name))
 
 
 if _CBase is not None:

@@ -314,19 +314,16 @@ static PyObject *attributes_copy(PyObject *template_, PyObject *const *a)
  * (its slot and fields do not change), so a copy of it is the copy the Python path makes. */
 #define ATTRIBUTE_TEMPLATES 256 /* a power of two */
 static struct {
-    PyObject *key[4]; /* Domain, message, color, category (strong references) */
+    call_entry key; /* Domain, message, color, category (its slot and domain index unused) */
     PyObject *template_;
 } attribute_templates[ATTRIBUTE_TEMPLATES];
 
 static void remember_template(size_t at, PyObject *const *key, PyObject *template_)
 {
-    PyObject *old[5] = {attribute_templates[at].key[0], attribute_templates[at].key[1], attribute_templates[at].key[2],
-                        attribute_templates[at].key[3], attribute_templates[at].template_};
-    for (int i = 0; i < 4; i++)
-        attribute_templates[at].key[i] = Py_NewRef(key[i]);
+    PyObject *old = attribute_templates[at].template_;
+    call_entry_put(&attribute_templates[at].key, key, -1, -1);
     attribute_templates[at].template_ = Py_NewRef(template_);
-    for (int i = 0; i < 5; i++) /* (after the entry is whole: a template's finaliser may run code) */
-        Py_XDECREF(old[i]);
+    Py_XDECREF(old); /* (after the entry is whole: a template's finaliser may run code) */
 }
 
 PyObject *domain_attributes_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
@@ -354,8 +351,7 @@ PyObject *domain_attributes_call(PyObject *op, PyObject *const *args, size_t nar
             return twin(op, args, nargsf, kwnames);
     PyObject *template_key[4] = {args[0], a[0], a[1], a[2]};
     size_t at = call_entry_at(template_key, ATTRIBUTE_TEMPLATES, 0xC2B2AE3D27D4EB4Full);
-    if (attribute_templates[at].key[0] == args[0] && attribute_templates[at].key[1] == a[0]
-        && attribute_templates[at].key[2] == a[1] && attribute_templates[at].key[3] == a[2])
+    if (call_entry_is(&attribute_templates[at].key, template_key))
         return attributes_copy(attribute_templates[at].template_, a);
     PyObject *cache = ((domain_base_object *)args[0])->by_keywords, *found;
     if (cache == NULL || !PyDict_CheckExact(cache))
