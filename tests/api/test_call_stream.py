@@ -23,14 +23,13 @@ from __future__ import annotations
 import difflib
 import os
 import platform
-import shutil
-import subprocess
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from conftest import build_script, run_python
+from conftest import run_python
+from support.cbuild import c_library
 from support.paths import C_HELPERS
 
 pytestmark = pytest.mark.skipif(
@@ -43,15 +42,8 @@ ATTACH = ("env", "late")
 
 @pytest.fixture(scope="session")
 def callstream_tool(tmp_path_factory) -> str:
-    cc = os.environ.get("CC", "cc")
-    if shutil.which(cc) is None:
-        pytest.skip("no C compiler")
-    out = tmp_path_factory.mktemp("callstream") / "libnvtx_callstream.so"
-    cmd = [cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-fPIC", "-shared", "-fvisibility=hidden",
-           "-I", build_script().nvtx_include_dir(), str(C_HELPERS / "callstream_tool.c"), "-o", str(out),
-           "-lpthread", "-ldl"]
-    subprocess.run(cmd, check=True)
-    return str(out)
+    return c_library(tmp_path_factory.mktemp("callstream"), "nvtx_callstream", [C_HELPERS / "callstream_tool.c"],
+                     ["-lpthread", "-ldl"])
 
 
 @pytest.fixture(scope="session")

@@ -240,20 +240,12 @@ def test_a_fork_while_another_thread_registers_a_string_takes_the_locks_in_order
     registering thread, which waited for the tool's lock: the parent hung (met on PyPy, whose cffi
     calls let other threads run; on CPython the GIL, kept across nvtx-cffi's C calls, orders them)."""
     import json
-    import os
-    import shutil
 
-    from conftest import build_script
+    from support.cbuild import c_library
     from support.paths import C_HELPERS
 
-    cc = os.environ.get("CC", "cc")
-    if shutil.which(cc) is None:
-        pytest.skip("no C compiler")
-    tool = tmp_path / "libslow_registration_tool.so"
-    subprocess.run([cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared", "-fvisibility=hidden",
-                    "-I", build_script().nvtx_include_dir(), str(C_HELPERS / "slow_registration_tool.c"),
-                    "-o", str(tool), "-lpthread"], check=True)
-    env = {**child_env(tmp_path / "rec"), "NVTX_INJECTION64_PATH": str(tool)}
+    tool = c_library(tmp_path, "slow_registration_tool", [C_HELPERS / "slow_registration_tool.c"], ["-lpthread"])
+    env = {**child_env(tmp_path / "rec"), "NVTX_INJECTION64_PATH": tool}
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(FORK_WHILE_REGISTERING)], env=env,
                           capture_output=True, text=True, timeout=60, cwd=TESTS)
     assert proc.returncode == 0, proc.stderr[-4000:]

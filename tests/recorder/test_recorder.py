@@ -24,7 +24,8 @@ import pytest
 
 from nvtx_cffi import recorder
 
-from conftest import build_script, setup_script
+from conftest import setup_script
+from support.cbuild import c_library
 from support.nvtx_client import client_lib  # noqa: F401  (a fixture)
 from support.paths import C_HELPERS, SOURCE
 
@@ -33,10 +34,6 @@ try:
     HAVE_NUMPY = True
 except ImportError:
     HAVE_NUMPY = False
-
-
-def _nvtx_include_dir() -> str:
-    return build_script().nvtx_include_dir()
 
 
 def run_recorded(directory: Path, code: str, *, max_bytes: int | None = None,
@@ -607,16 +604,9 @@ def test_write_errors_are_counted_as_dropped(tmp_path, client_lib):
 @pytest.fixture(scope="session")
 def blob_recorder(tmp_path_factory) -> str:
     """The recorder built with tests/c/blob_hook.c, which exports the internal nvtxrec_emit_blob."""
-    cc = os.environ.get("CC", "cc")
-    if shutil.which(cc) is None:
-        pytest.skip("no C compiler")
-    out = tmp_path_factory.mktemp("blobrec") / "libnvtx_recorder_blob.so"
-    cmd = [cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-fPIC", "-shared", "-fvisibility=hidden",
-           "-I", _nvtx_include_dir(), "-I", str(SOURCE / "c" / "recorder"),
-           *[str(SOURCE / source) for source in setup_script()["RECORDER_SOURCES"]], str(C_HELPERS / "blob_hook.c"),
-           "-o", str(out), "-lpthread"]
-    subprocess.run(cmd, check=True)
-    return str(out)
+    sources = [*[SOURCE / source for source in setup_script()["RECORDER_SOURCES"]], C_HELPERS / "blob_hook.c"]
+    return c_library(tmp_path_factory.mktemp("blobrec"), "nvtx_recorder_blob", sources,
+                     ["-I", str(SOURCE / "c" / "recorder"), "-lpthread"])
 
 
 def test_blob_records_reach_the_reader(tmp_path, client_lib, blob_recorder):
@@ -644,18 +634,11 @@ def test_blob_records_reach_the_reader(tmp_path, client_lib, blob_recorder):
 def reenter_hook(tmp_path_factory) -> str:
     """tests/c/reenter_hook.c built as a library to preload: its malloc raises a signal whose handler
     samples a counter, at the first allocation of an armed NVTX call."""
-    cc = os.environ.get("CC", "cc")
-    if shutil.which(cc) is None:
-        pytest.skip("no C compiler")
     if "asan" in os.environ.get("LD_PRELOAD", ""):
         pytest.skip("ASan's malloc comes first in LD_PRELOAD: the hook cannot interpose it")
     if platform.libc_ver()[0] != "glibc":
         pytest.skip("the hook's malloc calls glibc's __libc_malloc")
-    out = tmp_path_factory.mktemp("reenter") / "libreenter_hook.so"
-    cmd = [cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-fPIC", "-shared", "-fvisibility=hidden",
-           "-I", _nvtx_include_dir(), str(C_HELPERS / "reenter_hook.c"), "-o", str(out), "-ldl"]
-    subprocess.run(cmd, check=True)
-    return str(out)
+    return c_library(tmp_path_factory.mktemp("reenter"), "reenter_hook", [C_HELPERS / "reenter_hook.c"], ["-ldl"])
 
 
 @pytest.mark.parametrize(("which", "outer"), [(0, [0]), (1, [7, 8]), (2, [])],

@@ -22,6 +22,7 @@ from nvtx_cffi._native import lib
 from nvtx_cffi.writer import convert
 
 from conftest import build_script, run_python, setup_script
+from support.cbuild import c_library
 from support.paths import C_HELPERS, SOURCE
 
 pytestmark = pytest.mark.skipif(not lib.nvtxcffi_w_available() or not os.path.isfile(writer.backend_path()),
@@ -30,21 +31,10 @@ HAVE_NVTX = importlib.util.find_spec("nvtx") is not None and platform.python_imp
 HAVE_NUMPY = importlib.util.find_spec("numpy") is not None
 
 
-def _compile(tmp_path_factory, name: str, sources, extra=()) -> str:
-    cc = os.environ.get("CC", "cc")
-    if shutil.which(cc) is None:
-        pytest.skip("no C compiler")
-    out = tmp_path_factory.mktemp(name) / f"lib{name}.so"
-    cmd = [cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-fPIC", "-shared", "-fvisibility=hidden",
-           "-I", build_script().nvtx_include_dir(), *map(str, sources), "-o", str(out), *extra]
-    subprocess.run(cmd, check=True)
-    return str(out)
-
-
 @pytest.fixture(scope="session")
 def log_backend(tmp_path_factory) -> str:
     """tests/c/writer_log_backend.c: logs every NVTXW call to $NVTXW_TEST_LOG."""
-    return _compile(tmp_path_factory, "writer_log_backend", [C_HELPERS / "writer_log_backend.c"])
+    return c_library(tmp_path_factory.mktemp("writer_log_backend"), "writer_log_backend", [C_HELPERS / "writer_log_backend.c"])
 
 
 @pytest.fixture(scope="session")
@@ -52,7 +42,7 @@ def no_entry_point(tmp_path_factory) -> str:
     """A shared library without nvtxwGetInterface."""
     src = tmp_path_factory.mktemp("noentry") / "noentry.c"
     src.write_text("__attribute__((visibility(\"default\"))) int not_a_backend(void) { return 1; }\n")
-    return _compile(tmp_path_factory, "noentry", [src])
+    return c_library(src.parent, "noentry", [src])
 
 
 def _trace(record_dir: Path) -> dict:
