@@ -289,7 +289,7 @@ class EventAttributes(EventAttributesBase):
     def __reduce__(self):
         """Pickled as what made it: unpickled, the domain prepares them again (slots are this
         process's)."""
-        return _attributes_again, (self._domain, self._message, self._color, self._category, self._payload)
+        return EventAttributes, (self._domain, self._message, self._color, self._category, self._payload)
 
     def __repr__(self) -> str:
         return (f"EventAttributes(message={self._message!r}, color={self._color!r}, "
@@ -720,12 +720,6 @@ if _accel is not None:
         setattr(Domain, _name, _update_wrapper(_accel.accelerate("Domain." + _name, _method), _method))
     del _name, _method
     Domain.pop_range = _accel.method_for(Domain, "pop_range")  # (DomainBase's, as Domain's own: see method_for)
-
-
-def _attributes_again(domain: Domain, message: Message, color: ColorLike, category: Category,
-                      payload: Payload) -> EventAttributes:
-    """An unpickled EventAttributes (see EventAttributes.__reduce__)."""
-    return EventAttributes(domain, message, color, category, payload)
 
 
 def _bad_message(message: object) -> ArgumentTypeError:
