@@ -11,6 +11,10 @@ in a child process of its own; this process only collects and prints. Times are 
 the minimum of many repeats (the shapes are interleaved so a noisy moment hits them all).
 Each spelling of a call is also shown against the plainest spelling of the same call
 ("xplain": nvtx-cffi's cost over its cost for that one; the target is <= 2).
+Beside each shape, its floor: what the interpreter charges for the same spelling with no-op C
+objects in place of the library (``benchmarks/floor.py``), measured in nvtx-cffi's processes among
+its shapes. A shape below its target where nvtx's cost over that floor is below the target too is
+"at floor" (no library could meet it there); "cffi-floor" is nvtx-cffi's ns above the floor.
 The last two rows are the raw C push+pop of this shim (GIL kept) against the same shim built by
 stock CFFI (see ``benchmarks/stock_cffi.py``).
 
@@ -73,7 +77,7 @@ def _targets() -> Dict[str, Dict[str, object]]:
 
 TARGETS = _targets()
 MAX_VS_PLAINEST = 2.0
-FLOOR_NS = 0.5  # below this a difference is noise; ratios against it are shown as ">x"
+NOISE_NS = 0.5  # below this a difference is noise; ratios against it are shown as ">x"
 
 
 def child(library: str, tool: str, repeats: int, number: int) -> Dict:
@@ -87,6 +91,7 @@ def child(library: str, tool: str, repeats: int, number: int) -> Dict:
             raise SystemExit("the null tool did not attach")
     if library == "nvtx":
         info["version"] = getattr(module, "__version__", None) or _dist_version("nvtx")
+    floor_module = _floor_module(info) if library == "nvtx_cffi" else None
     timers = {"empty": shapes.Timer(shapes.EMPTY, None, plain=True)}
     for shape in shapes.SHAPES.values():
         if not shapes.shape_available(shape, library, module):
@@ -97,6 +102,9 @@ def child(library: str, tool: str, repeats: int, number: int) -> Dict:
                 timers[shape.name] = shapes.Timer(shape, module)
         except NotImplementedError as exc:  # e.g. no compiler for the stock CFFI build
             info.setdefault("skipped", {})[shape.name] = str(exc)
+            continue
+        if floor_module is not None:
+            timers[shape.name + ":floor"] = shapes.Timer(shape, floor_module, floor=True)
     if library != "plain" and "decorated" in timers:
         info["decorator_returns_function"] = _decorator_identity(module)
         info["decorator_args_returns_function"] = _decorator_identity(
@@ -108,7 +116,19 @@ def child(library: str, tool: str, repeats: int, number: int) -> Dict:
     for shape in shapes.SHAPES:
         if shape + ":plain" in per_op:
             info["shapes"][shape] = {"plain": per_op[shape + ":plain"], "body": per_op.get(shape)}
+            if shape + ":floor" in per_op:
+                info["shapes"][shape]["floor"] = per_op[shape + ":floor"]
     return info
+
+
+def _floor_module(info: Dict):
+    """benchmarks/floor.py's module (built by the parent), or None with the reason in ``info``."""
+    from benchmarks import floor
+    try:
+        return floor.load()
+    except NotImplementedError as exc:
+        info["floor_skipped"] = str(exc)
+        return None
 
 
 def _decorator_identity(module, **kwargs) -> bool:
@@ -149,6 +169,32 @@ def overhead(info: Optional[Dict], shape: str) -> Optional[float]:
     return entry["body"] - entry["plain"]
 
 
+def floor_overhead(info: Optional[Dict], shape: str) -> Optional[float]:
+    """ns above the baseline of the shape's floor statement (measured beside nvtx-cffi's body)."""
+    entry = (info or {}).get("shapes", {}).get(shape)
+    if entry is None or entry.get("floor") is None:
+        return None
+    return entry["floor"] - entry["plain"]
+
+
+def ratio(theirs: float, ours: float) -> float:
+    """theirs / ours, ours taken as at least NOISE_NS."""
+    return theirs / max(ours, NOISE_NS)
+
+
+def verdict(target, ours: Optional[float], theirs: Optional[float], floor: Optional[float]) -> str:
+    """"met" or "NOT" against a numeric target, "at floor" for a miss where nvtx's cost over the
+    shape's floor is below the target too (no library could meet it on this interpreter); "" without
+    a numeric target or a measurement."""
+    if not isinstance(target, (int, float)) or ours is None or theirs is None:
+        return ""
+    if ratio(theirs, ours) >= target:
+        return "met"
+    if floor is not None and ratio(theirs, floor) < target:
+        return "at floor"
+    return "NOT"
+
+
 def table(results: Dict) -> str:
     def cell(value: Optional[float]) -> str:
         return "-" if value is None else f"{value:.1f}"
@@ -157,42 +203,41 @@ def table(results: Dict) -> str:
     header = f"{'shape':<44}"
     for tool in shapes.TOOLS:
         label = "no tool" if tool == "none" else "null tool"
-        header += (f" | {label + ': plain':>14} {'nvtx-cffi':>9} {'nvtx':>6} {'ratio':>6} {'target':>9}"
-                   f" {'xplain':>9}")
+        header += (f" | {label + ': plain':>14} {'nvtx-cffi':>9} {'nvtx':>6} {'floor':>6} {'ratio':>6}"
+                   f" {'target':>12} {'xplain':>9} {'cffi-floor':>10}")
     lines += [header, "-" * len(header)]
     for name, shape in shapes.SHAPES.items():
         row = f"{shape.title:<44}"
         shown = False
         for tool in shapes.TOOLS:
             plain = overhead(results.get(("plain", tool)), name)
-            ours = overhead(results.get(("nvtx_cffi", tool)), name)
+            cffi_info = results.get(("nvtx_cffi", tool))
+            ours = overhead(cffi_info, name)
             theirs = overhead(results.get(("nvtx", tool)), name)
-            shown = shown or ours is not None or theirs is not None or not shape.libraries
-            ratio, verdict = "-", ""
+            floor = floor_overhead(cffi_info, name)
+            shown = shown or ours is not None or theirs is not None
+            ratio_text, judged = "-", ""
             target = TARGETS[tool].get(name)
-            cffi_info = results.get(("nvtx_cffi", tool)) or {}
             if target == "identity":
                 key = "decorator_returns_function" if name == "decorated" else "decorator_args_returns_function"
-                same = cffi_info.get(key)
-                ratio = "is f" if same else "wrapped"
-                verdict = "met" if same else "NOT met"
+                same = (cffi_info or {}).get(key)
+                ratio_text = "is f" if same else "wrapped"
+                judged = "met" if same else "NOT met"
                 target = "is f"
             elif ours is not None and theirs is not None:
-                clamped = ours < FLOOR_NS
-                value = theirs / max(ours, FLOOR_NS)
-                ratio = (">" if clamped else "") + f"{value:.1f}"
-                if target is not None:
-                    verdict = "met" if value >= target else "NOT"
+                ratio_text = (">" if ours < NOISE_NS else "") + f"{ratio(theirs, ours):.1f}"
+                judged = verdict(target, ours, theirs, floor)
             target_text = "" if target is None else (target if isinstance(target, str) else f">={target}")
             versus = ""
-            base = overhead(results.get(("nvtx_cffi", tool)), shape.plainest) if shape.plainest else None
-            if target == "is f" and verdict == "met":
+            base = overhead(cffi_info, shape.plainest) if shape.plainest else None
+            if target == "is f" and judged == "met":
                 versus = "is f ok"  # the function itself: what is left above f() is timer noise
             elif ours is not None and base is not None:
-                value = max(ours, FLOOR_NS) / max(base, FLOOR_NS)
-                versus = f"{value:.2f} " + ("ok" if value <= MAX_VS_PLAINEST or ours <= 2 * FLOOR_NS else "NOT")
-            row += (f" | {cell(plain):>14} {cell(ours):>9} {cell(theirs):>6} {ratio:>6}"
-                    f" {(target_text + ' ' + verdict).strip():>9} {versus:>9}")
+                value = max(ours, NOISE_NS) / max(base, NOISE_NS)
+                versus = f"{value:.2f} " + ("ok" if value <= MAX_VS_PLAINEST or ours <= 2 * NOISE_NS else "NOT")
+            above_floor = None if ours is None or floor is None else ours - floor
+            row += (f" | {cell(plain):>14} {cell(ours):>9} {cell(theirs):>6} {cell(floor):>6} {ratio_text:>6}"
+                    f" {(target_text + ' ' + judged).strip():>12} {versus:>9} {cell(above_floor):>10}")
         if shown:
             lines.append(row)
     return "\n".join(lines)
@@ -241,6 +286,11 @@ def main(argv=None) -> int:
         stock_cffi.load()
     except NotImplementedError as exc:
         print(f"stock CFFI row skipped: {exc}", file=sys.stderr)
+    try:  # and the floor module
+        from benchmarks import floor
+        floor.load()
+    except NotImplementedError as exc:
+        print(f"floor columns empty: {exc}", file=sys.stderr)
     if shapes.null_tool_path() is None:
         print("no null tool library (build nvtx_cffi or set NVTX_CFFI_NULL_TOOL): null-tool columns empty",
               file=sys.stderr)
@@ -252,7 +302,7 @@ def main(argv=None) -> int:
     print(f"# {platform.python_implementation()} {platform.python_version()}, nvtx "
           f"{nvtx_info.get('version') or 'not installed'}; ns above baseline per call "
           f"(thread CPU time, min of {args.repeats} x {args.number * shapes.UNROLL}); "
-          f"ratio = nvtx / nvtx-cffi")
+          f"ratio = nvtx / nvtx-cffi; floor: the same spelling with no-op C objects")
     print(table(results))
     if args.asv:
         print()

@@ -5,10 +5,11 @@
     python asv_bench/compare_summary.py --markdown docs/overhead-tables.md \\
         --table accelerator=OUT/compare-3.11.txt --table pure-python=OUT/pure-3.11.txt OUT/compare-3.*.json
 
-One table per tool; per Python, nvtx-cffi's and nvtx's ns above the baseline and the ratio nvtx /
-nvtx-cffi, "!" after a ratio below its target (compare.py's TARGETS; "is f": the decorator returns
-the function itself). The floor rows show the plain code's own cost (what the interpreter charges
-for a `with` on a no-op Python CM, a Python call, a C method call). The Python version of a file
+One table per tool; per Python, nvtx-cffi's and nvtx's ns above the baseline, the shape's floor
+(what that interpreter charges for the same spelling with no-op C objects, compare.py's "floor") and
+the ratio nvtx / nvtx-cffi, "!" after a ratio below its target (compare.py's TARGETS; "is f": the
+decorator returns the function itself), "~+N" instead where the target is below that Python's floor
+too (nvtx / floor below the target; N: nvtx-cffi's ns above the floor). The Python version of a file
 is read from its name (compare-X.Y.json).
 
 ``--markdown PATH`` writes the documentation's overhead tables instead (docs/overhead.md includes
@@ -45,29 +46,35 @@ def load(paths):
 
 
 def cell(results, tool, name):
-    shape = shapes.SHAPES[name]
     target = compare.TARGETS[tool].get(name)
-    ours = compare.overhead(results.get(("nvtx_cffi", tool)), name)
+    cffi_info = results.get(("nvtx_cffi", tool))
+    ours = compare.overhead(cffi_info, name)
     theirs = compare.overhead(results.get(("nvtx", tool)), name)
-    if not shape.libraries:  # floor rows: the plain code's cost
-        plain = compare.overhead(results.get(("plain", tool)), name)
-        return "-" if plain is None else f"{plain:.1f}"
+    floor = compare.floor_overhead(cffi_info, name)
     if target == "identity":
         key = "decorator_returns_function" if name == "decorated" else "decorator_args_returns_function"
-        return "is f" if (results.get(("nvtx_cffi", tool)) or {}).get(key) else "wrapped !"
-    if ours is None or theirs is None:
-        return "-" if ours is None else f"{ours:.0f}"
-    ratio = theirs / max(ours, compare.FLOOR_NS)
-    mark = " !" if isinstance(target, (int, float)) and ratio < target else "  "
-    return f"{ours:.0f} {theirs:.0f} {ratio:.1f}{mark}"
+        return "is f" if (cffi_info or {}).get(key) else "wrapped !"
+    if ours is None:
+        return "-"
+    floor_text = "-" if floor is None else f"{floor:.0f}"
+    if theirs is None:
+        return f"{ours:.0f} - {floor_text} -" + " " * 6
+    judged = compare.verdict(target, ours, theirs, floor)
+    if judged == "NOT":
+        mark = " !"
+    elif judged == "at floor":
+        mark = f" ~{ours - floor:+.0f}"
+    else:
+        mark = ""
+    return f"{ours:.0f} {theirs:.0f} {floor_text} {compare.ratio(theirs, ours):.1f}{mark:<6}"
 
 
 def summary(runs) -> str:
-    width = 17
+    width = 22
     out = []
     for tool in shapes.TOOLS:
         label = "no tool" if tool == "none" else "null tool"
-        header = f"{label + ': ns nvtx-cffi, nvtx, ratio':<44} {'target':>6}"
+        header = f"{label + ': ns nvtx-cffi, nvtx, floor, ratio':<44} {'target':>6}"
         header += "".join(f" | {version:>{width}}" for version, _ in runs)
         out += [header, "-" * len(header)]
         for name, shape in shapes.SHAPES.items():
@@ -84,9 +91,11 @@ def summary(runs) -> str:
 
 def report(runs) -> str:
     """The side-by-side tables with their title line: what the command prints."""
-    title = "# asv_bench/compare.py per CPython (" + ", ".join(
-        f"{version}: nvtx {(results.get(('nvtx', 'none')) or {}).get('version') or '-'}"
-        for version, results in runs) + "); ns above baseline, thread CPU time; '!' below target"
+    versions = ", ".join(f"{version}: nvtx {(results.get(('nvtx', 'none')) or {}).get('version') or '-'}"
+                         for version, results in runs)
+    title = (f"# asv_bench/compare.py per CPython ({versions}); ns above baseline, thread CPU time; "
+             "'!' below target; '~+N' below target at the floor (nvtx / floor below it too), "
+             "nvtx-cffi N ns above the floor")
     return title + "\n" + summary(runs)
 
 

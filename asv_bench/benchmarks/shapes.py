@@ -9,6 +9,9 @@ code would not pay too.
 NVTX loads its tool once per process, at initialisation: :func:`attach` must run before the
 library is first imported, so each (library, tool) combination needs a process of its own.
 
+Each shape also has a floor statement (``floor_setup``, ``floor``): the same spelling against the
+no-op C objects of ``floor.py`` (``F``), what the interpreter charges before any library does anything.
+
 Both ``compare.py`` and the asv suite time shapes with :func:`best_ns_per_op` (one function over
 :func:`samples_ns`, so the two report the same figure) and turn its minima into a reported figure with :func:`reported_ns`.
 
@@ -54,6 +57,11 @@ class Shape(NamedTuple):
     plain_setup: str = ""  # setup of the plain body (no L there)
     plainest: str = ""  # the plainest spelling of the same call (a shape name; "" = this is one)
     group: str = ""  # a family of shapes with a benchmark class of its own ("counters"; "" = none)
+    # The interpreter's floor for this shape: setup binding the body's names to floor.c's no-op C
+    # objects (F: benchmarks.floor.load()), so the floor statement is the same spelling with nothing
+    # behind it: the same calls with the same arguments, the same `with`, the same f-string or payload.
+    floor_setup: str = ""
+    floor: str = ""  # the floor statement, where the body's calls are methods ("" = the body itself)
 
 
 _F = "def f():\n    pass\n"
@@ -261,13 +269,19 @@ def shape_available(shape: Shape, library: str, module: Any) -> bool:
 
 
 class Timer:
-    """Times ``number`` unrolled iterations of a shape's body (or plain body) in thread CPU time."""
+    """Times ``number`` unrolled iterations of a shape's body (or plain body, or floor statement)
+    in thread CPU time. ``module`` is the library (``L``), or with ``floor`` the floor module (``F``)."""
 
-    def __init__(self, shape: Shape, module: Any, plain: bool = False) -> None:
-        namespace: Dict[str, Any] = {"L": module}
-        exec(shape.plain_setup if plain else shape.setup, namespace)  # noqa: S102 - our own fixed snippets
-        names = sorted(k for k in namespace if not k.startswith("__") and k != "L")
-        body = textwrap.indent((shape.plain if plain else shape.body) + "\n", " " * 8) * UNROLL
+    def __init__(self, shape: Shape, module: Any, plain: bool = False, floor: bool = False) -> None:
+        if floor:
+            namespace: Dict[str, Any] = {"F": module}
+            setup, statement = shape.floor_setup, shape.floor or shape.body
+        else:
+            namespace = {"L": module}
+            setup, statement = (shape.plain_setup, shape.plain) if plain else (shape.setup, shape.body)
+        exec(setup, namespace)  # noqa: S102 - our own fixed snippets
+        names = sorted(k for k in namespace if not k.startswith("__") and k not in ("L", "F"))
+        body = textwrap.indent(statement + "\n", " " * 8) * UNROLL
         params = "".join(f", {k}={k}" for k in names)
         source = (
             f"def run(_n, _clock=_clock, _range=range{params}):\n"
@@ -337,20 +351,72 @@ def reported_ns(tool: str, body: float, plain: float, empty: float) -> float:
     return body - plain if tool != "none" else body - empty
 
 
-# Floors (plain column only): what any pure-Python implementation pays on this interpreter before
-# doing anything, for comparison with the rows above.
-_CM = "class CM:\n    __slots__ = ()\n    def __enter__(self):\n        return self\n" \
-      "    def __exit__(self, t, v, tb):\n        pass\ncm = CM()\n"
-_H = "def h(message=None, color='blue', domain=None, category=None, payload=None):\n    pass\n"
-SHAPES.update({s.name: s for s in [
-    Shape("floor_with", "floor: with a no-op Python CM", "", "pass", "with cm:\n    pass",
-          libraries=(), plain_setup=_CM),
-    Shape("floor_call", "floor: no-op Python fn(5 defaults)", "", "pass", "h('x')",
-          libraries=(), plain_setup=_H),
-    # what counter.sample(v) cannot go below: a C method of one argument (METH_O), specialised
-    Shape("floor_c_method", "floor: C method call, set().discard(5)", "", "pass", "st.discard(5)",
-          libraries=(), plain_setup="st = set()\n"),
-]})
+# Each shape's floor (Shape.floor_setup, Shape.floor): its spelling with floor.c's no-op C objects,
+# each call the cheapest C callable of its arguments (none: METH_NOARGS, one positional: METH_O,
+# else METH_FASTCALL | METH_KEYWORDS, CPython specialises all three), a `with` on a C type built each
+# time or held, a decorated function a C object calling f. Domain and counter calls are method calls
+# of a floor object (the method's name costs nothing).
+_W = "annotate = F.Floor\n"
+_O = "o = F.Floor()\n"
+_D = "d = F.Floor()\n"
+_DA = _D + "attrs = d\n"
+_PO = _O + "push_range = o.one\npop_range = o.noargs\n"
+_PK = _O + "push_range = o.call\npop_range = o.noargs\n"
+_MO = _O + "mark = o.one\n"
+_MK = _O + "mark = o.call\n"
+_SO = _O + "start_range = o.one\nend_range = o.one\n"
+_SK = _O + "start_range = o.call\nend_range = o.one\n"
+_CP = _O + "push = o.one\npop = o.one\nslot = 0\n"
+_FLOORS = {  # shape: (floor setup, floor statement or "" for the body itself)
+    "decorated": (_F + "g = F.wrap(f)\n", ""),
+    "with_new": (_W, ""),
+    "with_reused": ("a = F.Floor('x')\n", ""),
+    "push_pop": (_PO, ""),
+    "mark": (_MO, ""),
+    "start_end": (_SO, ""),
+    "domain_attrs": (_DA, "d.one(attrs)\nd.noargs()"),
+    "with_color_kw": (_W, ""),
+    "with_color_pos": (_W, ""),
+    "with_full_kw": (_W, ""),
+    "with_full_pos": (_W, ""),
+    "with_payload": (_W + _I, ""),
+    "with_payload_float": (_W + _X, ""),
+    "with_fstring": (_W + _I, ""),
+    "decorated_args": (_FA + "g = F.wrap(f)\n", ""),
+    "push_pop_color_kw": (_PK, ""),
+    "push_pop_color_pos": (_PK, ""),
+    "push_pop_full_kw": (_O + "push_range = o.call\npop_range = o.call\n", ""),
+    "push_pop_payload": (_PK + _I, ""),
+    "push_pop_fstring": (_PO + _I, ""),
+    "mark_payload": (_MK + _I, ""),
+    "mark_payload_float": (_MK + _X, ""),
+    "mark_full_kw": (_MK, ""),
+    "mark_fstring": (_MO + _I, ""),
+    "start_end_kw": (_SK, ""),
+    "start_end_payload": (_SK + _I, ""),
+    "domain_kw": (_D, "d.call(message='x', color='red')\nd.noargs()"),
+    "domain_mark": (_DA, "d.one(attrs)"),
+    "domain_start_end": (_DA, "d.one(d.one(attrs))"),
+    "domain_payload": (_D + _I, "i += 1\nd.call(message='x', payload=i)"),
+    "mark_unbounded": (_MO + _N, ""),
+    "push_pop_unbounded": (_PO + _N, ""),
+    "with_unbounded": (_W + _N, ""),
+    "mark_twice": (_MO + _N, ""),
+    "with_twice": (_W + _N, ""),
+    "domain_attrs_per_call": (_D, "d.one(d.call(message='x'))"),
+    "int_sample": ("c = F.Floor()\n", "c.one(5)"),
+    "int_sample_bound": ("s = F.Floor().one\n", ""),
+    "float_sample": ("c = F.Floor()\n", "c.one(0.5)"),
+    "group_sample": ("g = F.Floor()\nv = (1, 2.0)\n", "g.one(v)"),
+    "mark_array": (_MK + _ARR, ""),
+    "with_array": (_W + _ARR, ""),
+    "mark_list": (_MK + "lst = list(range(16))\n", ""),
+    "profile": (_F + "from benchmarks.floor import Profile\nprofile = Profile(F)\n", ""),
+    "gil_kept": (_CP, ""),
+    "stock_cffi": (_CP, ""),
+}
+SHAPES = {name: shape._replace(floor_setup=_FLOORS[name][0], floor=_FLOORS[name][1])
+          for name, shape in SHAPES.items()}
 
 EMPTY = Shape("empty", "empty loop", "", "pass", "pass")
 
