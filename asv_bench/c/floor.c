@@ -17,7 +17,6 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <frameobject.h>
 #include <stddef.h>
 
 typedef struct {
