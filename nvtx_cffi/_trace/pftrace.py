@@ -23,7 +23,12 @@ Perfetto's UI and trace processor read it directly; it is ~10x smaller than the 
   before it on its incremental clock, or, earlier than that (another thread's sample, a batch's),
   its own time on the trace's clock (``timestamp_clock_id`` 3);
 * process and thread tracks (``TrackDescriptor`` with ``process``/``thread``) are described when
-  first used and again at the end with their final names.
+  first used and again at the end with their final names;
+* the packets go into the file zlib-compressed, about 1 MiB of them at a time, each lot as one
+  packet's ``compressed_packets`` (a ``Trace`` of its own, which the trace processor and the UI
+  inflate and read as if it stood there): a third to a fifth of the size. The lots end at batch
+  boundaries only, so the file's bytes do not depend on how a batch was encoded.
+  ``PerfettoWriter(..., compress=False)`` writes the packets as they are.
 
 Each (thread, domain) sequence is encoded in bulk: in C (c/shim/trace_decode.c, scalar payloads
 included), or, without the compiled module, with NumPy (varints by vectorised shifts, every
@@ -37,6 +42,7 @@ from __future__ import annotations
 
 import itertools
 import struct
+import zlib
 from typing import IO, Any, Dict, List, Optional, Tuple
 
 from .. import _bulk
@@ -141,6 +147,13 @@ class _Sequence:
 
 #: Interned entries per sequence before it starts over (bounds memory with unique names).
 _MAX_INTERNED = 1 << 16
+#: Packet bytes gathered before they are compressed into one ``compressed_packets`` packet (checked
+#: at the end of each batch): large enough for zlib to find the repeats, small enough to stream.
+COMPRESS_CHUNK = 1 << 20
+#: zlib's level: 3, the best of its fast levels, compresses a trace at ~170 MB/s, about as fast as the
+#: packets are encoded; 6 (its default) saves another tenth of the size in twice the time.
+_ZLIB_LEVEL = 3
+_COMPRESSED_PACKETS = 50  # TracePacket.compressed_packets
 
 
 @register("pftrace", ".pftrace", ".perfetto-trace")
@@ -149,11 +162,15 @@ class PerfettoWriter(StreamWriter):
 
     A conversion's :class:`~.writers.Writer`: :meth:`batch` (a :class:`~.pairing.PairedBatch`),
     ``sample`` (as :meth:`counter` per track), :meth:`finish`, :meth:`close` (``out`` too when
-    ``close=True``).
+    ``close=True``). ``compress=False`` writes the packets without wrapping them in zlib-compressed
+    ``compressed_packets``, for readers that do not inflate them.
     """
 
-    def __init__(self, out: IO[bytes], start_ns: int, close: bool = False) -> None:
+    def __init__(self, out: IO[bytes], start_ns: int, close: bool = False, *, compress: bool = True) -> None:
         super().__init__(out, start_ns, close)
+        self._compress = compress
+        self._pending: List[bytes] = []  # packets not yet compressed and written
+        self._pending_bytes = 0
         self.count = 0
         self._next_uuid = 1  # small uuids: 1-2 byte varints where events name their track
         self._sequences: Dict[Tuple[int, int, int], _Sequence] = {}
@@ -169,7 +186,20 @@ class PerfettoWriter(StreamWriter):
             6, _f_bytes(1, _f_varint(1, _MONOTONIC) + _f_varint(2, start_ns)) + _f_varint(2, _MONOTONIC))))
 
     def _write(self, data: bytes) -> None:
-        self._out.write(data)
+        if not self._compress:
+            self._out.write(data)
+            return
+        self._pending.append(data)
+        self._pending_bytes += len(data)
+
+    def _flush(self, at_least: int) -> None:
+        """Compress the pending packets into one packet and write it, if there are ``at_least`` bytes."""
+        if self._pending_bytes < max(at_least, 1):
+            return
+        packed = zlib.compress(b"".join(self._pending), _ZLIB_LEVEL)
+        self._pending.clear()
+        self._pending_bytes = 0
+        self._out.write(_packet(_f_bytes(_COMPRESSED_PACKETS, packed)))
 
     def _uuid(self) -> int:
         self._next_uuid += 1
@@ -227,6 +257,7 @@ class PerfettoWriter(StreamWriter):
             self._close_open(pb)
         if len(pb.asyncs):
             self._async_ranges(pb)
+        self._flush(COMPRESS_CHUNK)
 
     def _thread_events(self, pb: Any) -> None:
         b = pb.records
@@ -600,7 +631,12 @@ class PerfettoWriter(StreamWriter):
                 self._thread_track(pid, tid, name)
             else:
                 self._describe_thread(pid, tid, uuid, name)
+        self._flush(0)
         return self.count
+
+    def close(self) -> None:
+        self._flush(0)  # what an interrupted conversion had: still a readable trace
+        super().close()
 
 
 def _value_field(value: Any) -> bytes:

@@ -1,15 +1,16 @@
 """Read a ``.pftrace`` back with Perfetto's own message classes and rebuild what a viewer shows.
 
 Independent of the writer: written from Perfetto's trace_packet.proto / track_event.proto docs
-(incremental clocks, sequence defaults, interned data, SEQ_INCREMENTAL_STATE_CLEARED). Needs the
-``perfetto`` and ``protobuf`` packages (CPython test extras).
+(incremental clocks, sequence defaults, interned data, SEQ_INCREMENTAL_STATE_CLEARED, zlib
+``compressed_packets``). Needs the ``perfetto`` and ``protobuf`` packages (CPython test extras).
 """
 from __future__ import annotations
 
+import zlib
 from collections import defaultdict
 from typing import Any, Dict, List, Tuple
 
-__all__ = ["read_pftrace", "Perfetto"]
+__all__ = ["packets", "read_pftrace", "Perfetto"]
 
 
 class Perfetto:
@@ -34,20 +35,33 @@ class Perfetto:
         return self.threads[parent][:2]
 
 
+def packets(data: bytes) -> List[Any]:
+    """The trace's packets in order, those inside ``compressed_packets`` (zlib) in their place."""
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+    out = []
+    for p in pb.Trace.FromString(data).packet:
+        if p.HasField("compressed_packets"):
+            out.extend(packets(zlib.decompress(p.compressed_packets)))
+        else:
+            out.append(p)
+    return out
+
+
 def read_pftrace(path: str) -> Perfetto:
     from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
     with open(path, "rb") as f:
-        trace = pb.Trace.FromString(f.read())
+        trace = packets(f.read())
     out = Perfetto()
-    out.packets = len(trace.packet)
+    out.packets = len(trace)
     defaults: Dict[int, Any] = {}
     clocks: Dict[int, int] = {}  # seq -> current value of its incremental clock 64
     names: Dict[int, Dict[int, str]] = defaultdict(dict)
     categories: Dict[int, Dict[int, str]] = defaultdict(dict)
     ann_names: Dict[int, Dict[int, str]] = defaultdict(dict)
     ann_strings: Dict[int, Dict[int, str]] = defaultdict(dict)
-    for p in trace.packet:
+    for p in trace:
         seq = p.trusted_packet_sequence_id
         if p.sequence_flags & pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED:
             for table in (names, categories, ann_names, ann_strings):

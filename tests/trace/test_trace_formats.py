@@ -315,13 +315,52 @@ def test_pftrace_numpy_and_python_encoders_write_the_same_bytes(recording):
     outs = []
     for force_python in (False, True):
         buf = io.BytesIO()
-        w = PerfettoWriter(buf, source.start_ns)
+        w = PerfettoWriter(buf, source.start_ns, compress=False)  # the encoders' packets themselves
         if force_python:
             w._encode_numpy = lambda pb, seq, rows: w._encode_python(pb, seq, rows.tolist())
         for pb in pair_batches(source, Timeline()):
             w.batch(pb)
         outs.append(buf.getvalue())
     assert outs[0] == outs[1] and len(outs[0]) > 30 * NESTED
+
+
+def test_pftrace_packets_are_zlib_compressed_in_lots_that_inflate_to_the_plain_packets(recording, monkeypatch):
+    """What Perfetto's tokenizer needs of ``compressed_packets``: zlib data inflating to whole
+    ``TracePacket`` fields (tag 0x0a) and nothing else; together the same packets as without
+    compression, smaller; a lot ends only at a batch's end."""
+    zlib = pytest.importorskip("zlib")
+    pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
+    from nvtx_cffi._trace import pftrace
+    from nvtx_cffi._trace.model import Timeline
+    from nvtx_cffi._trace.pairing import pair_batches
+
+    _tmp, raw, _pid, _tid = recording
+    monkeypatch.setattr(pftrace, "COMPRESS_CHUNK", 4096)  # several lots from this small recording
+    monkeypatch.setattr(columns, "BATCH_EVENTS", 500)
+    outs, lots = {}, []
+    for compress in (False, True):
+        source = columns.open_recording(raw, numpy=columns.HAVE_NUMPY)
+        buf = io.BytesIO()
+        w = pftrace.PerfettoWriter(buf, source.start_ns, compress=compress)
+        timeline = Timeline()
+        for batch in pair_batches(source, timeline):
+            w.batch(batch)
+            if compress:
+                lots.append(len(buf.getvalue()))
+        w.finish(timeline)
+        outs[compress] = buf.getvalue()
+    plain, packed = outs[False], outs[True]
+    outer = pb.Trace.FromString(packed).packet
+    assert len(outer) > 2 and all(p.ListFields()[0][0].name == "compressed_packets" and len(p.ListFields()) == 1
+                                  for p in outer)
+    inflated = [zlib.decompress(p.compressed_packets) for p in outer]
+    assert all(chunk[0] == 0x0A for chunk in inflated)
+    assert b"".join(inflated) == plain
+    assert sum(len(c) for c in inflated[:-1]) >= 4096 * (len(outer) - 1)
+    assert len(packed) * 3 < len(plain)
+    # at most one lot per batch, written as it ends (sizes taken after each batch), and the rest at finish
+    grew = sum(after > before for before, after in zip([0] + lots, lots))
+    assert len(outer) == grew + (len(packed) > lots[-1])
 
 
 def _sqlite_rows(path):
