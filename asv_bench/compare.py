@@ -13,7 +13,8 @@ Each spelling of a call is also shown against the plainest spelling of the same 
 ("xplain": nvtx-cffi's cost over its cost for that one; the target is <= 2).
 Beside each shape, its floor: what the interpreter charges for the same spelling with no-op C
 objects in place of the library (``benchmarks/floor.py``), measured in nvtx-cffi's processes among
-its shapes. A shape below its target where nvtx's cost over that floor is below the target too is
+its shapes, plus what NVTX itself charges, with the same tool, for the calls the shape makes
+(``asv_bench/c/nvtx_cost.c``, from C). A shape below its target where nvtx's cost over that floor is below the target too is
 "at floor" (no library could meet it there); "cffi-floor" is nvtx-cffi's ns above the floor.
 The last two rows are the raw C push+pop of this shim (GIL kept) against the same shim built by
 stock CFFI (see ``benchmarks/stock_cffi.py``).
@@ -35,7 +36,7 @@ from typing import Dict, Optional
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from benchmarks import shapes  # noqa: E402
+from benchmarks import floor, shapes  # noqa: E402
 
 # Targets: nvtx / nvtx-cffi must be at least this, per tool ("identity": the decorator returns the
 # function itself). The first seven shapes have their own; every spelling users write has >= 4 without a tool
@@ -92,6 +93,11 @@ def child(library: str, tool: str, repeats: int, number: int) -> Dict:
     if library == "nvtx":
         info["version"] = getattr(module, "__version__", None) or _dist_version("nvtx")
     floor_module = _floor_module(info) if library == "nvtx_cffi" else None
+    if floor_module is not None:
+        try:
+            info["nvtx_cost"] = floor.nvtx_cost()
+        except NotImplementedError as exc:
+            info["floor_skipped"] = str(exc)
     timers = {"empty": shapes.Timer(shapes.EMPTY, None, plain=True)}
     for shape in shapes.SHAPES.values():
         if not shapes.shape_available(shape, library, module):
@@ -123,7 +129,6 @@ def child(library: str, tool: str, repeats: int, number: int) -> Dict:
 
 def _floor_module(info: Dict):
     """benchmarks/floor.py's module (built by the parent), or None with the reason in ``info``."""
-    from benchmarks import floor
     try:
         return floor.load()
     except NotImplementedError as exc:
@@ -170,11 +175,14 @@ def overhead(info: Optional[Dict], shape: str) -> Optional[float]:
 
 
 def floor_overhead(info: Optional[Dict], shape: str) -> Optional[float]:
-    """ns above the baseline of the shape's floor statement (measured beside nvtx-cffi's body)."""
+    """ns above the baseline of the shape's floor statement (measured beside nvtx-cffi's body), plus
+    NVTX's own cost of the shape's calls with the same tool (none where it could not be measured)."""
     entry = (info or {}).get("shapes", {}).get(shape)
     if entry is None or entry.get("floor") is None:
         return None
-    return entry["floor"] - entry["plain"]
+    cost = (info or {}).get("nvtx_cost") or {}
+    nvtx = sum(cost.get(kind, 0.0) * count for kind, count in floor.nvtx_calls(shape).items())
+    return entry["floor"] - entry["plain"] + nvtx
 
 
 def ratio(theirs: float, ours: float) -> float:
@@ -286,11 +294,11 @@ def main(argv=None) -> int:
         stock_cffi.load()
     except NotImplementedError as exc:
         print(f"stock CFFI row skipped: {exc}", file=sys.stderr)
-    try:  # and the floor module
-        from benchmarks import floor
+    try:  # and the floor module, and NVTX's cost program
         floor.load()
+        floor.nvtx_cost()
     except NotImplementedError as exc:
-        print(f"floor columns empty: {exc}", file=sys.stderr)
+        print(f"floor columns empty or without NVTX's own cost: {exc}", file=sys.stderr)
     if shapes.null_tool_path() is None:
         print("no null tool library (build nvtx_cffi or set NVTX_CFFI_NULL_TOOL): null-tool columns empty",
               file=sys.stderr)
@@ -302,7 +310,7 @@ def main(argv=None) -> int:
     print(f"# {platform.python_implementation()} {platform.python_version()}, nvtx "
           f"{nvtx_info.get('version') or 'not installed'}; ns above baseline per call "
           f"(thread CPU time, min of {args.repeats} x {args.number * shapes.UNROLL}); "
-          f"ratio = nvtx / nvtx-cffi; floor: the same spelling with no-op C objects")
+          f"ratio = nvtx / nvtx-cffi; floor: the same spelling with no-op C objects, plus NVTX's own calls from C")
     print(table(results))
     if args.asv:
         print()

@@ -7,6 +7,10 @@ so a library cannot be that much cheaper than another one there. Built with setu
 and cached in the temp directory per interpreter and source; benchmarks only, never part of the
 package.
 
+NVTX's own calls are the other part of every floor: :func:`nvtx_cost` runs ``asv_bench/c/nvtx_cost.c``
+(built with ``cc`` against the NVTX headers the package builds with) under the running process's
+tool and returns ns per call of each kind; :func:`nvtx_calls` says which calls a shape makes.
+
 >>> F = load()
 >>> with F.Floor("x", color="red") as cm:
 ...     cm.one(cm.call(1, b=2)) is cm.noargs() is None
@@ -18,18 +22,22 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import os
 import shutil
+import subprocess
 import sys
 import sysconfig
 import tempfile
 from types import ModuleType
-from typing import Optional
+from typing import Dict, Optional
 
-__all__ = ["load", "Profile"]
+__all__ = ["load", "nvtx_calls", "nvtx_cost", "Profile"]
 
 MODULE = "_nvtx_floor"
 SOURCE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "c", "floor.c")
+COST_SOURCE = os.path.join(os.path.dirname(SOURCE), "nvtx_cost.c")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 _loaded: Optional[ModuleType] = None
 
@@ -54,11 +62,15 @@ def load() -> ModuleType:
     return module
 
 
-def _build() -> str:
-    with open(SOURCE, "rb") as f:
+def _cache_dir(source: str) -> str:
+    with open(source, "rb") as f:
         digest = hashlib.sha256(f.read())
     digest.update(sys.version.encode() + sys.executable.encode())
-    cache = os.path.join(tempfile.gettempdir(), f"nvtx-cffi-floor-{digest.hexdigest()[:16]}")
+    return os.path.join(tempfile.gettempdir(), f"nvtx-cffi-floor-{digest.hexdigest()[:16]}")
+
+
+def _build() -> str:
+    cache = _cache_dir(SOURCE)
     target = os.path.join(cache, MODULE + (sysconfig.get_config_var("EXT_SUFFIX") or ".so"))
     if os.path.exists(target):
         return target
@@ -80,6 +92,51 @@ def _build() -> str:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return target
+
+
+def nvtx_calls(shape: str) -> Dict[str, int]:
+    """The NVTX calls an ideal library makes for one run of ``shape``'s statement, by kind.
+
+    >>> nvtx_calls("with_fstring"), nvtx_calls("domain_start_end"), nvtx_calls("mark_twice")
+    ({'push_pop': 1}, {'start_end': 1}, {'mark': 2})
+    """
+    twice = 2 if shape.endswith("_twice") else 1
+    if shape.startswith(("start_end", "domain_start_end")):
+        return {"start_end": twice}
+    if shape.startswith(("mark", "domain_mark", "domain_payload", "domain_attrs_per_call")):
+        return {"mark": twice}
+    if shape.startswith(("int_sample", "float_sample", "group_sample")):
+        return {"sample": twice}
+    return {"push_pop": twice}  # ranges: with, decorated calls, push/pop, Profile's calls, the C rows
+
+
+def nvtx_cost() -> Dict[str, float]:
+    """ns per NVTX call of each kind (``push_pop``, ``mark``, ``start_end``, ``sample``) with the
+    tool this process's environment names, from C. Raises NotImplementedError where it cannot be
+    built (no ``cc``, no NVTX headers)."""
+    try:
+        program = _build_cost()
+        out = subprocess.run([program], capture_output=True, text=True, check=True, timeout=120).stdout
+    except Exception as exc:  # a missing part of the floor: the column says so, the benchmarks go on
+        msg = f"cannot measure NVTX's own cost: {type(exc).__name__}: {exc}"
+        raise NotImplementedError(msg) from None
+    return json.loads(out)
+
+
+def _build_cost() -> str:
+    cache = _cache_dir(COST_SOURCE)
+    program = os.path.join(cache, "nvtx_cost")
+    if os.path.exists(program):
+        return program
+    spec = importlib.util.spec_from_file_location("build_ffi", os.path.join(ROOT, "build_ffi.py"))
+    build_ffi = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build_ffi)
+    os.makedirs(cache, exist_ok=True)
+    partial = f"{program}.{os.getpid()}"
+    subprocess.run(["cc", "-std=c11", "-O2", "-Wall", "-Wextra", "-I", build_ffi.nvtx_include_dir(), COST_SOURCE,
+                    "-o", partial, "-ldl"], check=True, capture_output=True, timeout=300)
+    os.replace(partial, program)  # atomic: concurrent builders both end whole
+    return program
 
 
 class Profile:

@@ -29,6 +29,19 @@ def _in_compare(program: str, data) -> str:
     return done.stdout
 
 
+def test_a_floor_adds_nvtx_own_cost_of_the_calls_its_shape_makes():
+    """The floor column: the no-op spelling's ns above the baseline plus, per NVTX call the shape
+    makes, what nvtx_cost.c measured from C with the same tool; without that measurement, the
+    spelling alone."""
+    cost = {"push_pop": 3.0, "mark": 2.0, "start_end": 8.0, "sample": 1.5}
+    entries = {name: {"plain": 10.0, "body": 50.0, "floor": 14.0}
+               for name in ("with_new", "mark_twice", "domain_start_end", "int_sample")}
+    program = ("print(json.dumps([compare.floor_overhead(data, n) for n in "
+               "('with_new', 'mark_twice', 'domain_start_end', 'int_sample')]))")
+    assert json.loads(_in_compare(program, {"shapes": entries, "nvtx_cost": cost})) == [7.0, 8.0, 12.0, 5.5]
+    assert json.loads(_in_compare(program, {"shapes": entries})) == [4.0, 4.0, 4.0, 4.0]
+
+
 def test_the_verdict_is_at_floor_only_where_the_floor_itself_misses_the_target():
     cases = [  # target, nvtx-cffi, nvtx, floor (ns above the baseline)
         (4, 10.0, 80.0, 5.0),   # met: 8x
@@ -106,6 +119,8 @@ def test_a_quick_run_measures_a_floor_for_every_shape(tmp_path):
         missing = [name for name, entry in measured.items() if entry.get("body") is not None
                    and not isinstance(entry.get("floor"), float)]
         assert not missing, (tool, missing)
+        cost = results[f"nvtx_cffi/{tool}"]["nvtx_cost"]
+        assert sorted(cost) == ["mark", "push_pop", "sample", "start_end"] and min(cost.values()) > 0, cost
     table = done.stdout.splitlines()[3:]
     assert table, done.stdout
     for line in table:
