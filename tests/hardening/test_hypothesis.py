@@ -12,11 +12,13 @@ Examples per property: 150 by default, ``NVTX_CFFI_HYPOTHESIS_EXAMPLES`` or ``-m
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import operator
 import os
 import re
+import warnings
 from decimal import Decimal
 from fractions import Fraction
 
@@ -33,6 +35,7 @@ import nvtx_cffi as nvtx
 from support.hardening import attached_here, opted_in_slow, run_pytest_child  # noqa: F401 (fixture)
 from nvtx_cffi import recorder
 from nvtx_cffi._colors import CSS_COLORS, NVTX_COLORS
+from nvtx_cffi.nvtx import NvtxWarning
 from nvtx_cffi._validate import ArgumentRangeError
 
 INNER = attached_here()
@@ -122,6 +125,7 @@ class Expect:
     def __init__(self) -> None:
         self.errors = {}  # argument name -> exception type
         self.fields = {}
+        self.warning = None  # the NvtxWarning's text, for a payload that is left out
 
     def bad(self, argument: str, error: type) -> None:
         self.errors[argument] = error
@@ -255,6 +259,21 @@ def model_payload(payload, expect: Expect) -> None:
     else:
         # str, Decimal, complex, ...: nvtx warns and sends the event without a payload.
         expect.fields["payload"] = (None, None)
+        expect.warning = f"Unsupported payload type: {type(payload)}."
+        if type(payload) in (list, tuple, range, bytes):  # only without NumPy
+            expect.warning += " Install numpy for extended payload support."
+
+
+@contextlib.contextmanager
+def payload_warnings(expect: Expect):
+    """The block's NvtxWarnings against the model, where the call went through: the one
+    ``expect.warning`` names (however often the payload was looked at), none otherwise."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", NvtxWarning)
+        yield
+    if not expect.errors:
+        texts = {str(w.message) for w in caught if issubclass(w.category, NvtxWarning)}
+        assert texts == ({expect.warning} if expect.warning else set()), texts
 
 
 def model(message, color, domain, category, payload, *, default_color) -> Expect:
@@ -373,7 +392,7 @@ def _module_calls(op, message, color, domain, category, payload, repeat):
     expect = model(message, color, domain, category, payload,
                    default_color=None if op == "start_range" else "blue")
     for _ in range(repeat):  # the second call takes the cached (hot) path
-        with recorder.capture() as events:
+        with recorder.capture() as events, payload_warnings(expect):
             try:
                 result = getattr(nvtx, op)(**kwargs)
             except (TypeError, ValueError, OverflowError) as exc:
@@ -418,7 +437,7 @@ def _annotate(message, color, domain, category, payload, how):
     expect = model(message, color, domain, category, payload, default_color=None)
     if not how.startswith("with") and message in (MISSING, None) and not expect.errors:
         expect.fields["message"] = "decorated"  # the function's __name__
-    with recorder.capture() as events:
+    with recorder.capture() as events, payload_warnings(expect):
         try:
             if how == "with thrice, positional":  # the third call is answered by the call-site table
                 args = [kwargs.get(name) for name in ("message", "color", "domain", "category", "payload")]
@@ -555,7 +574,7 @@ def _domain_api(domain, message, color, category, payload, new_color, op, regist
     assert "domain" not in expect.errors
     assert d is nvtx.get_domain(domain) and d.name == domain
     kwargs = call_kwargs(color=color, category=category, payload=payload)
-    with recorder.capture() as events:
+    with recorder.capture() as events, payload_warnings(expect):
         try:
             if registered:
                 text = d.get_registered_string(message)
