@@ -495,7 +495,86 @@ def _pair_native(native: Any, b: RecordBatch, pp: Any, nc: int, kind: Any, g: An
 
 
 def _pair_async(b: RecordBatch, state: Tuple[dict, dict], strings: List[str], tl: Timeline) -> Columns:
-    """Start/end pairing, shared by both backends: record order, ends may wait for their start."""
+    """Start/end pairing: record order, ends may wait for their start. ``state``: the starts still
+    open and the ends still waiting, by (domain, range id), carried from batch to batch."""
+    if b.numpy:
+        native = _native_keys()
+        if native is not None:
+            return _pair_async_native(native, b, state, strings, tl)
+    return _pair_async_rows(b, state, strings, tl)
+
+
+def _native_keys() -> Any:
+    """``(ffi, lib)`` of the CFFI module when it has the C start/end pairing (nvtxcffi_pair_keys) too,
+    else None."""
+    native = _native()
+    return native if native is not None and hasattr(native[1], "nvtxcffi_pair_keys") else None
+
+
+def _pair_async_native(native: Any, b: RecordBatch, state: Tuple[dict, dict], strings: Any, tl: Timeline) -> Columns:
+    """:func:`_pair_async_rows`' pairing in C (a hash table of the pending rows), NumPy columns out.
+    What ``state`` carries in for a range id of this batch goes first, as the rows that made it."""
+    np = _np
+    ffi, lib = native
+    opened, early = state
+    se = np.flatnonzero((b.kind == START) | (b.kind == END))
+    if not len(se):
+        return Columns(ASYNC_FIELDS, [[] for _ in ASYNC_FIELDS])
+    names = ("kind", "tid", "time", "domain", "arg", "text", "category", "color", "has_color", "ptype", "payload")
+    cols = [getattr(b, name)[se] for name in names]
+    if opened or early:
+        keys = [*opened, *early]
+        rids = np.fromiter((rid for _dom, rid in keys), dtype=np.uint64, count=len(keys))
+        # (a carried row whose domain differs pairs with nothing here: it goes back as it came)
+        wanted = [keys[j] for j in np.flatnonzero(np.isin(rids, cols[4])).tolist()]
+        if wanted:
+            rows = []
+            for key in wanted:
+                r = opened.pop(key, None)
+                if r is not None:
+                    tid, t, text, cat, color, has, ptype, payload = r
+                    rows.append((START, tid, t, key[0], key[1], _intern(strings, text), cat, color, has, ptype,
+                                 payload))
+                else:
+                    t, tid = early.pop(key)
+                    rows.append((END, tid, t, key[0], key[1], 0, 0, 0, 0, 0, 0))
+            cols = [np.concatenate([np.asarray(c, dtype=np.uint64 if name in ("arg", "payload") else np.int64), col])
+                    for c, col, name in zip(zip(*rows), cols, names)]
+    kind, tid, time, dom, rid, text, cat, color, has, ptype, payload = cols
+    n = len(kind)
+    is_start = np.ascontiguousarray(kind == START, dtype=np.uint8)
+    dom32 = np.ascontiguousarray(dom, dtype=np.uint32)
+    rid64 = np.ascontiguousarray(rid, dtype=np.uint64)
+    time64 = np.ascontiguousarray(time, dtype=np.int64)
+    capacity = 1 << (2 * n).bit_length()
+    table = np.empty(capacity, dtype=np.int64)
+    row_state = np.empty(n, dtype=np.uint8)
+    start_of = np.empty(n, dtype=np.int64)
+    end_of = np.empty(n, dtype=np.int64)
+    unmatched = ffi.new("int64_t *")
+
+    def buf(a: Any, ctype: str) -> Any:
+        return ffi.from_buffer(ctype + "[]", a)
+
+    pairs = lib.nvtxcffi_pair_keys(buf(is_start, "uint8_t"), buf(dom32, "uint32_t"), buf(rid64, "uint64_t"),
+                                   buf(time64, "int64_t"), n, buf(table, "int64_t"), capacity,
+                                   buf(row_state, "uint8_t"), buf(start_of, "int64_t"), buf(end_of, "int64_t"),
+                                   unmatched)
+    tl.unmatched_ends += unmatched[0]
+    si, ei = start_of[:pairs], end_of[:pairs]
+    for i in np.flatnonzero(row_state).tolist():  # what is left open or waiting: carried on
+        key = (int(dom[i]), int(rid[i]))
+        if row_state[i] == 2:
+            opened[key] = (int(tid[i]), int(time[i]), strings[int(text[i])], int(cat[i]), int(color[i]),
+                           int(has[i]), int(ptype[i]), int(payload[i]))
+        else:
+            early[key] = (int(time[i]), int(tid[i]))
+    return Columns(ASYNC_FIELDS, [tid[si], tid[ei], time[si], time[ei], rid[si], text[si], dom[si], cat[si],
+                                  color[si], has[si], ptype[si], payload[si]])
+
+
+def _pair_async_rows(b: RecordBatch, state: Tuple[dict, dict], strings: List[str], tl: Timeline) -> Columns:
+    """The start/end pairing one row at a time (the Python source's, and without the compiled module)."""
     opened, early = state
     if b.numpy:
         se = _np.flatnonzero((b.kind == START) | (b.kind == END))
