@@ -529,12 +529,15 @@ def _pair_async_native(native: Any, b: RecordBatch, state: Tuple[dict, dict], st
         wanted = [keys[j] for j in np.flatnonzero(np.isin(rids, cols[4])).tolist()]
         if wanted:
             rows = []
+            text_ids: Dict[Optional[str], int] = {}  # a text once, however many ranges it names
             for key in wanted:
                 r = opened.pop(key, None)
                 if r is not None:
                     tid, t, text, cat, color, has, ptype, payload = r
-                    rows.append((START, tid, t, key[0], key[1], _intern(strings, text), cat, color, has, ptype,
-                                 payload))
+                    text_id = text_ids.get(text)
+                    if text_id is None:
+                        text_id = text_ids[text] = _intern(strings, text)
+                    rows.append((START, tid, t, key[0], key[1], text_id, cat, color, has, ptype, payload))
                 else:
                     t, tid = early.pop(key)
                     rows.append((END, tid, t, key[0], key[1], 0, 0, 0, 0, 0, 0))
