@@ -18,8 +18,9 @@ Two implementations give the same batches, in the same order:
   Pushes still open at the end of a batch are carried into the next one.
 * Pure Python (PyPy, no NumPy): a stack per (thread, domain), one record at a time.
 
-Start/end ranges are paired by one shared Python routine in both (they are few; their order
-across threads needs the waiting logic). Memory: one batch, plus what is open.
+Start/end ranges are paired in record order, an end waiting for its start: in C where the CFFI
+module has the helper (a hash table of the starts still open and the ends still waiting, by
+(domain, range id)), else one record at a time in Python. Memory: one batch, plus what is open.
 """
 from __future__ import annotations
 
