@@ -527,23 +527,20 @@ def _pair_async_native(native: Any, b: RecordBatch, state: Tuple[dict, dict], st
         keys = [*opened, *early]
         rids = np.fromiter((rid for _dom, rid in keys), dtype=np.uint64, count=len(keys))
         # (a carried row whose domain differs pairs with nothing here: it goes back as it came)
-        wanted = [keys[j] for j in np.flatnonzero(np.isin(rids, cols[4])).tolist()]
-        if wanted:
-            rows = []
-            text_ids: Dict[Optional[str], int] = {}  # a text once, however many ranges it names
-            for key in wanted:
-                r = opened.pop(key, None)
-                if r is not None:
-                    tid, t, text, cat, color, has, ptype, payload = r
-                    text_id = text_ids.get(text)
-                    if text_id is None:
-                        text_id = text_ids[text] = _intern(strings, text)
-                    rows.append((START, tid, t, key[0], key[1], text_id, cat, color, has, ptype, payload))
-                else:
-                    t, tid = early.pop(key)
-                    rows.append((END, tid, t, key[0], key[1], 0, 0, 0, 0, 0, 0))
+        hits = np.flatnonzero(np.isin(rids, cols[4]))
+        if len(hits):
+            open_keys = [keys[j] for j in hits[hits < len(opened)].tolist()]
+            early_keys = [keys[j] for j in hits[hits >= len(opened)].tolist()]
+            starts = list(zip(*[opened.pop(key) for key in open_keys])) or [()] * 8
+            ends = list(zip(*[early.pop(key) for key in early_keys])) or [(), ()]
+            text_ids = {text: _intern(strings, text) for text in dict.fromkeys(starts[2])}  # each text once
+            none = [0] * len(early_keys)
+            kk = open_keys + early_keys
+            carried = ([START] * len(open_keys) + [END] * len(early_keys), [*starts[0], *ends[1]],
+                       [*starts[1], *ends[0]], [k[0] for k in kk], [k[1] for k in kk],
+                       [*map(text_ids.__getitem__, starts[2]), *none], *([*c, *none] for c in starts[3:]))
             cols = [np.concatenate([np.asarray(c, dtype=np.uint64 if name in ("arg", "payload") else np.int64), col])
-                    for c, col, name in zip(zip(*rows), cols, names)]
+                    for c, col, name in zip(carried, cols, names)]
     kind, tid, time, dom, rid, text, cat, color, has, ptype, payload = cols
     n = len(kind)
     is_start = np.ascontiguousarray(kind == START, dtype=np.uint8)
@@ -566,13 +563,17 @@ def _pair_async_native(native: Any, b: RecordBatch, state: Tuple[dict, dict], st
                                    unmatched)
     tl.unmatched_ends += unmatched[0]
     si, ei = start_of[:pairs], end_of[:pairs]
-    for i in np.flatnonzero(row_state).tolist():  # what is left open or waiting: carried on
-        key = (int(dom[i]), int(rid[i]))
-        if row_state[i] == 2:
-            opened[key] = (int(tid[i]), int(time[i]), strings[int(text[i])], int(cat[i]), int(color[i]),
-                           int(has[i]), int(ptype[i]), int(payload[i]))
-        else:
-            early[key] = (int(time[i]), int(tid[i]))
+    # what is left open or waiting: carried on (a key each), its text as a string
+    left = np.flatnonzero(row_state == 2)
+    if len(left):
+        uniq, inverse = np.unique(text[left], return_inverse=True)
+        names = [strings[t] for t in uniq.tolist()]
+        opened.update(zip(zip(dom[left].tolist(), rid[left].tolist()),
+                          zip(tid[left].tolist(), time[left].tolist(), [names[j] for j in inverse.reshape(-1).tolist()],
+                              *(c[left].tolist() for c in (cat, color, has, ptype, payload)))))
+    left = np.flatnonzero(row_state == 3)
+    if len(left):
+        early.update(zip(zip(dom[left].tolist(), rid[left].tolist()), zip(time[left].tolist(), tid[left].tolist())))
     return Columns(ASYNC_FIELDS, [tid[si], tid[ei], time[si], time[ei], rid[si], text[si], dom[si], cat[si],
                                   color[si], has[si], ptype[si], payload[si]])
 
