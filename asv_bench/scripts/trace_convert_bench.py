@@ -15,8 +15,10 @@ both rows of a format see the same load.
 
 ``--shape``: what the program records, N of them: ``ranges`` (default: ``examples/many_ranges.py N``,
 push/pop ranges with a colour), ``payload`` (``with nvtx.annotate("step", payload=i)``), ``marks``
-(``nvtx.mark("tick", payload=i)``), or several, comma-separated: each recorded, then converted,
-in one table (``--keep DIR`` keeps them in ``DIR/<shape>``). ``mixed``: N events in all from two
+(``nvtx.mark("tick", payload=i)``), ``startend`` (N events: ``nvtx.start_range("job")``, each
+ended by ``nvtx.end_range`` on a second thread, a thousand at a time), or several,
+comma-separated: each recorded, then converted, in one table (``--keep DIR`` keeps them in
+``DIR/<shape>``). ``mixed``: N events in all from two
 processes recording at once, 3 threads each: a C program (``asv_bench/c/trace_client.c``, 9/10 of
 the events: ranges ``step`` and marks ``tick`` with an int64 payload, a mark after each range) and a
 Python one (1/10: one thread ``with nvtx.annotate("step", payload=i)``, one ``nvtx.mark("tick",
@@ -89,6 +91,21 @@ SHAPES = {
     "payload": "import sys, nvtx_cffi as nvtx\nfor i in range(int(sys.argv[1])):\n"
                "    with nvtx.annotate('step', payload=i):\n        pass\n",
     "marks": "import sys, nvtx_cffi as nvtx\nfor i in range(int(sys.argv[1])):\n    nvtx.mark('tick', payload=i)\n",
+    # start/end ranges that end on another thread: N events, the ranges of each 1000 ended by a second thread
+    "startend": """import sys, threading, queue, nvtx_cffi as nvtx
+n = int(sys.argv[1]) // 2
+chunks = queue.Queue()
+def end_them():
+    for chunk in iter(chunks.get, None):
+        for rid in chunk:
+            nvtx.end_range(rid)
+ender = threading.Thread(target=end_them)
+ender.start()
+for at in range(0, n, 1000):
+    chunks.put([nvtx.start_range("job") for _ in range(at, min(n, at + 1000))])
+chunks.put(None)
+ender.join()
+""",
     # the Python half of --shape mixed: N events, a third from each thread
     "mixed": """import sys, threading, nvtx_cffi as nvtx
 n = int(sys.argv[1]) // 3

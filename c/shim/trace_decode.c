@@ -121,6 +121,64 @@ static int64_t pair_stacks(const uint8_t *kind, const int64_t *group, int64_t n,
     return pairs;
 }
 
+enum { KEY_EMPTY = -1, KEY_GONE = -2 };
+
+/* The slot of the pending row of key (domain, range_id) in an open-addressing table (linear
+ * probing, deleted slots KEY_GONE), or, when it has none, the slot where one goes (*found 0). */
+static int64_t key_slot(const int64_t *table, int64_t mask, const uint32_t *domain, const uint64_t *range_id,
+                        uint32_t dom, uint64_t rid, int *found)
+{
+    uint64_t h = (rid ^ ((uint64_t)dom << 40) ^ (rid >> 29)) * 0x9E3779B97F4A7C15ULL;
+    int64_t slot = (int64_t)(h >> 20) & mask;
+    int64_t free_slot = -1;
+    for (;; slot = (slot + 1) & mask) {
+        int64_t row = table[slot];
+        if (row == KEY_EMPTY) {
+            *found = 0;
+            return free_slot >= 0 ? free_slot : slot;
+        }
+        if (row == KEY_GONE) {
+            if (free_slot < 0)
+                free_slot = slot;
+        } else if (range_id[row] == rid && domain[row] == dom) {
+            *found = 1;
+            return slot;
+        }
+    }
+}
+
+static int64_t pair_keys(const uint8_t *is_start, const uint32_t *domain, const uint64_t *range_id,
+                         const int64_t *time, int64_t n, int64_t *table, int64_t capacity, uint8_t *state,
+                         int64_t *start_of, int64_t *end_of, int64_t *unmatched)
+{
+    int64_t pairs = 0;
+    int64_t mask = capacity - 1;
+    for (int64_t s = 0; s < capacity; s++)
+        table[s] = KEY_EMPTY;
+    *unmatched = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int found;
+        int64_t slot = key_slot(table, mask, domain, range_id, domain[i], range_id[i], &found);
+        int64_t other = found ? table[slot] : -1;
+        state[i] = 0;
+        if (other >= 0 && is_start[i] != is_start[other] && (!is_start[i] || time[other] >= time[i])) {
+            state[other] = 0;
+            start_of[pairs] = is_start[i] ? i : other;
+            end_of[pairs++] = is_start[i] ? other : i;
+            table[slot] = KEY_GONE;
+            continue;
+        }
+        if (other >= 0) {
+            if (is_start[i] && !is_start[other])
+                ++*unmatched; /* an end from before this start: not its end */
+            state[other] = 0;
+        }
+        state[i] = is_start[i] ? 2 : 3;
+        table[slot] = i;
+    }
+    return pairs;
+}
+
 static int varint_len(uint64_t v)
 {
     int n = 1;
@@ -148,10 +206,8 @@ static uint8_t *put_fixed64(uint8_t *p, uint64_t v)
     return p;
 }
 
-/* Trace{packet: TracePacket{timestamp: stamp, [timestamp_clock_id: 3 (MONOTONIC), where
- * on_monotonic], track_event: the te_len bytes te, then the seq bytes}}; returns the end. */
-static uint8_t *put_packet(uint8_t *p, uint64_t stamp, int on_monotonic, const uint8_t *te, uint64_t te_len,
-                           const uint8_t *seq, int64_t seq_len)
+/* What put_packet writes before the te_len bytes of its track event; returns where they go. */
+static uint8_t *put_packet_head(uint8_t *p, uint64_t stamp, int on_monotonic, uint64_t te_len, int64_t seq_len)
 {
     uint64_t pk_len = 1 + (uint64_t)varint_len(stamp) + (on_monotonic ? 3 : 0) + 1 + (uint64_t)varint_len(te_len)
                       + te_len + (uint64_t)seq_len;
@@ -165,11 +221,117 @@ static uint8_t *put_packet(uint8_t *p, uint64_t stamp, int on_monotonic, const u
         *p++ = 0x03;
     }
     *p++ = 0x5a;
-    p = put_varint(p, te_len);
+    return put_varint(p, te_len);
+}
+
+/* Trace{packet: TracePacket{timestamp: stamp, [timestamp_clock_id: 3 (MONOTONIC), where
+ * on_monotonic], track_event: the te_len bytes te, then the seq bytes}}; returns the end. */
+static uint8_t *put_packet(uint8_t *p, uint64_t stamp, int on_monotonic, const uint8_t *te, uint64_t te_len,
+                           const uint8_t *seq, int64_t seq_len)
+{
+    p = put_packet_head(p, stamp, on_monotonic, te_len, seq_len);
     memcpy(p, te, te_len);
     p += te_len;
     memcpy(p, seq, (size_t)seq_len);
     return p + seq_len;
+}
+
+static uint8_t *put_bytes(uint8_t *p, const void *data, size_t len)
+{
+    memcpy(p, data, len);
+    return p + len;
+}
+
+/* DebugAnnotation{name: "payload", int_value | uint_value | double_value}, as pftrace_events spells
+ * its value (NVTXCFFI_VALUE_*); 0 bytes for none. put: write it (else only its length). */
+static uint64_t payload_annotation(uint8_t **at, int put, uint8_t kind, uint64_t value)
+{
+    if (kind == NVTXCFFI_VALUE_NONE)
+        return 0;
+    uint64_t field = kind == NVTXCFFI_VALUE_DOUBLE ? 9 : 1 + (uint64_t)varint_len(value);
+    if (put) {
+        uint8_t *p = *at;
+        *p++ = 0x22;
+        *p++ = (uint8_t)(9 + field);
+        p = put_bytes(p, "\x52\x07payload", 9);
+        if (kind == NVTXCFFI_VALUE_DOUBLE) {
+            *p++ = 0x29;
+            p = put_fixed64(p, value);
+        } else {
+            *p++ = kind == NVTXCFFI_VALUE_UINT ? 0x18 : 0x20;
+            p = put_varint(p, value);
+        }
+        *at = p;
+    }
+    return 2 + 9 + field;
+}
+
+static int64_t pftrace_async(int64_t n, uint64_t first_track, uint64_t process, const uint8_t *names,
+                             const int64_t *name_start, const int64_t *name_len, const uint8_t *styles,
+                             const int64_t *style_start, const int64_t *style_len, const uint8_t *value_kind,
+                             const uint64_t *value, const uint64_t *range_id, const int64_t *start,
+                             const int64_t *end, int unterminated, const uint8_t *seq, int64_t seq_len,
+                             uint8_t *out, int64_t capacity)
+{
+    static const uint8_t unterminated_annotation[] = "\x22\x10\x52\x0cunterminated\x10\x01";
+    uint8_t *p = out;
+    if (seq_len < 0 || seq_len > 64)
+        return -1;
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t track = first_track + (uint64_t)i;
+        uint64_t nlen = (uint64_t)name_len[i];
+        const uint8_t *name = names + name_start[i];
+        if ((p - out) + NVTXCFFI_PFTRACE_ASYNC_MAX + 3 * seq_len + 2 * name_len[i] + style_len[i] > capacity)
+            return -1;
+        /* TracePacket{seq, track_descriptor (60): {uuid (1), parent_uuid (5), name (2)}} */
+        uint64_t desc_len = 1 + (uint64_t)varint_len(track) + 1 + (uint64_t)varint_len(process) + 1
+                            + (uint64_t)varint_len(nlen) + nlen;
+        *p++ = 0x0a;
+        p = put_varint(p, (uint64_t)seq_len + 2 + (uint64_t)varint_len(desc_len) + desc_len);
+        p = put_bytes(p, seq, (size_t)seq_len);
+        *p++ = 0xe2;
+        *p++ = 0x03;
+        p = put_varint(p, desc_len);
+        *p++ = 0x08;
+        p = put_varint(p, track);
+        *p++ = 0x28;
+        p = put_varint(p, process);
+        *p++ = 0x12;
+        p = put_varint(p, nlen);
+        p = put_bytes(p, name, nlen);
+        /* TrackEvent{type: BEGIN, track_uuid (11), name (23), the style, payload, range_id} */
+        uint64_t rid_len = 11 + (uint64_t)varint_len(range_id[i]);
+        uint64_t te_len = 2 + 1 + (uint64_t)varint_len(track) + 2 + (uint64_t)varint_len(nlen) + nlen
+                          + (uint64_t)style_len[i] + payload_annotation(NULL, 0, value_kind[i], value[i])
+                          + 2 + rid_len;
+        p = put_packet_head(p, (uint64_t)start[i], 1, te_len, seq_len);
+        *p++ = 0x48;
+        *p++ = 0x01;
+        *p++ = 0x58;
+        p = put_varint(p, track);
+        *p++ = 0xba;
+        *p++ = 0x01;
+        p = put_varint(p, nlen);
+        p = put_bytes(p, name, nlen);
+        p = put_bytes(p, styles + style_start[i], (size_t)style_len[i]);
+        payload_annotation(&p, 1, value_kind[i], value[i]);
+        *p++ = 0x22;
+        *p++ = (uint8_t)rid_len;
+        p = put_bytes(p, "\x52\x08range_id\x18", 11);
+        p = put_varint(p, range_id[i]);
+        p = put_bytes(p, seq, (size_t)seq_len);
+        /* TrackEvent{type: END, track_uuid, [unterminated]} */
+        te_len = 2 + 1 + (uint64_t)varint_len(track) + (unterminated ? sizeof unterminated_annotation - 1 : 0);
+        p = put_packet_head(p, (uint64_t)end[i], 1, te_len, seq_len);
+        *p++ = 0x48;
+        *p++ = 0x02;
+        *p++ = 0x58;
+        p = put_varint(p, track);
+        if (unterminated)
+            p = put_bytes(p, unterminated_annotation, sizeof unterminated_annotation - 1);
+        p = put_bytes(p, seq, (size_t)seq_len);
+    }
+    return (int64_t)(p - out);
 }
 
 /* A TrackEvent's bytes at most: type, name, category, colour and payload, each field's varint at
@@ -293,6 +455,18 @@ int64_t nvtxcffi_pair_stacks(const uint8_t *kind, const int64_t *group, int64_t 
     return result;
 }
 
+int64_t nvtxcffi_pair_keys(const uint8_t *is_start, const uint32_t *domain, const uint64_t *range_id,
+                           const int64_t *time, int64_t n, int64_t *table, int64_t capacity, uint8_t *state,
+                           int64_t *start_of, int64_t *end_of, int64_t *unmatched)
+{
+    int64_t result;
+    if (capacity <= n || (capacity & (capacity - 1)))
+        return -1;
+    WITHOUT_GIL(n, result = pair_keys(is_start, domain, range_id, time, n, table, capacity, state, start_of, end_of,
+                                      unmatched));
+    return result;
+}
+
 int64_t nvtxcffi_pftrace_events(int64_t n, const uint64_t *dt, const uint64_t *ev_type, const uint8_t *named,
                                 const uint64_t *name_iid, const uint64_t *cat_iid, const uint8_t *has_color,
                                 const uint64_t *color_iid, const uint8_t *value_kind, const uint64_t *value,
@@ -310,6 +484,20 @@ int64_t nvtxcffi_pftrace_counters(int64_t n, const uint64_t *stamp, const uint8_
 {
     int64_t result;
     WITHOUT_GIL(n, result = pftrace_counters(n, stamp, absolute, track, value, seq, seq_len, out, capacity));
+    return result;
+}
+
+int64_t nvtxcffi_pftrace_async(int64_t n, uint64_t first_track, uint64_t process, const uint8_t *names,
+                               const int64_t *name_start, const int64_t *name_len, const uint8_t *styles,
+                               const int64_t *style_start, const int64_t *style_len, const uint8_t *value_kind,
+                               const uint64_t *value, const uint64_t *range_id, const int64_t *start,
+                               const int64_t *end, int unterminated, const uint8_t *seq, int64_t seq_len,
+                               uint8_t *out, int64_t capacity)
+{
+    int64_t result;
+    WITHOUT_GIL(n, result = pftrace_async(n, first_track, process, names, name_start, name_len, styles, style_start,
+                                          style_len, value_kind, value, range_id, start, end, unterminated, seq,
+                                          seq_len, out, capacity));
     return result;
 }
 

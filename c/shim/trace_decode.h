@@ -32,6 +32,18 @@ int64_t nvtxcffi_pair_stacks(const uint8_t *kind, const int64_t *group, int64_t 
                              int64_t *top, int64_t *below, int64_t *level, uint8_t *state, int64_t *push_of,
                              int64_t *pop_of);
 
+/* Start/end pairing (nvtx_cffi/_trace/pairing.py, _pair_async), rows in record order: is_start[i] 1
+ * for a start, 0 for an end, matched by the key (domain[i], range_id[i]). An end takes the open
+ * start of its key, else waits for a start (replacing an end that waited before it); a start takes
+ * the end that waits for its key when that end is not earlier than itself (an earlier one is
+ * counted in *unmatched and dropped), else opens (replacing a start still open). Pairs go out in
+ * the order of their second row: start_of[k], end_of[k]; returns their number. state[i]: 2 for a
+ * start still open at the end, 3 for an end still waiting, 0 otherwise. table (capacity slots, a
+ * power of two above n) is scratch; -1 when it is not. */
+int64_t nvtxcffi_pair_keys(const uint8_t *is_start, const uint32_t *domain, const uint64_t *range_id,
+                           const int64_t *time, int64_t n, int64_t *table, int64_t capacity, uint8_t *state,
+                           int64_t *start_of, int64_t *end_of, int64_t *unmatched);
+
 /* Perfetto TracePackets of thread track events (nvtx_cffi/_trace/pftrace.py, _encode_numpy): per
  * row i, TracePacket{timestamp (delta): dt[i], track_event: TrackEvent{type: ev_type[i],
  * [name_iid], [category_iids], [debug annotation {name_iid 1, string_value_iid color_iid}],
@@ -62,6 +74,24 @@ int64_t nvtxcffi_pftrace_events(int64_t n, const uint64_t *dt, const uint64_t *e
 int64_t nvtxcffi_pftrace_counters(int64_t n, const uint64_t *stamp, const uint8_t *absolute, const uint64_t *track,
                                   const uint64_t *value, const uint8_t *seq, int64_t seq_len, uint8_t *out,
                                   int64_t capacity);
+
+/* Perfetto TracePackets of start/end ranges (nvtx_cffi/_trace/pftrace.py, PerfettoWriter._async_ranges):
+ * per row i, on the sequence of the `seq` bytes, three packets: the TrackDescriptor of the range's
+ * own track (uuid first_track + i, child of the track `process`, named name i: the name_len[i]
+ * bytes at names + name_start[i]); the TYPE_SLICE_BEGIN at start[i] (on the MONOTONIC clock) with
+ * the track, the name, the style_len[i] bytes at styles + style_start[i] (the categories and the
+ * colour annotation, as they are), the "payload" annotation (value_kind[i] and value[i] as
+ * nvtxcffi_pftrace_events takes them) and the "range_id" one (range_id[i]); the TYPE_SLICE_END at
+ * end[i], with an "unterminated: true" annotation where `unterminated`. Returns the bytes written
+ * to out, or -1 past `capacity` (NVTXCFFI_PFTRACE_ASYNC_MAX + 3 seq_len + 2 name_len[i] +
+ * style_len[i] a row is always enough). */
+#define NVTXCFFI_PFTRACE_ASYNC_MAX 256
+int64_t nvtxcffi_pftrace_async(int64_t n, uint64_t first_track, uint64_t process, const uint8_t *names,
+                               const int64_t *name_start, const int64_t *name_len, const uint8_t *styles,
+                               const int64_t *style_start, const int64_t *style_len, const uint8_t *value_kind,
+                               const uint64_t *value, const uint64_t *range_id, const int64_t *start,
+                               const int64_t *end, int unterminated, const uint8_t *seq, int64_t seq_len,
+                               uint8_t *out, int64_t capacity);
 
 /* Fixed-width text rows (nvtx_cffi/_fixedwidth.py): row i is `tmpl` (row_len bytes) with
  * column c's value values[c * n + i] (>= 0) printed right-aligned in [offsets[c], offsets[c] +

@@ -588,14 +588,14 @@ def _json_name_bytes(pb: Any, raw_many: Any, text_ids: Any) -> Tuple[Any, Any, A
     bad = np.concatenate(([0], np.cumsum(~_PLAIN_BYTE[data])))
     other = np.flatnonzero((lengths <= 0) | (bad[ends] != bad[start]))
     if len(other):
-        ids = text_ids[other].tolist()
-        names = pb.texts(ids)
-        extra = [_name_json(names[t])[1:-1].encode("utf-8") for t in ids]
+        ids, inverse = np.unique(text_ids[other], return_inverse=True)  # each name spelt once
+        names = pb.texts(ids.tolist())
+        extra = [_name_json(names[t])[1:-1].encode("utf-8") for t in ids.tolist()]
         start = start.copy()
         length = take.copy()
         extra_len = np.fromiter(map(len, extra), dtype=np.int64, count=len(extra))
-        start[other] = len(data) + np.cumsum(extra_len) - extra_len
-        length[other] = extra_len
+        start[other] = len(data) + (np.cumsum(extra_len) - extra_len)[inverse.reshape(-1)]
+        length[other] = extra_len[inverse.reshape(-1)]
         data = np.concatenate((data, np.frombuffer(b"".join(extra), dtype=np.uint8)))
         return data, start, length
     return data, start, take

@@ -18,8 +18,9 @@ Two implementations give the same batches, in the same order:
   Pushes still open at the end of a batch are carried into the next one.
 * Pure Python (PyPy, no NumPy): a stack per (thread, domain), one record at a time.
 
-Start/end ranges are paired by one shared Python routine in both (they are few; their order
-across threads needs the waiting logic). Memory: one batch, plus what is open.
+Start/end ranges are paired in record order, an end waiting for its start: in C where the CFFI
+module has the helper (a hash table of the starts still open and the ends still waiting, by
+(domain, range id)), else one record at a time in Python. Memory: one batch, plus what is open.
 """
 from __future__ import annotations
 
@@ -495,7 +496,90 @@ def _pair_native(native: Any, b: RecordBatch, pp: Any, nc: int, kind: Any, g: An
 
 
 def _pair_async(b: RecordBatch, state: Tuple[dict, dict], strings: List[str], tl: Timeline) -> Columns:
-    """Start/end pairing, shared by both backends: record order, ends may wait for their start."""
+    """Start/end pairing: record order, ends may wait for their start. ``state``: the starts still
+    open and the ends still waiting, by (domain, range id), carried from batch to batch."""
+    if b.numpy:
+        native = _native_keys()
+        if native is not None:
+            return _pair_async_native(native, b, state, strings, tl)
+    return _pair_async_rows(b, state, strings, tl)
+
+
+def _native_keys() -> Any:
+    """``(ffi, lib)`` of the CFFI module when it has the C start/end pairing (nvtxcffi_pair_keys) too,
+    else None."""
+    native = _native()
+    return native if native is not None and hasattr(native[1], "nvtxcffi_pair_keys") else None
+
+
+def _pair_async_native(native: Any, b: RecordBatch, state: Tuple[dict, dict], strings: Any, tl: Timeline) -> Columns:
+    """:func:`_pair_async_rows`' pairing in C (a hash table of the pending rows), NumPy columns out.
+    What ``state`` carries in for a range id of this batch goes first, as the rows that made it."""
+    np = _np
+    ffi, lib = native
+    opened, early = state
+    se = np.flatnonzero((b.kind == START) | (b.kind == END))
+    if not len(se):
+        return Columns(ASYNC_FIELDS, [[] for _ in ASYNC_FIELDS])
+    names = ("kind", "tid", "time", "domain", "arg", "text", "category", "color", "has_color", "ptype", "payload")
+    cols = [getattr(b, name)[se] for name in names]
+    if opened or early:
+        keys = [*opened, *early]
+        rids = np.fromiter((rid for _dom, rid in keys), dtype=np.uint64, count=len(keys))
+        # (a carried row whose domain differs pairs with nothing here: it goes back as it came)
+        hits = np.flatnonzero(np.isin(rids, cols[4]))
+        if len(hits):
+            open_keys = [keys[j] for j in hits[hits < len(opened)].tolist()]
+            early_keys = [keys[j] for j in hits[hits >= len(opened)].tolist()]
+            starts = list(zip(*[opened.pop(key) for key in open_keys])) or [()] * 8
+            ends = list(zip(*[early.pop(key) for key in early_keys])) or [(), ()]
+            text_ids = {text: _intern(strings, text) for text in dict.fromkeys(starts[2])}  # each text once
+            none = [0] * len(early_keys)
+            kk = open_keys + early_keys
+            carried = ([START] * len(open_keys) + [END] * len(early_keys), [*starts[0], *ends[1]],
+                       [*starts[1], *ends[0]], [k[0] for k in kk], [k[1] for k in kk],
+                       [*map(text_ids.__getitem__, starts[2]), *none], *([*c, *none] for c in starts[3:]))
+            cols = [np.concatenate([np.asarray(c, dtype=np.uint64 if name in ("arg", "payload") else np.int64), col])
+                    for c, col, name in zip(carried, cols, names)]
+    kind, tid, time, dom, rid, text, cat, color, has, ptype, payload = cols
+    n = len(kind)
+    is_start = np.ascontiguousarray(kind == START, dtype=np.uint8)
+    dom32 = np.ascontiguousarray(dom, dtype=np.uint32)
+    rid64 = np.ascontiguousarray(rid, dtype=np.uint64)
+    time64 = np.ascontiguousarray(time, dtype=np.int64)
+    capacity = 1 << (2 * n).bit_length()
+    table = np.empty(capacity, dtype=np.int64)
+    row_state = np.empty(n, dtype=np.uint8)
+    start_of = np.empty(n, dtype=np.int64)
+    end_of = np.empty(n, dtype=np.int64)
+    unmatched = ffi.new("int64_t *")
+
+    def buf(a: Any, ctype: str) -> Any:
+        return ffi.from_buffer(ctype + "[]", a)
+
+    pairs = lib.nvtxcffi_pair_keys(buf(is_start, "uint8_t"), buf(dom32, "uint32_t"), buf(rid64, "uint64_t"),
+                                   buf(time64, "int64_t"), n, buf(table, "int64_t"), capacity,
+                                   buf(row_state, "uint8_t"), buf(start_of, "int64_t"), buf(end_of, "int64_t"),
+                                   unmatched)
+    tl.unmatched_ends += unmatched[0]
+    si, ei = start_of[:pairs], end_of[:pairs]
+    # what is left open or waiting: carried on (a key each), its text as a string
+    left = np.flatnonzero(row_state == 2)
+    if len(left):
+        uniq, inverse = np.unique(text[left], return_inverse=True)
+        names = [strings[t] for t in uniq.tolist()]
+        opened.update(zip(zip(dom[left].tolist(), rid[left].tolist()),
+                          zip(tid[left].tolist(), time[left].tolist(), [names[j] for j in inverse.reshape(-1).tolist()],
+                              *(c[left].tolist() for c in (cat, color, has, ptype, payload)))))
+    left = np.flatnonzero(row_state == 3)
+    if len(left):
+        early.update(zip(zip(dom[left].tolist(), rid[left].tolist()), zip(time[left].tolist(), tid[left].tolist())))
+    return Columns(ASYNC_FIELDS, [tid[si], tid[ei], time[si], time[ei], rid[si], text[si], dom[si], cat[si],
+                                  color[si], has[si], ptype[si], payload[si]])
+
+
+def _pair_async_rows(b: RecordBatch, state: Tuple[dict, dict], strings: List[str], tl: Timeline) -> Columns:
+    """The start/end pairing one row at a time (the Python source's, and without the compiled module)."""
     opened, early = state
     if b.numpy:
         se = _np.flatnonzero((b.kind == START) | (b.kind == END))

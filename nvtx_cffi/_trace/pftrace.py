@@ -48,6 +48,7 @@ from typing import IO, Any, Dict, List, Optional, Tuple
 from .. import _bulk
 from .columns import MARK, POP, PUSH, payload_value
 from .._fixedwidth import join_rows
+from .grouping import group_rows
 from .model import Timeline
 from .scalars import DOUBLE, FLOAT, UINT64, scalar_payloads
 from .writers import StreamWriter, register
@@ -504,8 +505,13 @@ class PerfettoWriter(StreamWriter):
             self.count += 1
 
     def _async_ranges(self, pb: Any) -> None:
+        """Start/end ranges: a track each (child of the process's), its BEGIN and END, on sequence 1."""
         a = pb.asyncs
         process = self._process_track(pb.pid)
+        native = _async_encoder()
+        if native is not None and hasattr(a.start, "dtype"):
+            self._async_native(native, pb, process)
+            return
         for tid, end_tid, start, end, rid, text, dom, cat, color, has, ptype, payload in zip(*a.lists(
                 "tid", "end_tid", "start", "end", "range_id", "text", "domain", "category", "color", "has_color",
                 "ptype", "payload")):
@@ -513,13 +519,8 @@ class PerfettoWriter(StreamWriter):
             track = self._uuid()
             self._write(_packet(self._seq1 + _f_bytes(60, _f_varint(1, track) + _f_varint(5, process)
                                                       + _f_str(2, name))))
-            te = _f_varint(9, _BEGIN) + _f_varint(11, track) + _f_str(23, name)
-            category = pb.category_name(dom, cat)
-            domain = pb.domain_name(dom)
-            if domain is not None or category is not None:
-                te += _f_str(22, ",".join(c for c in (domain, category) if c is not None))
-            if has:
-                te += _f_bytes(4, _f_str(10, "color") + _f_str(6, _hex(color)))
+            te = (_f_varint(9, _BEGIN) + _f_varint(11, track) + _f_str(23, name)
+                  + _async_style(pb.domain_name(dom), pb.category_name(dom, cat), color if has else None))
             if ptype:
                 value = payload_value(ptype, payload)
                 if value is not None:
@@ -531,6 +532,48 @@ class PerfettoWriter(StreamWriter):
                 end_te += _f_bytes(4, _f_str(10, "unterminated") + _f_varint(2, 1))
             self._write(_packet(_f_varint(8, end) + _f_varint(58, _MONOTONIC) + _f_bytes(11, end_te) + self._seq1))
             self.count += 2
+
+    def _async_native(self, native: Any, pb: Any, process: int) -> None:
+        """:meth:`_async_ranges`' packets made in C (NumPy columns): the names, and the bytes of each
+        (domain, category, colour), spelt once."""
+        np = _np
+        ffi, lib = native
+        a = pb.asyncs
+        n = len(a)
+        uniq, inverse = np.unique(np.asarray(a.text, dtype=np.int64), return_inverse=True)
+        names, name_start, name_len = _byte_table([t.encode("utf-8") for t in pb.text_list(uniq.tolist())],
+                                                  inverse.reshape(-1))
+        style_keys = [np.asarray(c, dtype=np.int64) for c in (a.domain, a.category, a.color, a.has_color)]
+        style = np.empty(n, dtype=np.int64)
+        style_bytes = []
+        for k, rows in enumerate(group_rows(style_keys, np.arange(n), True)):
+            style[rows] = k
+            dom, cat, color, has = (int(c[rows[0]]) for c in style_keys)
+            style_bytes.append(_async_style(pb.domain_name(dom), pb.category_name(dom, cat), color if has else None))
+        styles, style_start, style_len = _byte_table(style_bytes, style)
+        value_kind, value = _annotation_values(lib, np.asarray(a.ptype, dtype=np.uint8),
+                                               np.asarray(a.payload, dtype=np.uint64), np.ones(n, dtype=bool))
+        first = self._next_uuid
+        self._next_uuid += n
+        capacity = (n * (lib.NVTXCFFI_PFTRACE_ASYNC_MAX + 3 * len(self._seq1)) + 2 * int(name_len.sum())
+                    + int(style_len.sum()))
+        out = np.empty(capacity, dtype=np.uint8)
+
+        def buf(values: Any, ctype: str, dtype: Any) -> Any:
+            return ffi.from_buffer(ctype + "[]", np.ascontiguousarray(values, dtype=dtype))
+
+        size = lib.nvtxcffi_pftrace_async(
+            n, first, process, buf(names, "uint8_t", np.uint8), buf(name_start, "int64_t", np.int64),
+            buf(name_len, "int64_t", np.int64), buf(styles, "uint8_t", np.uint8), buf(style_start, "int64_t", np.int64),
+            buf(style_len, "int64_t", np.int64), buf(value_kind, "uint8_t", np.uint8), buf(value, "uint64_t", np.uint64),
+            buf(a.range_id, "uint64_t", np.uint64), buf(a.start, "int64_t", np.int64), buf(a.end, "int64_t", np.int64),
+            1 if pb.unterminated else 0, ffi.from_buffer("uint8_t[]", self._seq1), len(self._seq1),
+            ffi.from_buffer("uint8_t[]", out), capacity)
+        if size < 0:  # pragma: no cover - the capacity above always suffices
+            msg = "pftrace encoder: buffer too small"
+            raise RuntimeError(msg)
+        self._write(out[:size].tobytes())
+        self.count += 2 * n
 
     def counter(self, pid: int, name: str, unit: Optional[str], time_ns: int, value: Optional[float],
                 track: Any = None, no_value: Optional[str] = None) -> None:
@@ -639,6 +682,26 @@ class PerfettoWriter(StreamWriter):
         super().close()
 
 
+def _async_style(domain: Optional[str], category: Optional[str], color: Optional[int]) -> bytes:
+    """A start/end range's BEGIN fields after its name: ``categories`` (its domain and category
+    name) and the ``color`` annotation, where it has them."""
+    out = b""
+    if domain is not None or category is not None:
+        out += _f_str(22, ",".join(c for c in (domain, category) if c is not None))
+    if color is not None:
+        out += _f_bytes(4, _f_str(10, "color") + _f_str(6, _hex(color)))
+    return out
+
+
+def _byte_table(entries: List[bytes], index: Any) -> Tuple[Any, Any, Any]:
+    """``entries[index[i]]`` for each row i as ``(data, start, length)`` (NumPy): the entries joined
+    once, each row pointing into them."""
+    np = _np
+    length = np.fromiter(map(len, entries), dtype=np.int64, count=len(entries))
+    start = np.cumsum(length) - length
+    return np.frombuffer(b"".join(entries) or b"\0", dtype=np.uint8), start[index], length[index]
+
+
 def _value_field(value: Any) -> bytes:
     """A DebugAnnotation value: ``int_value``/``uint_value``/``double_value``."""
     if isinstance(value, float):
@@ -663,6 +726,13 @@ _NATIVE: List[Any] = []
 def _native_encoder() -> Any:
     """``(ffi, lib)`` of the CFFI module when it has the packet encoder (nvtxcffi_pftrace_events), else None."""
     return _bulk.helper(_NATIVE, "nvtxcffi_pftrace_events")
+
+
+def _async_encoder() -> Any:
+    """``(ffi, lib)`` of the CFFI module when it has the start/end range encoder (nvtxcffi_pftrace_async)
+    too, else None."""
+    native = _native_encoder()
+    return native if native is not None and hasattr(native[1], "nvtxcffi_pftrace_async") else None
 
 
 def _counter_encoder() -> Any:

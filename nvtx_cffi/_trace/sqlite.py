@@ -42,9 +42,9 @@ dropped events, unmatched pops/ends and unterminated ranges (a count past 2**63-
 corrupt record file gives, is stored as 2**63-1).
 
 Rows are inserted in one transaction, without journal: rows that differ only in their times and
-scalar payloads by multi-row ``INSERT ... VALUES`` statements binding just these, the others
-(start/end ranges, ranges still open at the end, batches of rows too unlike: a name per row) with
-``executemany``; one index, ``NVTX_EVENTS(eventType)``, is made at the end.
+scalar payloads (and, start/end ranges, range ids and end threads) by multi-row ``INSERT ...
+VALUES`` statements binding just these, the others (ranges still open at the end, batches of rows
+too unlike: a name per row) with ``executemany``; one index, ``NVTX_EVENTS(eventType)``, is made at the end.
 """
 from __future__ import annotations
 
@@ -246,7 +246,7 @@ class SqliteWriter(TrackCounters):
             n = len(cols)
             if not n:
                 continue
-            if event_type != START_END and not pb.unterminated and self._blocks(pb, cols, event_type):
+            if not pb.unterminated and self._blocks(pb, cols, event_type):
                 self.count += n
                 continue
             time_col = "time" if event_type == MARK else "start"
@@ -295,19 +295,24 @@ class SqliteWriter(TrackCounters):
     def _blocks(self, pb: Any, cols: Any, event_type: int) -> bool:
         """Rows that differ only in their times and payload values, inserted together: multi-row
         ``VALUES`` statements binding only these (binding is most of the cost). Rows without
-        payload go in groups of everything else alike; rows with payloads (NumPy) in runs of
-        consecutive rows alike, the order they are inserted in one by one. False (nothing inserted)
-        for too many groups (or runs), and for payloads without NumPy."""
+        payload go in groups of everything else alike; rows with payloads (NumPy), and start/end
+        ranges (NumPy: their range ids and end threads bound too), in runs of consecutive rows
+        alike, the order they are inserted in one by one. False (nothing inserted) for too many
+        groups (or runs), and for payloads or start/end ranges without NumPy."""
         numpy = hasattr(cols.tid, "dtype")
         n = len(cols)
         keys = [cols.text, cols.domain, cols.category, cols.color, cols.has_color, cols.tid]
         rows = _np.arange(n) if numpy else list(range(n))
         slot = bits = None
+        if not numpy and event_type == START_END:
+            return False
         if _np.any(cols.ptype != 0) if numpy else any(cols.ptype):
             if not numpy:
                 return False
             slot, bits = scalar_payloads(cols.ptype, cols.payload)
             groups = _runs([*keys, slot], n)
+        elif event_type == START_END:
+            groups = _runs(keys, n)
         else:
             groups = group_rows(keys, rows, numpy)
         if len(groups) * 64 > n:
@@ -328,15 +333,19 @@ class SqliteWriter(TrackCounters):
             bound = [_pick(time_col, group, numpy, -self._t0)]
             if event_type != MARK:
                 bound.append(_pick(cols.end, group, numpy, -self._t0))
+            if event_type == START_END:  # (a range id past 2**63-1: the int64 of its bits, as _uint64_bits)
+                bound += [cols.range_id[group].astype(_np.uint64).view(_np.int64),
+                          cols.end_tid[group].astype(_np.int64) | (pb.pid << 24)]
             column = SLOT_NAMES[slot[i]] if slot is not None and slot[i] >= 0 else None
             if column is not None:
                 bound.append(_payload_values(int(slot[i]), bits[group]))
             statements.append((constants, column, len(bound), _interleave(bound)))
         end = "?" if event_type != MARK else "NULL"
+        ids, id_values = (", rangeId, endGlobalTid", ",?,?") if event_type == START_END else ("", "")
         for constants, column, per, values in statements:
             self._insert_rows(f"INSERT INTO NVTX_EVENTS (start, end, eventType, category, color, text, globalTid, "
-                              f"domainId{', ' + column if column else ''}) VALUES ",
-                              f"(?,{end},{constants}{',?' if column else ''})", per, values)
+                              f"domainId{ids}{', ' + column if column else ''}) VALUES ",
+                              f"(?,{end},{constants}{id_values}{',?' if column else ''})", per, values)
         return True
 
     def _insert_rows(self, insert: str, row: str, per: int, values: list) -> None:

@@ -11,10 +11,11 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 from collections import defaultdict
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-__all__ = ["validate_chrome_trace", "run_tracer", "Traced", "complete_events", "EPS"]
+__all__ = ["validate_chrome_trace", "run_tracer", "record_in_chunks", "Traced", "complete_events", "EPS"]
 
 #: Float tolerance in microseconds (timestamps are ns / 1000 as floats).
 EPS = 1e-6
@@ -130,3 +131,20 @@ def run_tracer(cwd: str, program: Sequence[str], *tracer_args: str, env: Optiona
     proc = subprocess.run([sys.executable, "-m", "nvtx_cffi", "trace", "-o", trace_path, *tracer_args, *program],
                           cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)
     return Traced(proc, trace_path)
+
+
+def record_in_chunks(tmp: Any, scenario: str) -> Tuple[str, str]:
+    """Run the Python program ``scenario`` (dedented) with the recorder attached, its record file in
+    4 KiB chunks (many: the conversion's batches carry open ranges from one to the next), into
+    ``tmp / "raw"``; returns the recording's directory and the program's stdout."""
+    from nvtx_cffi import recorder
+
+    raw = tmp / "raw"
+    env = {**os.environ, **recorder.environment(str(raw))}
+    env["NVTX_CFFI_RECORD_CHUNK_BYTES"] = "4096"
+    env.pop("NVTX_CFFI_RECORD_MAX_BYTES", None)
+    script = tmp / "scenario.py"
+    script.write_text(textwrap.dedent(scenario))
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120,
+                          check=True)
+    return str(raw), proc.stdout

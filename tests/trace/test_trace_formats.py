@@ -22,7 +22,7 @@ import pytest
 from support.hardening import opted_in_slow  # noqa: F401  (a fixture)
 from support.nvtx_client import client_lib  # noqa: F401  (a fixture: tests/c/nvtx_client.c built)
 from support.paths import SOURCE
-from support.trace_check import validate_chrome_trace
+from support.trace_check import record_in_chunks, validate_chrome_trace
 
 from nvtx_cffi import recorder
 from nvtx_cffi._fixedwidth import fixed_rows
@@ -68,16 +68,9 @@ NESTED = 3000
 @pytest.fixture(scope="module")
 def recording(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("formats")
-    raw = tmp / "raw"
-    env = {**os.environ, **recorder.environment(str(raw))}
-    env["NVTX_CFFI_RECORD_CHUNK_BYTES"] = "4096"  # many chunks: batches and carried ranges get exercised
-    env.pop("NVTX_CFFI_RECORD_MAX_BYTES", None)
-    script = tmp / "scenario.py"
-    script.write_text(textwrap.dedent(SCENARIO).replace("NESTED", str(NESTED)))
-    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120,
-                          check=True)
-    pid, tid = (int(x) for x in proc.stdout.split()[1:3])
-    return tmp, str(raw), pid, tid
+    raw, stdout = record_in_chunks(tmp, SCENARIO.replace("NESTED", str(NESTED)))
+    pid, tid = (int(x) for x in stdout.split()[1:3])
+    return tmp, raw, pid, tid
 
 
 def _convert(recording, name, numpy, monkeypatch=None):
