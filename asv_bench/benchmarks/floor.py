@@ -45,11 +45,14 @@ _loaded: Optional[ModuleType] = None
 def load() -> ModuleType:
     """Import the floor module, building it first if needed.
 
-    Raises NotImplementedError when it cannot be built here (no compiler, no setuptools, no headers).
+    Raises NotImplementedError when it cannot be built here (not CPython, no compiler, no setuptools, no headers).
     """
     global _loaded
     if _loaded is not None:
         return _loaded
+    if sys.implementation.name != "cpython":  # cpyext's costs are not an interpreter's floor
+        msg = f"the floor is CPython's; this is {sys.implementation.name}"
+        raise NotImplementedError(msg)
     try:
         path = _build()
     except Exception as exc:  # a missing floor empties a column; it does not stop the benchmarks
