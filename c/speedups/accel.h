@@ -258,6 +258,77 @@ static inline size_t canon_at(uint64_t text_hash_)
     return (size_t)(text_hash_ >> 40) & (CANON_COUNT - 1);
 }
 
+/* The text of a str that goes through canon, and its text_hash. */
+typedef struct {
+    const void *data;
+    Py_ssize_t length;
+    int kind;
+    uint64_t hash;
+} canon_text;
+
+/* Whether `message` goes through canon: an exact str whose hash is not cached yet (a new object
+ * each call, as an f-string's is; a constant's hash is cached after its first use), of at most
+ * CANON_TEXT_MAX bytes; *t its text. The cached hash is a public field of the str's struct. */
+static inline int canon_text_of(PyObject *message, canon_text *t)
+{
+    if (!PyUnicode_CheckExact(message) || ((PyASCIIObject *)message)->hash != -1)
+        return 0;
+#if PY_VERSION_HEX < 0x030C0000
+    /* a legacy str (PyUnicode_FromUnicode(NULL, n), until 3.12) has no kind or data yet */
+    if (!PyUnicode_IS_READY(message))
+        return 0;
+#endif
+    t->kind = PyUnicode_KIND(message);
+    t->length = PyUnicode_GET_LENGTH(message);
+    Py_ssize_t nbytes = t->length * t->kind; /* the text exists: no overflow */
+    if (nbytes > CANON_TEXT_MAX)
+        return 0;
+    t->data = PyUnicode_DATA(message);
+    t->hash = text_hash(t->data, nbytes, t->kind);
+    return 1;
+}
+
+/* Whether n bytes at a and b are equal: up to 16 by two overlapping loads each (no call; f-string
+ * messages are mostly that short), longer ones by memcmp. */
+static inline int same_bytes(const unsigned char *a, const unsigned char *b, size_t n)
+{
+    if (n >= 8 && n <= 16) {
+        uint64_t a0, a1, b0, b1;
+        memcpy(&a0, a, 8);
+        memcpy(&b0, b, 8);
+        memcpy(&a1, a + n - 8, 8);
+        memcpy(&b1, b + n - 8, 8);
+        return ((a0 ^ b0) | (a1 ^ b1)) == 0;
+    }
+    if (n >= 4 && n < 8) {
+        uint32_t a0, a1, b0, b1;
+        memcpy(&a0, a, 4);
+        memcpy(&b0, b, 4);
+        memcpy(&a1, a + n - 4, 4);
+        memcpy(&b1, b + n - 4, 4);
+        return ((a0 ^ b0) | (a1 ^ b1)) == 0;
+    }
+    return memcmp(a, b, n) == 0;
+}
+
+/* The str canon holds for text t (borrowed: no code may run while it is used), or NULL. */
+static inline PyObject *canon_match(const canon_text *t)
+{
+    const canon_entry *e = &canon[canon_at(t->hash)];
+    PyObject *s = e->str;
+    if (s == NULL || e->hash != t->hash || PyUnicode_KIND(s) != t->kind || PyUnicode_GET_LENGTH(s) != t->length)
+        return NULL;
+    return same_bytes(PyUnicode_DATA(s), t->data, (size_t)(t->length * t->kind)) ? s : NULL;
+}
+
+/* The str canon holds for the text of `message` (borrowed), or NULL: not there, or `message` does
+ * not go through canon. Looks only: canonical_entry enters a text. */
+static inline PyObject *canon_peek(PyObject *message)
+{
+    canon_text t;
+    return canon_text_of(message, &t) ? canon_match(&t) : NULL;
+}
+
 /* `message` or the str of the same text seen first, a new reference; *entry: its index in canon,
  * or -1 when it does not go through the table. */
 PyObject *canonical_entry(PyObject *message, int *entry);
