@@ -495,8 +495,8 @@ void style_put(int kind, PyObject *a, PyObject *b, PyObject *c, int domain_index
 #define SITE_DOMAIN 11
 typedef struct site_entry site_entry;
 struct site_entry {
-    int opcode;             /* the call (SITE_* + opcode); 0: unused */
-    int nargs, n;           /* positional count, vector length (1..5) */
+    uint64_t call;          /* site_call(the call (SITE_* + opcode), positional count); 0: unused */
+    int n;                  /* vector length (1..5) */
     int payload_at;         /* the payload's index in the vector, -1 when not passed */
     int slot, domain_index; /* domain_index >= 0 */
     PyObject *kwnames;      /* strong reference, or NULL */
@@ -505,28 +505,32 @@ struct site_entry {
 };
 extern site_entry site_calls[SITE_CALLS];
 
+/* A call (SITE_* + opcode) with nargs positionals, as one word: one compare. */
+static inline uint64_t site_call(int opcode, Py_ssize_t nargs)
+{
+    return (uint64_t)opcode << 32 | (uint64_t)nargs;
+}
+
 static inline site_entry *site_at(int opcode, PyObject *kwnames, Py_ssize_t nargs, PyObject *first)
 {
-    uint64_t h = ((uint64_t)opcode << 8 | (uint64_t)nargs) * 0x9E3779B97F4A7C15ull;
+    uint64_t h = site_call(opcode, nargs) * 0x9E3779B97F4A7C15ull;
     h = (h ^ ((uintptr_t)kwnames >> 4)) * 0xff51afd7ed558ccdull;
     h = (h ^ ((uintptr_t)first >> 4)) * 0xc4ceb9fe1a85ec53ull;
     return &site_calls[(h >> 40) & (SITE_CALLS - 1)];
 }
 
-/* The entry answering exactly this call, whose first argument is taken as `first` (args[0] or
- * what stands for it), or NULL. */
+/* The entry answering exactly this call, whose first argument (the call has one, positional or
+ * keyword) is taken as `first` (args[0] or what stands for it), or NULL. */
 static inline const site_entry *site_find_first(int opcode, PyObject *first, PyObject *const *args, Py_ssize_t nargs,
                                                 PyObject *kwnames)
 {
-    Py_ssize_t n = nargs + (kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0);
-    if (n == 0 || n > 5)
-        return NULL;
     const site_entry *e = site_at(opcode, kwnames, nargs, first);
-    if (e->opcode != opcode || e->kwnames != kwnames || e->nargs != nargs || e->n != n)
+    /* the same call and kwnames tuple (held by the entry): the same vector length, e->n */
+    if (e->call != site_call(opcode, nargs) || e->kwnames != kwnames)
         return NULL;
     if (e->args[0] != first && e->payload_at != 0)
         return NULL;
-    for (Py_ssize_t i = 1; i < n; i++)
+    for (int i = 1; i < e->n; i++)
         if (e->args[i] != args[i] && i != e->payload_at)
             return NULL;
     return e;

@@ -262,8 +262,7 @@ void site_put(int opcode, PyObject *const *args, Py_ssize_t nargs, PyObject *kwn
         Py_XINCREF(arg);
         e->args[i] = arg;
     }
-    e->opcode = opcode;
-    e->nargs = (int)nargs;
+    e->call = site_call(opcode, nargs);
     e->n = (int)n;
     e->payload_at = payload_at;
     e->slot = slot;
