@@ -258,6 +258,77 @@ static inline size_t canon_at(uint64_t text_hash_)
     return (size_t)(text_hash_ >> 40) & (CANON_COUNT - 1);
 }
 
+/* The text of a str that goes through canon, and its text_hash. */
+typedef struct {
+    const void *data;
+    Py_ssize_t length;
+    int kind;
+    uint64_t hash;
+} canon_text;
+
+/* Whether `message` goes through canon: an exact str whose hash is not cached yet (a new object
+ * each call, as an f-string's is; a constant's hash is cached after its first use), of at most
+ * CANON_TEXT_MAX bytes; *t its text. The cached hash is a public field of the str's struct. */
+static inline int canon_text_of(PyObject *message, canon_text *t)
+{
+    if (!PyUnicode_CheckExact(message) || ((PyASCIIObject *)message)->hash != -1)
+        return 0;
+#if PY_VERSION_HEX < 0x030C0000
+    /* a legacy str (PyUnicode_FromUnicode(NULL, n), until 3.12) has no kind or data yet */
+    if (!PyUnicode_IS_READY(message))
+        return 0;
+#endif
+    t->kind = PyUnicode_KIND(message);
+    t->length = PyUnicode_GET_LENGTH(message);
+    Py_ssize_t nbytes = t->length * t->kind; /* the text exists: no overflow */
+    if (nbytes > CANON_TEXT_MAX)
+        return 0;
+    t->data = PyUnicode_DATA(message);
+    t->hash = text_hash(t->data, nbytes, t->kind);
+    return 1;
+}
+
+/* Whether n bytes at a and b are equal: up to 16 by two overlapping loads each (no call; f-string
+ * messages are mostly that short), longer ones by memcmp. */
+static inline int same_bytes(const unsigned char *a, const unsigned char *b, size_t n)
+{
+    if (n >= 8 && n <= 16) {
+        uint64_t a0, a1, b0, b1;
+        memcpy(&a0, a, 8);
+        memcpy(&b0, b, 8);
+        memcpy(&a1, a + n - 8, 8);
+        memcpy(&b1, b + n - 8, 8);
+        return ((a0 ^ b0) | (a1 ^ b1)) == 0;
+    }
+    if (n >= 4 && n < 8) {
+        uint32_t a0, a1, b0, b1;
+        memcpy(&a0, a, 4);
+        memcpy(&b0, b, 4);
+        memcpy(&a1, a + n - 4, 4);
+        memcpy(&b1, b + n - 4, 4);
+        return ((a0 ^ b0) | (a1 ^ b1)) == 0;
+    }
+    return memcmp(a, b, n) == 0;
+}
+
+/* The str canon holds for text t (borrowed: no code may run while it is used), or NULL. */
+static inline PyObject *canon_match(const canon_text *t)
+{
+    const canon_entry *e = &canon[canon_at(t->hash)];
+    PyObject *s = e->str;
+    if (s == NULL || e->hash != t->hash || PyUnicode_KIND(s) != t->kind || PyUnicode_GET_LENGTH(s) != t->length)
+        return NULL;
+    return same_bytes(PyUnicode_DATA(s), t->data, (size_t)(t->length * t->kind)) ? s : NULL;
+}
+
+/* The str canon holds for the text of `message` (borrowed), or NULL: not there, or `message` does
+ * not go through canon. Looks only: canonical_entry enters a text. */
+static inline PyObject *canon_peek(PyObject *message)
+{
+    canon_text t;
+    return canon_text_of(message, &t) ? canon_match(&t) : NULL;
+}
+
 /* `message` or the str of the same text seen first, a new reference; *entry: its index in canon,
  * or -1 when it does not go through the table. */
 PyObject *canonical_entry(PyObject *message, int *entry);
@@ -424,8 +495,8 @@ void style_put(int kind, PyObject *a, PyObject *b, PyObject *c, int domain_index
 #define SITE_DOMAIN 11
 typedef struct site_entry site_entry;
 struct site_entry {
-    int opcode;             /* the call (SITE_* + opcode); 0: unused */
-    int nargs, n;           /* positional count, vector length (1..5) */
+    uint64_t call;          /* site_call(the call (SITE_* + opcode), positional count); 0: unused */
+    int n;                  /* vector length (1..5) */
     int payload_at;         /* the payload's index in the vector, -1 when not passed */
     int slot, domain_index; /* domain_index >= 0 */
     PyObject *kwnames;      /* strong reference, or NULL */
@@ -434,28 +505,32 @@ struct site_entry {
 };
 extern site_entry site_calls[SITE_CALLS];
 
+/* A call (SITE_* + opcode) with nargs positionals, as one word: one compare. */
+static inline uint64_t site_call(int opcode, Py_ssize_t nargs)
+{
+    return (uint64_t)opcode << 32 | (uint64_t)nargs;
+}
+
 static inline site_entry *site_at(int opcode, PyObject *kwnames, Py_ssize_t nargs, PyObject *first)
 {
-    uint64_t h = ((uint64_t)opcode << 8 | (uint64_t)nargs) * 0x9E3779B97F4A7C15ull;
+    uint64_t h = site_call(opcode, nargs) * 0x9E3779B97F4A7C15ull;
     h = (h ^ ((uintptr_t)kwnames >> 4)) * 0xff51afd7ed558ccdull;
     h = (h ^ ((uintptr_t)first >> 4)) * 0xc4ceb9fe1a85ec53ull;
     return &site_calls[(h >> 40) & (SITE_CALLS - 1)];
 }
 
-/* The entry answering exactly this call, whose first argument is taken as `first` (args[0] or
- * what stands for it), or NULL. */
+/* The entry answering exactly this call, whose first argument (the call has one, positional or
+ * keyword) is taken as `first` (args[0] or what stands for it), or NULL. */
 static inline const site_entry *site_find_first(int opcode, PyObject *first, PyObject *const *args, Py_ssize_t nargs,
                                                 PyObject *kwnames)
 {
-    Py_ssize_t n = nargs + (kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0);
-    if (n == 0 || n > 5)
-        return NULL;
     const site_entry *e = site_at(opcode, kwnames, nargs, first);
-    if (e->opcode != opcode || e->kwnames != kwnames || e->nargs != nargs || e->n != n)
+    /* the same call and kwnames tuple (held by the entry): the same vector length, e->n */
+    if (e->call != site_call(opcode, nargs) || e->kwnames != kwnames)
         return NULL;
     if (e->args[0] != first && e->payload_at != 0)
         return NULL;
-    for (Py_ssize_t i = 1; i < n; i++)
+    for (int i = 1; i < e->n; i++)
         if (e->args[i] != args[i] && i != e->payload_at)
             return NULL;
     return e;

@@ -77,7 +77,8 @@ static int annotate_template(PyObject *callable, PyObject *const *a, PyObject **
 /* annotate(message) by the message's identity: a call site passes the same str constant every
  * time, and a direct-mapped table answers before canonical_message and the _by_message dict (~130
  * instructions of ~870 for `with annotate("x"):`). Only exact strs whose hash was cached before the
- * call enter (constants; an f-string is a new object every call and goes by its text). Both
+ * call enter (constants), and the first str of an f-string's text (an f-string is a new object
+ * every call: it finds the entry of that str through canon_peek). Both
  * references are held, so an address is not reused while mapped; _by_message only grows, so what
  * it answered stays its answer. Kept apart from the call-site table (accel_caches.c), which would
  * answer the same call: through it `with annotate("x"):` costs ~60 instructions more (callgrind: 791
@@ -194,9 +195,12 @@ static PyObject *annotate_with_payload(annotate_object *template_, PyObject *pay
 static PyObject *annotate_class_slow(PyObject *callable, PyObject *const *args, Py_ssize_t nargs,
                                      PyObject *kwnames, int site_looked, const site_entry *site);
 
+static PyObject *annotate_class_fresh(PyObject *callable, PyObject *const *args, Py_ssize_t nargs,
+                                      PyObject *kwnames);
+
 /* The class call's hot paths, kept small (no stack frame to speak of): annotate(message) by the
  * message's address, and the call site table for calls whose first argument stands for itself (not
- * a str whose hash is not cached yet: annotate_class_slow looks those up by their text's first
+ * a str whose hash is not cached yet: annotate_class_fresh looks those up by their text's first
  * str). Everything else, and a site whose payload is not None, goes on in annotate_class_slow,
  * with what the table answered. */
 static PyObject *annotate_class_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf,
@@ -212,6 +216,8 @@ static PyObject *annotate_class_vectorcall(PyObject *callable, PyObject *const *
                 Py_INCREF(found);
                 return found;
             }
+            if (!hash_cached(message))
+                return annotate_class_fresh(callable, args, nargs, kwnames);
         } else if (nargs == 0 || hash_cached(args[0]) || !PyUnicode_CheckExact(args[0])) {
             const site_entry *site = site_find(SITE_ANNOTATE, args, nargs, kwnames);
             if (site != NULL && (site->payload_at < 0 || args[site->payload_at] == Py_None)) {
@@ -219,6 +225,32 @@ static PyObject *annotate_class_vectorcall(PyObject *callable, PyObject *const *
                 return site->object;
             }
             return annotate_class_slow(callable, args, nargs, kwnames, 1, site);
+        } else {
+            return annotate_class_fresh(callable, args, nargs, kwnames);
+        }
+    }
+    return annotate_class_slow(callable, args, nargs, kwnames, 0, NULL);
+}
+
+/* The class call with a first argument that may be a new str each call (an f-string's), answered
+ * as its text's first str is: looking canon up only, so none of canonical_entry's reference or
+ * annotate_class_slow's frame (callgrind, `with annotate(f"step {i & 7}", color="red")`: ~90
+ * instructions a call less). Its own function, so that the hot paths above keep no stack frame. */
+static Py_NO_INLINE PyObject *annotate_class_fresh(PyObject *callable, PyObject *const *args, Py_ssize_t nargs,
+                                                   PyObject *kwnames)
+{
+    PyObject *first = canon_peek(args[0]);
+    if (first != NULL && nargs == 1 && kwnames == NULL) {
+        size_t at = annotate_hot_at(first);
+        if (annotate_hot[at].message == first) {
+            Py_INCREF(annotate_hot[at].annotate);
+            return annotate_hot[at].annotate;
+        }
+    } else if (first != NULL) {
+        const site_entry *site = site_find_first(SITE_ANNOTATE, first, args, nargs, kwnames);
+        if (site != NULL && (site->payload_at < 0 || args[site->payload_at] == Py_None)) {
+            Py_INCREF(site->object);
+            return site->object;
         }
     }
     return annotate_class_slow(callable, args, nargs, kwnames, 0, NULL);
@@ -233,32 +265,38 @@ static Py_NO_INLINE PyObject *annotate_class_slow(PyObject *callable, PyObject *
     if (nargs == 1 && kwnames == NULL && callable == (PyObject *)annotate_cls) {
         /* annotate(message): the commonest call, not in the hot table */
         PyObject *message = args[0];
-        size_t at = annotate_hot_at(message);
-        int constant = hash_cached(message);
+        /* the hot table's key: a constant, or the first str of an f-string's text (whose next
+         * equal f-string finds it through canon_peek) */
+        PyObject *hot = hash_cached(message) ? Py_NewRef(message) : NULL;
         PyObject *same = canonical_message(message);
+        if (hot == NULL && same != message)
+            hot = Py_NewRef(same);
         int hit = lookup(caches->annotate_by_message, same, &found); /* may run a key's __eq__: `same` is held */
         Py_DECREF(same);                                     /* held by the table or the caller */
-        if (hit < 0)
-            return NULL;
         if (hit == 0) {
             int first = annotate_first_sight(message, Py_None, Py_None, &found);
-            if (first != 0)
+            if (first != 0) {
+                Py_XDECREF(hot);
                 return first > 0 ? found : NULL;
+            }
         }
         if (hit > 0 && Py_TYPE(found) == annotate_cls) {
             ((annotate_object *)found)->shared = 1;
             Py_INCREF(found);
-            if (constant) {
+            if (hot != NULL) {
+                size_t at = annotate_hot_at(hot);
                 PyObject *old_message = annotate_hot[at].message, *old_annotate = annotate_hot[at].annotate;
-                Py_INCREF(message);
                 Py_INCREF(found);
-                annotate_hot[at].message = message;
+                annotate_hot[at].message = hot; /* (the reference taken above) */
                 annotate_hot[at].annotate = found;
                 Py_XDECREF(old_message); /* a str, and an annotate also held by _cache: no code runs */
                 Py_XDECREF(old_annotate);
             }
             return found;
         }
+        Py_XDECREF(hot); /* a str: no code runs */
+        if (hit < 0)
+            return NULL;
     }
     /* the call site table, keyed by the arguments as given with a positional message replaced by
      * the first str of its text (an f-string message is a new str each call): held until the end,

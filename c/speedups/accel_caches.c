@@ -85,32 +85,19 @@ canon_entry canon[CANON_COUNT];
  * str the table held. *entry: its index in the table, or -1 when it does not go through it. */
 PyObject *canonical_entry(PyObject *message, int *entry)
 {
+    canon_text t;
     *entry = -1;
-    /* the cached hash: a public field of the str's struct (no call, no private API) */
-    if (!PyUnicode_CheckExact(message) || ((PyASCIIObject *)message)->hash != -1)
+    if (!canon_text_of(message, &t))
         return Py_NewRef(message);
-#if PY_VERSION_HEX < 0x030C0000
-    /* a legacy str (PyUnicode_FromUnicode(NULL, n), until 3.12) has no kind or data yet */
-    if (!PyUnicode_IS_READY(message))
-        return Py_NewRef(message);
-#endif
-    int kind = PyUnicode_KIND(message);
-    Py_ssize_t length = PyUnicode_GET_LENGTH(message), nbytes = length * kind; /* the text exists: no overflow */
-    if (nbytes > CANON_TEXT_MAX)
-        return Py_NewRef(message);
-    const void *data = PyUnicode_DATA(message);
-    uint64_t h = text_hash(data, nbytes, kind);
-    size_t at = canon_at(h);
+    size_t at = canon_at(t.hash);
     *entry = (int)at;
+    PyObject *same = canon_match(&t);
+    if (same != NULL)
+        return Py_NewRef(same);
     PyObject *old = canon[at].str;
-    if (old == message)
-        return Py_NewRef(message);
-    if (old != NULL && canon[at].hash == h && PyUnicode_KIND(old) == kind && PyUnicode_GET_LENGTH(old) == length
-        && memcmp(PyUnicode_DATA(old), data, (size_t)nbytes) == 0)
-        return Py_NewRef(old);
     Py_INCREF(message);
     canon[at].str = message;
-    canon[at].hash = h;
+    canon[at].hash = t.hash;
     canon[at].message_slot = -1;
     Py_XDECREF(old); /* a str: no code runs */
     return Py_NewRef(message);
@@ -275,8 +262,7 @@ void site_put(int opcode, PyObject *const *args, Py_ssize_t nargs, PyObject *kwn
         Py_XINCREF(arg);
         e->args[i] = arg;
     }
-    e->opcode = opcode;
-    e->nargs = (int)nargs;
+    e->call = site_call(opcode, nargs);
     e->n = (int)n;
     e->payload_at = payload_at;
     e->slot = slot;

@@ -717,3 +717,28 @@ def test_code_run_inside_a_call_that_replaces_the_message_text_entry_frees_nothi
     proc = run_python(code, remove=() if tool else ("NVTX_INJECTION64_PATH",), check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout) == {"evictions": evictions, "wrong": []}
+
+
+@pytest.mark.skipif(not ACCELERATED, reason="the accelerator's table of texts")
+def test_fstring_messages_of_texts_sharing_a_text_entry_get_their_own_objects():
+    # new strs of two texts that take turns in one entry of the table of f-string texts: each call
+    # that looks the table up (annotate(message) and the call-site table) answers for its own text
+    from nvtx_cffi import _speedups
+    from nvtx_cffi._domain import PREPARE_AT
+
+    def fresh(text):  # an equal str with no hash computed yet, as an f-string is
+        return "".join([text[:2], text[2:]])
+
+    first = "turn0"
+    second = next(t for t in (f"turn{i}" for i in range(1, 1 << 20))
+                  if _speedups._canon_index(t) == _speedups._canon_index(first))
+    for _ in range(2):  # prepared at a later call: the second round answers from the tables
+        for text in (first, second):
+            for _ in range(PREPARE_AT + 1):
+                nvtx.annotate(text)
+                nvtx.annotate(text, color="red")
+    for _ in range(3):
+        for text in (first, second, first, first, second):
+            a, b = nvtx.annotate(fresh(text)), nvtx.annotate(fresh(text), color="red")
+            assert (a.message, b.message, b.color) == (text, text, "red")
+            assert a is nvtx.annotate(text) and b is nvtx.annotate(text, color="red")
