@@ -382,19 +382,22 @@ class SqliteWriter(TrackCounters):
         self._counter_table()
         numbers = block.numbers()
         times = (block.time - self._t0).tolist()
-        values = [None if v != v else v for v in numbers.tolist()]  # (NaN: NULL)
-        runs = _runs([block.track], len(block))
+        values = [None if v != v else v for v in numbers.tolist()]  # (NaN and a gap: NULL)
+        no_value = block.no_value_kinds()
+        keys = [block.track] if block.no_value is None else [block.track, block.no_value]
+        runs = _runs(keys, len(block))
         constants = [_counter_constants(block.pid, track) for track in block.tracks]
         if len(runs) * 64 > len(block) or None in constants:
             tracks = [(t.domain, t.counter_id, t.name, t.unit) for t in block.tracks]
             columns = zip(*[tracks[k] for k in block.track.tolist()])
             self._cur.executemany(_INSERT_COUNTER, zip(times, itertools.repeat(block.pid << 24), *columns, values,
-                                                       itertools.repeat(None)))
+                                                       no_value))
         else:
             for run in runs:
                 at, end = int(run[0]), int(run[-1]) + 1
+                reason = "NULL" if no_value[at] is None else f"'{no_value[at]}'"
                 self._insert_rows("INSERT INTO NVTX_CFFI_COUNTERS VALUES ",
-                                  f"(?,{constants[int(block.track[at])]},?,NULL)", 2,
+                                  f"(?,{constants[int(block.track[at])]},?,{reason})", 2,
                                   [v for pair in zip(times[at:end], values[at:end]) for v in pair])
         self.count += len(block)
 
