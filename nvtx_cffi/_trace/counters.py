@@ -12,12 +12,14 @@ on the way from the recording to the pairing and the writers.
   :class:`ExtPayloads`, under a key that stands in the row's payload column (``args.payload`` in
   the JSON).
 
-Samples of scalar counters (an int64, a double or another scalar value each: what ``sample()`` of an
-``int``, ``float`` or scalar-dtype counter records) take the compiled path where the CFFI module has
-its helpers (:func:`compiled`): the reader hands them on as columns (``recorder.blocks(samples=True)``),
-the decoder turns each run of them into a :class:`SampleBlock` (no object a sample) and the writers
-take a block at once (``samples(block)``, :mod:`.writers`); the other samples (groups, batches,
-``sample_no_value``) go one by one, in their place among them.
+Samples of counters whose samples decode to numbers (a scalar counter of any dtype, float16 included,
+or a group of scalar fields) take the compiled path where the CFFI module has its helpers
+(:func:`compiled`): the reader hands them on as columns (``recorder.blocks(samples=True)``: samples of
+up to 64 bytes), ``batch_submit`` records are unpacked into such rows, the decoder turns each run of
+them into a :class:`SampleBlock` (no object a sample: a row per field, ``sample_no_value`` samples as
+0, the values held or gaps) and the writers take a block at once (``samples(block)``, :mod:`.writers`).
+The others go one by one, in their place among them: counters of arrays, strings or nested schemas,
+samples the recorder cut, batches of timestamps not on the trace's clock or cut at the recorder's bound.
 """
 from __future__ import annotations
 
