@@ -579,8 +579,8 @@ class BatchExtDecoder:
         end = np.array([_layout_end(layout) if layout else 0 for layout in layouts], dtype=np.int64)[which]
         data = s["data"]
         size = s["size"].astype(np.int64) - _SAMPLE_HEAD
-        bulk = known & np.where(data[:, 0] <= _MODE_RAW, size >= end,
-                                (data[:, 0] == _MODE_NO_VALUE) & (size >= 1) & (data[:, _SAMPLE_HEAD] <= _NO_UNAVAILABLE))
+        no_value = (data[:, 0] == _MODE_NO_VALUE) & (size >= 1) & (data[:, _SAMPLE_HEAD] <= _NO_UNAVAILABLE)
+        bulk = known & np.where(data[:, 0] <= _MODE_RAW, size >= end, no_value)
         for part in np.split(np.arange(len(s)), np.flatnonzero(np.diff(bulk.astype(np.int8))) + 1):
             if bulk[part[0]]:
                 self.on_sample(self._block(pid, s[part], which[part], infos, layouts))
@@ -633,7 +633,8 @@ class BatchExtDecoder:
                 shown_name, shown = (info.name, title) if single else (f"{info.name}.{name}", f"{title}.{name}")
                 at = start[rows] + f
                 track[at] = len(tracks)
-                tracks.append(CounterTrack(pid, info.domain, info.id, shown_name + scope, shown + scope, unit.get(name)))
+                tracks.append(CounterTrack(pid, info.domain, info.id, shown_name + scope, shown + scope,
+                                           unit.get(name)))
                 counters.append(info)
                 units.append(unit)
                 fields.append(name)
