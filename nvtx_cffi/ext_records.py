@@ -493,24 +493,43 @@ class ExtDecoder:
         return {e.name or f"field{i}": _entry_value(e, data, e.offset, schemas, 0)
                 for i, e in enumerate(schema.entries) if not e.flags & _FLAG_TIMESTAMP}
 
-    def scalar_layout(self, info: CounterInfo, pid: int) -> Optional[Tuple[str, int]]:
-        """Where the value of a sample of the counter ``info`` is, when its samples (mode 0 to 2)
-        decode to one number, ``{"value": number}``: ``(struct format, byte offset)``; None for the
-        other counters (groups, arrays, strings, unknown schemas). What :meth:`_value` reads: a
-        predefined scalar type, or a schema of one scalar entry that :func:`_decode` unwraps."""
+    def field_layout(self, info: CounterInfo, pid: int) -> Optional[List[Tuple[str, str, int]]]:
+        """Where the values of a sample of the counter ``info`` are, when its samples (mode 0 to 2)
+        decode to numbers only, a number a field: ``[(field, struct format, byte offset)]``, in the
+        order of the values :meth:`_value` reads; None for the other counters (arrays, strings,
+        nested or unknown schemas), and for one whose ``sample_no_value(ZERO)`` sample would not
+        decode to a number in each field."""
         fmt = _SCALARS.get(info.schema_id)
         if fmt:
-            return fmt, 0
-        schema, _ = self._fields(info, pid)
-        if schema is None or len(schema.entries) != 1:
+            return [("value", fmt, 0)]
+        schema, schemas = self._fields(info, pid)
+        if schema is None or not schema.entries:
             return None
-        entry = schema.entries[0]
-        unwrapped = entry.name is None or schema.name is None and not schema.flags
-        if (entry.flags & (_FLAG_COUNTER | _ARRAY_MASK) or not unwrapped
-                or not (entry.name is None or entry.offset == 0)):
+        entries = schema.entries
+        if any(e.flags & _FLAG_COUNTER for e in entries):
+            fields = [(e.name or f"field{i}", e) for i, e in enumerate(entries) if not e.flags & _FLAG_TIMESTAMP]
+        elif schema.type == _SCHEMA_DYNAMIC and len(entries) == 2 and entries[1].flags & _ARRAY_MASK == _LENGTH_INDEX:
+            return None  # (a list)
+        elif (len(entries) == 1 and (entries[0].name is None or schema.name is None and not schema.flags)
+              and (entries[0].name is None or entries[0].offset == 0)):
+            fields = [("value", entries[0])]  # (what _decode unwraps)
+        else:
+            fields = [(e.name or f"field{i}", e) for i, e in enumerate(entries)]
+        layout = []
+        for name, entry in fields:
+            fmt = _SCALARS.get(entry.type)
+            if fmt is None or entry.flags & _ARRAY_MASK == _FIXED:
+                return None
+            layout.append((name, fmt, entry.offset))
+        zero_size = _size_of(info.schema_id, schemas) or 4096  # what _no_value decodes ZERO from
+        if (not layout or len({name for name, _, _ in layout}) != len(layout)
+                or any(offset + struct.calcsize("<" + fmt) > zero_size for _, fmt, offset in layout)):
             return None
-        fmt = _SCALARS.get(entry.type)
-        return (fmt, entry.offset) if fmt else None
+        return layout
+
+    def held(self, pid: int, info: CounterInfo) -> Optional[Dict[str, Any]]:
+        """The values an UNCHANGED sample of the counter ``info`` of ``pid`` repeats now (None: none yet)."""
+        return self._last.get((pid, info.domain, info.id))
 
     def units(self, info: CounterInfo, pid: int) -> Dict[str, Optional[str]]:
         """The unit of each field of the counter's samples (the counter's own where a field has none)."""

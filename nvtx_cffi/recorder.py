@@ -1222,8 +1222,9 @@ def active_files(directory: Union[str, "os.PathLike[str]"]) -> List[str]:
 #       .domains   Dict[int, Optional[str]]: domain id -> name (0 -> None: NVTX's default domain)
 #       .blobs     List[Blob]: the block's variable-length extension records (see Blob)
 #       .samples   blocks(samples=True) only: a numpy structured array (fields below), the
-#                  counter_sample records of at most 24 data bytes and not cut (scalar values,
-#                  sample_no_value), which .blobs then leaves out; None when there are none
+#                  counter_sample records of at most 64 data bytes and not cut (scalar values,
+#                  sample_no_value, groups of a few fields), which .blobs then leaves out; None
+#                  when there are none
 #       .blob_order  blocks(samples=True) only: numpy int64 array, the place of each .blobs entry
 #                  among the block's extension records (file order), as .samples' order
 #   EVENT_DTYPE fields (little-endian, packed, 48 bytes):
@@ -1243,14 +1244,15 @@ def active_files(directory: Union[str, "os.PathLike[str]"]) -> List[str]:
 #       range_id     uint64  start/end range id (0 otherwise)
 #   Blob (namedtuple): kind (str, BLOB_KINDS), kind_id (int), time_ns, tid, domain (id),
 #       arg (int), data (bytes), truncated (bool).
-#   .samples fields (little-endian, packed, 53 bytes): a counter_sample Blob as a row
+#   .samples fields (little-endian, packed, 29 bytes + the data's width): a counter_sample Blob as a row
 #       order        int64   its place among the block's extension records (as .blob_order)
 #       time_ns      int64   as Blob.time_ns
 #       tid          uint32  as Blob.tid
 #       domain       uint32  as Blob.domain
 #       counter      uint64  Blob.arg: the counter id
-#       size         uint8   len(Blob.data) (17..24: a sample head, then its value's bytes)
-#       data         24 x u1 Blob.data, zero-padded
+#       size         uint8   len(Blob.data) (17..64: a sample head, then its value's bytes)
+#       data         W x u1  Blob.data, zero-padded; W = 24, or the block's longest rounded up to
+#                            8 bytes (up to 64) where it has longer samples
 
 KIND_PUSH, KIND_POP, KIND_START, KIND_END, KIND_MARK = (
     _lib.NVTXREC_KIND_PUSH, _lib.NVTXREC_KIND_POP, _lib.NVTXREC_KIND_START, _lib.NVTXREC_KIND_END, _lib.NVTXREC_KIND_MARK)
@@ -1269,15 +1271,19 @@ _EVENT_FIELDS = [
 ]
 
 
-#: the longest Blob.data of an EventBlock.samples row: a sample head (16 bytes), an 8-byte value
-_SAMPLE_DATA = 24
+#: the Blob.data of an EventBlock.samples row: a sample head (16 bytes) and an 8-byte value, or,
+#: in a block with longer samples, up to a group of six 8-byte fields (a wider row for every sample:
+#: only the blocks that have such samples pay for it)
+_SAMPLE_DATA, _SAMPLE_DATA_MAX = 24, 64
 #: a block's extension records (counter samples, binary payloads) take this many words a
 #: max_events event at most, give or take a chunk: a block of samples alone stays bounded
 _EXT_WORDS_PER_EVENT = 4
-_SAMPLE_FIELDS = [
-    ("order", "<i8"), ("time_ns", "<i8"), ("tid", "<u4"), ("domain", "<u4"), ("counter", "<u8"), ("size", "u1"),
-    ("data", "u1", (_SAMPLE_DATA,)),
-]
+
+
+def _sample_fields(width: int) -> list:
+    """The fields of EventBlock.samples rows of ``width`` data bytes."""
+    return [("order", "<i8"), ("time_ns", "<i8"), ("tid", "<u4"), ("domain", "<u4"), ("counter", "<u8"),
+            ("size", "u1"), ("data", "u1", (width,))]
 
 
 class Blob(NamedTuple):
@@ -1692,25 +1698,46 @@ def _np_finish(np, d: _Defs, ev, parts, skips: _Skips, samples: bool = False) ->
     b = EventBlock()
     b.info, b.pid, b.exec_gen = d.info, d.header.pid, d.header.exec_gen
     b.events, b.strings, b.domains, b.blobs = ev, d.np_strings, d.domains, blobs
-    b.samples = (np.concatenate(rows) if len(rows) > 1 else rows[0]) if rows else None
+    b.samples = _np_joined_rows(np, rows) if rows else None
     b.blob_order = np.asarray(order, dtype=np.int64) if samples else None
     return b
+
+
+def _np_joined_rows(np, rows: list):
+    """The EventBlock.samples rows of each part, as one array as wide as the widest part's."""
+    if len(rows) == 1:
+        return rows[0]
+    width = max(r.dtype["data"].shape[0] for r in rows)
+    out = np.zeros(sum(len(r) for r in rows), dtype=_sample_fields(width))
+    at = 0
+    for r in rows:
+        part = out[at:at + len(r)]
+        for name in r.dtype.names:
+            if name == "data":
+                part[name][:, :r.dtype[name].shape[0]] = r[name]
+            else:
+                part[name] = r[name]
+        at += len(r)
+    return out
 
 
 def _np_sample_rows(np, d: _Defs, tid: int, w, heads, length, place):
     """The rows of EventBlock.samples among the checked blob records at ``heads`` (``length``: their
     data lengths, ``place``: their places among the block's extension records): the counter samples
-    of at most _SAMPLE_DATA bytes, not cut, whose time :meth:`_Defs.to_ns_many` gives exactly; None
+    of at most _SAMPLE_DATA_MAX bytes, not cut, whose time :meth:`_Defs.to_ns_many` gives exactly; None
     when there are none."""
     data = _np_data_bytes(np, w, heads, length, _DATA_FIXED.size + _SAMPLE_DATA)
     flags = (w[heads] >> np.uint64(8)) & np.uint64(0xFF)
-    small = ((data[:, _DATA_FIXED.size - 1] == _BLOB_COUNTER_SAMPLE) & (length <= _DATA_FIXED.size + _SAMPLE_DATA)
-             & ((flags & np.uint64(_DF_TRUNCATED)) == 0))
+    small = ((data[:, _DATA_FIXED.size - 1] == _BLOB_COUNTER_SAMPLE)
+             & (length <= _DATA_FIXED.size + _SAMPLE_DATA_MAX) & ((flags & np.uint64(_DF_TRUNCATED)) == 0))
     if not small.any():
         return None
     heads, length, place, data = heads[small], length[small], place[small], data[small]
+    width = max(_SAMPLE_DATA, (int(length.max()) - _DATA_FIXED.size + 7) // 8 * 8)
+    if width > _SAMPLE_DATA:
+        data = _np_data_bytes(np, w, heads, length, _DATA_FIXED.size + width)
     time_ns, exact = d.to_ns_many(np, _np_u64(data[:, :8]))
-    rows = np.zeros(int(exact.sum()), dtype=_SAMPLE_FIELDS)
+    rows = np.zeros(int(exact.sum()), dtype=_sample_fields(width))
     if not len(rows):
         return None
     rows["order"] = place[exact]

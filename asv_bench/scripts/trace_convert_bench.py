@@ -16,7 +16,9 @@ both rows of a format see the same load.
 ``--shape``: what the program records, N of them: ``ranges`` (default: ``examples/many_ranges.py N``,
 push/pop ranges with a colour), ``payload`` (``with nvtx.annotate("step", payload=i)``), ``marks``
 (``nvtx.mark("tick", payload=i)``), ``startend`` (N events: ``nvtx.start_range("job")``, each
-ended by ``nvtx.end_range`` on a second thread, a thousand at a time), or several,
+ended by ``nvtx.end_range`` on a second thread, a thousand at a time), ``groups`` (N samples of a
+counter group of two fields), ``counterkinds`` (N counter samples, a quarter each: float16 samples,
+``sample_no_value``, int64 and group ``batch_submit`` batches of 10), or several,
 comma-separated: each recorded, then converted, in one table (``--keep DIR`` keeps them in
 ``DIR/<shape>``). ``mixed``: N events in all from two
 processes recording at once, 3 threads each: a C program (``asv_bench/c/trace_client.c``, 9/10 of
@@ -105,6 +107,28 @@ for at in range(0, n, 1000):
     chunks.put([nvtx.start_range("job") for _ in range(at, min(n, at + 1000))])
 chunks.put(None)
 ender.join()
+""",
+    # N counter samples of a group of two fields (int32, float64): a row per field in every format
+    "groups": """import sys, numpy as np, nvtx_cffi as nvtx
+group = nvtx.get_domain("bench").get_counter("pair", nvtx.numpy_dtype([("a", np.int32), ("b", np.float64)]))
+for i in range(int(sys.argv[1])):
+    group.sample((i, i / 4))
+""",
+    # N counter samples of the other kinds, a quarter each: float16 samples, sample_no_value (each
+    # reason in turn), int64 batch_submit of 10 values, group batches of 10
+    "counterkinds": """import sys, numpy as np, nvtx_cffi as nvtx
+d = nvtx.get_domain("bench")
+half, depth = d.get_counter("half", np.float16), d.get_counter("depth", int)
+group = d.get_counter("pair", nvtx.numpy_dtype([("a", np.int32), ("b", np.float64)]))
+reasons = list(nvtx.CounterNoValueReason)
+values = np.array([(i, i / 4) for i in range(10)], dtype=group.dtype)
+for i in range(int(sys.argv[1]) // 40):
+    for k in range(10):
+        half.sample(k / 8)
+        depth.sample_no_value(reasons[k % 3])
+    stamps = [d.get_timestamp() for _ in range(10)]
+    depth.batch_submit(range(i, i + 10), stamps)
+    group.batch_submit(values, stamps)
 """,
     # the Python half of --shape mixed: N events, a third from each thread
     "mixed": """import sys, threading, nvtx_cffi as nvtx

@@ -502,11 +502,16 @@ class ChromeTraceWriter(StreamWriter):
         out.text(*_table([_dumps(t.unit or "value") for t in block.tracks], block.track))
         out.literal(":")
         floating = block.kind == FLOATING
-        out.number(block.bits.view(np.int64), np.where(floating, 0, block.kind).astype(np.int64))
+        texts = floating if block.gap is None else floating | block.gap
+        out.number(block.bits.view(np.int64), np.where(texts, 0, block.kind).astype(np.int64))
         length = np.zeros(n, dtype=np.int64)
-        at = np.flatnonzero(floating)
+        at = np.flatnonzero(floating if block.gap is None else floating & ~block.gap)
         data, length[at] = _float_texts(block.bits[at].view(np.float64))
-        out.text(data, np.cumsum(length) - length, length)
+        start = np.cumsum(length) - length
+        if block.gap is not None:  # a gap: null, after the numbers' texts
+            start[block.gap], length[block.gap] = len(data), 4
+            data = np.concatenate((data, np.frombuffer(b"null", dtype=np.uint8)))
+        out.text(data, start, length)
         out.literal("}}")
         self._write_block(out.build())
         self.count += n

@@ -70,7 +70,7 @@ def _hand_samples(samples: List[Any], writers: Sequence[Writer], timeline: Timel
                 else:  # a writer of one sample at a time
                     for one, tracks in sample.each():
                         writer.sample(one, tracks)
-            timeline.counter_samples += len(sample)
+            timeline.counter_samples += sample.sample_count
             timeline.counter_pids.add(sample.pid)
             continue
         tracks = list(counter_tracks(sample))

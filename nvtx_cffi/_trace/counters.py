@@ -12,12 +12,14 @@ on the way from the recording to the pairing and the writers.
   :class:`ExtPayloads`, under a key that stands in the row's payload column (``args.payload`` in
   the JSON).
 
-Samples of scalar counters (an int64, a double or another scalar value each: what ``sample()`` of an
-``int``, ``float`` or scalar-dtype counter records) take the compiled path where the CFFI module has
-its helpers (:func:`compiled`): the reader hands them on as columns (``recorder.blocks(samples=True)``),
-the decoder turns each run of them into a :class:`SampleBlock` (no object a sample) and the writers
-take a block at once (``samples(block)``, :mod:`.writers`); the other samples (groups, batches,
-``sample_no_value``) go one by one, in their place among them.
+Samples of counters whose samples decode to numbers (a scalar counter of any dtype, float16 included,
+or a group of scalar fields) take the compiled path where the CFFI module has its helpers
+(:func:`compiled`): the reader hands them on as columns (``recorder.blocks(samples=True)``: samples of
+up to 64 bytes), ``batch_submit`` records are unpacked into such rows, the decoder turns each run of
+them into a :class:`SampleBlock` (no object a sample: a row per field, ``sample_no_value`` samples as
+0, the values held or gaps) and the writers take a block at once (``samples(block)``, :mod:`.writers`).
+The others go one by one, in their place among them: counters of arrays, strings or nested schemas,
+samples the recorder cut, batches of timestamps not on the trace's clock or cut at the recorder's bound.
 """
 from __future__ import annotations
 
@@ -27,7 +29,9 @@ import struct
 from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple, Union
 
 from .. import _bulk
+from ..ext_records import _BATCH_CUT, _MONOTONIC_DOMAINS as _TRACE_CLOCK_DOMAINS
 from ..ext_records import CounterInfo, CounterSample, ExtDecoder, time_domain_name
+from ..recorder import _SAMPLE_DATA_MAX, _np_joined_rows, _sample_fields
 from .columns import BATCH_EVENTS, MARK, PT_EXT, PUSH, START
 
 __all__ = ["CounterStats", "CounterTrack", "ExtPayloads", "BatchExtDecoder", "SampleBlock", "compiled",
@@ -107,20 +111,27 @@ SIGNED, UNSIGNED, FLOATING = 1, 2, 3
 
 
 class SampleBlock:
-    """Samples of scalar counters of one process, as columns, in the order they are handed on: what
-    :class:`BatchExtDecoder` decodes in bulk (one value each, never a gap: one track a sample).
+    """Counter samples of one process, as columns, in the order they are handed on: what
+    :class:`BatchExtDecoder` decodes in bulk. A row is one track's value of a sample: a scalar
+    counter's sample is one row, a group's a row per field (consecutive, in the fields' order).
 
     Columns (NumPy arrays): ``tid``, ``time`` (ns), ``track`` (an index into ``tracks``, the
-    :class:`CounterTrack` of each counter that has samples here, ``counters``, its :class:`~nvtx_cffi.ext_records.CounterInfo`,
-    and ``units``, its samples' units by field), ``kind`` (:data:`SIGNED`, :data:`UNSIGNED` or
-    :data:`FLOATING`) and ``bits`` (the value's 64 bits). A writer takes a block at once
-    (``samples(block)``) or a sample at a time (:meth:`each`).
+    :class:`CounterTrack` of each counter field that has samples here, ``counters``, its counter's
+    :class:`~nvtx_cffi.ext_records.CounterInfo`, ``fields``, its field's name in the samples'
+    values, and ``units``, its samples' units by field), ``kind`` (:data:`SIGNED`, :data:`UNSIGNED`
+    or :data:`FLOATING`) and ``bits`` (the value's 64 bits). Where some rows are not one whole
+    sample with a value: ``gap`` (True: no value, a gap), ``no_value`` (a ``sample_no_value``
+    sample's reason, -1 for a sample with a value) and ``first`` (True where a sample's rows begin);
+    None where every row is a sample with a value. A writer takes a block at once (``samples(block)``)
+    or a sample at a time (:meth:`each`).
     """
 
-    __slots__ = ("pid", "tid", "time", "track", "kind", "bits", "tracks", "counters", "units")
+    __slots__ = ("pid", "tid", "time", "track", "kind", "bits", "tracks", "counters", "units", "fields", "gap",
+                 "no_value", "first", "sample_count")
 
     def __init__(self, pid: int, tid: Any, time: Any, track: Any, kind: Any, bits: Any, tracks: List[CounterTrack],
-                 counters: List[CounterInfo], units: List[Dict[str, Optional[str]]]) -> None:
+                 counters: List[CounterInfo], units: List[Dict[str, Optional[str]]], fields: List[str],
+                 gap: Any = None, no_value: Any = None, first: Any = None) -> None:
         self.pid = pid
         self.tid = tid
         self.time = time
@@ -130,21 +141,31 @@ class SampleBlock:
         self.tracks = tracks
         self.counters = counters
         self.units = units
+        self.fields = fields
+        self.gap = gap
+        self.no_value = no_value
+        self.first = first
+        #: the samples the rows are of
+        self.sample_count = len(time) if first is None else int(first.sum())
 
     def __len__(self) -> int:
         return len(self.time)
 
     def numbers(self) -> Any:
-        """The values as float64 (``float(value)``; a uint64 past 2**53 rounded as Python rounds it)."""
+        """The values as float64 (``float(value)``; a uint64 past 2**53 rounded as Python rounds it;
+        a gap's: NaN)."""
         import numpy as np
 
         bits, kind = self.bits, self.kind
-        return np.where(kind == SIGNED, bits.view(np.int64).astype(np.float64),
-                        np.where(kind == UNSIGNED, bits.astype(np.float64), bits.view(np.float64)))
+        out = np.where(kind == SIGNED, bits.view(np.int64).astype(np.float64),
+                       np.where(kind == UNSIGNED, bits.astype(np.float64), bits.view(np.float64)))
+        if self.gap is not None:
+            out[self.gap] = np.nan
+        return out
 
-    def values(self, rows: Any = None) -> List[Union[int, float]]:
+    def values(self, rows: Any = None) -> List[Union[int, float, None]]:
         """The values (of ``rows``; all by default) as the Python numbers their counters' samples
-        decode to: ints and floats."""
+        decode to: ints and floats (None: a gap)."""
         import numpy as np
 
         bits, kinds = (self.bits, self.kind) if rows is None else (self.bits[rows], self.kind[rows])
@@ -153,11 +174,20 @@ class SampleBlock:
             at = np.flatnonzero(kinds == kind)
             if len(at):
                 out[at] = bits[at].view(view).astype(object)
+        if self.gap is not None:
+            out[self.gap if rows is None else self.gap[rows]] = None
         return out.tolist()
 
+    def no_value_kinds(self) -> List[Optional[str]]:
+        """Each row's ``sample_no_value`` reason by name (``"zero"``, ``"unchanged"``,
+        ``"unavailable"``; None for a sample with a value)."""
+        if self.no_value is None:
+            return [None] * len(self)
+        return [NO_VALUE_KINDS.get(k) for k in self.no_value.tolist()]
+
     def typed(self, rows: Any) -> Any:
-        """The values of ``rows`` (of one track: a counter's values are of one kind) as an int64,
-        uint64 or float64 array."""
+        """The values of ``rows`` (of one track, no gaps: a counter's values are of one kind) as an
+        int64, uint64 or float64 array."""
         import numpy as np
 
         bits = self.bits[rows]
@@ -167,11 +197,20 @@ class SampleBlock:
     def each(self) -> Iterator[Tuple[CounterSample, List[Tuple[CounterTrack, Optional[float]]]]]:
         """Each sample as a :class:`~nvtx_cffi.ext_records.CounterSample` and its (track, value), one
         at a time (what a writer without ``samples(block)`` takes)."""
-        for tid, time_ns, k, value in zip(self.tid.tolist(), self.time.tolist(), self.track.tolist(), self.values()):
-            track, info = self.tracks[k], self.counters[k]
-            sample = CounterSample(pid=self.pid, tid=tid, time_ns=time_ns, counter=info, values={"value": value},
-                                   units=self.units[k])
-            yield sample, [(track, value)]
+        import numpy as np
+
+        n = len(self)
+        starts = np.arange(n) if self.first is None else np.flatnonzero(self.first)
+        reasons = [-1] * n if self.no_value is None else self.no_value.tolist()
+        values, track = self.values(), self.track.tolist()
+        for at, end, tid, time_ns in zip(starts.tolist(), starts[1:].tolist() + [n], self.tid[starts].tolist(),
+                                         self.time[starts].tolist()):
+            k = track[at]
+            info, rows = self.counters[k], range(at, end)
+            sample = CounterSample(pid=self.pid, tid=tid, time_ns=time_ns, counter=info,
+                                   values={self.fields[track[i]]: values[i] for i in rows},
+                                   no_value=None if reasons[at] < 0 else reasons[at], units=self.units[k])
+            yield sample, [(self.tracks[track[i]], values[i]) for i in rows]
 
 
 _NATIVE: List[Any] = []
@@ -247,6 +286,14 @@ class CounterStats:
             if row is None:
                 row = self._rows[key] = [0, 0, None, None, 0.0, None, None, track.unit, track.title, 0, 0, 0, 0]
             row[0] += len(rows)
+            if block.no_value is not None:
+                reasons = np.bincount(block.no_value[rows] + 1, minlength=4)  # (-1: a sample with a value)
+                for kind in (0, 1, 2):
+                    row[9 + kind] += int(reasons[kind + 1])
+            if block.gap is not None:  # a gap: no number
+                rows = rows[~block.gap[rows]]
+                if not len(rows):
+                    continue
             values = block.typed(rows)
             if values.dtype.kind == "f":
                 number = values == values  # NaN: not a number, left out of the numbers
@@ -396,9 +443,20 @@ class BatchExtDecoder:
             self.decoder.preload(info)
         # (thread, time, a row or not, place in the file, index): per thread in time order, a
         # payload's blobs just before its event; a blob's place among the extension records
-        places = batch.blob_order.tolist() if batch.blob_order is not None else range(len(blobs))
-        items: List[Tuple[int, int, int, int, int]] = [(blob.tid, blob.time_ns, 0, place, j)
-                                                       for j, (blob, place) in enumerate(zip(blobs, places))]
+        columnar = batch.blob_order is not None  # (the reader's sample columns: the compiled path)
+        places = batch.blob_order.tolist() if columnar else range(len(blobs))
+        items: List[Tuple[int, int, int, int, int]] = []
+        batches: List[Tuple[Any, int]] = []  # batch_submit records decoded in bulk: (sample rows, their key's time)
+        for j, (blob, place) in enumerate(zip(blobs, places)):
+            expanded = None
+            if columnar and blob.kind == "counter_sample" and not blob.truncated:
+                expanded = self._batch_rows(batch, blob.tid, blob.time_ns, blob.domain, blob.arg, blob.data, place)
+            if expanded is None:
+                items.append((blob.tid, blob.time_ns, 0, place, j))
+            else:
+                batches.append(expanded)
+        if samples is not None:  # the short batches among the reader's rows
+            samples = self._expand_batches(batch, samples, batches)
         if batch.numpy:
             import numpy as np
 
@@ -410,24 +468,21 @@ class BatchExtDecoder:
         for i in rows:
             items.append((int(batch.tid[i]), int(batch.time[i]), 1, i, i))
         items.sort()
-        if samples is None:
+        if samples is None and not batches:
             for item in items:
                 self._item(batch, item)
             return
         # the sample rows in the same order, each run of them between two items decoded at once
-        import numpy as np
-
-        by_order = np.lexsort((samples["order"], samples["time_ns"], samples["tid"]))
-        keys = _SampleKeys(samples, by_order)
+        samples, keys = _ordered_rows(samples, batches)
         done = 0
         for item in items:
             before = bisect.bisect_left(keys, item[:4], lo=done)
             if before > done:
-                self._samples(batch, by_order[done:before])
+                self._samples(batch, samples[done:before])
                 done = before
             self._item(batch, item)
-        if done < len(by_order):
-            self._samples(batch, by_order[done:])
+        if done < len(samples):
+            self._samples(batch, samples[done:])
 
     def _item(self, batch: Any, item: Tuple[int, int, int, int, int]) -> None:
         """One blob (its counter samples to ``on_sample``), or one row's binary payload (its key to
@@ -449,13 +504,60 @@ class BatchExtDecoder:
             value, truncated = decoded
             batch.payload[j] = self.payloads.add(json_safe(value), truncated)
 
-    def _samples(self, batch: Any, rows: Any) -> None:
-        """The sample rows ``rows`` of ``batch.samples``, in this order: a :class:`SampleBlock` for each
-        run of rows of scalar counters (a value of the counter's type, by sample() or its int64 or
-        float64 variant); the others one by one, as blobs."""
+    def _expand_batches(self, batch: Any, samples: Any, batches: List[Tuple[Any, int]]) -> Any:
+        """The reader's sample rows ``samples`` less the ``batch_submit`` records among them that
+        decode in bulk, whose samples go to ``batches`` (:meth:`_batch_rows`); None where none are left."""
         import numpy as np
 
-        s = batch.samples[rows]
+        at = np.flatnonzero(samples["data"][:, 0] == _MODE_BATCH)
+        if not len(at):
+            return samples
+        keep = np.ones(len(samples), dtype=bool)
+        for i in at.tolist():
+            row = samples[i]
+            expanded = self._batch_rows(batch, int(row["tid"]), int(row["time_ns"]), int(row["domain"]),
+                                        int(row["counter"]), row["data"][:row["size"]].tobytes(), int(row["order"]))
+            if expanded is not None:
+                batches.append(expanded)
+                keep[i] = False
+        return samples[keep] if keep.any() else None
+
+    def _batch_rows(self, batch: Any, tid: int, time_ns: int, domain: int, counter: int, data: bytes,
+                    place: int) -> Optional[Tuple[Any, int]]:
+        """The samples of a ``batch_submit`` record (not cut; ``place``: its place among the extension
+        records) as sample rows of the reader's columns, each with its own time and its value after
+        a sample() head, and the time the record is ordered by; None where they do not decode in bulk:
+        a counter whose samples are not numbers only (:meth:`~nvtx_cffi.ext_records.ExtDecoder.field_layout`),
+        timestamps not on the trace's clock, a value past the columns' width, a batch cut short."""
+        if len(data) < _SAMPLE_HEAD:
+            return None
+        mode, flags, _, item, n = _HEAD.unpack_from(data)
+        if (mode != _MODE_BATCH or flags & _BATCH_CUT or not 0 < item <= _VALUE_MAX or not n
+                or len(data) < _SAMPLE_HEAD + n * (8 + item)):
+            return None
+        info = self.decoder.counters.get((batch.pid, batch.domains.get(domain), counter))
+        if info is None or info.time_domain not in _TRACE_CLOCK_DOMAINS:
+            return None
+        layout = self.decoder.field_layout(info, batch.pid)
+        if layout is None or _layout_end(layout) > item:
+            return None
+        import numpy as np
+
+        records = np.frombuffer(data, dtype=[("ts", "<i8"), ("value", "u1", (item,))], count=n, offset=_SAMPLE_HEAD)
+        rows = np.zeros(n, dtype=_sample_fields(_SAMPLE_HEAD + (item + 7) // 8 * 8))
+        rows["order"] = place
+        rows["time_ns"] = records["ts"]
+        rows["tid"], rows["domain"], rows["counter"] = tid, domain, counter
+        rows["size"] = _SAMPLE_HEAD + item
+        rows["data"][:, _SAMPLE_HEAD:_SAMPLE_HEAD + item] = records["value"]  # (mode 0: sample())
+        return rows, time_ns
+
+    def _samples(self, batch: Any, s: Any) -> None:
+        """The sample rows ``s``, in this order: a :class:`SampleBlock` for each run of rows of counters
+        whose samples decode to numbers (a value of the counter's type, by sample() or its int64 or
+        float64 variant, or a ``sample_no_value`` of a known reason); the others one by one, as blobs."""
+        import numpy as np
+
         pid, domains = batch.pid, batch.domains
         if int(s["counter"].max()) < 1 << 48:  # (domain ids are 16-bit: one integer a counter)
             found, which = np.unique(s["domain"].astype(np.uint64) << np.uint64(48) | s["counter"],
@@ -468,19 +570,19 @@ class BatchExtDecoder:
             counters = found.tolist()
         which = which.reshape(-1)
         infos: List[Optional[CounterInfo]] = []
-        layouts: List[Optional[Tuple[str, int]]] = []
+        layouts: List[Optional[List[Tuple[str, str, int]]]] = []
         for domain, counter_id in counters:
             info = self.decoder.counters.get((pid, domains.get(domain), counter_id))
-            layout = self.decoder.scalar_layout(info, pid) if info is not None else None
             infos.append(info)
-            # (not a float16's: Python gives its NaNs bits of its own)
-            layouts.append(layout if layout is not None and layout[0] != "e" else None)
-        end = np.array([offset + struct.calcsize("<" + fmt) if fmt else 1 << 8 for fmt, offset in
-                        (layout or ("", 0) for layout in layouts)], dtype=np.int64)
+            layouts.append(self.decoder.field_layout(info, pid) if info is not None else None)
+        known = np.array([layout is not None for layout in layouts])[which]
+        end = np.array([_layout_end(layout) if layout else 0 for layout in layouts], dtype=np.int64)[which]
         data = s["data"]
-        scalar = (data[:, 0] <= _MODE_RAW) & (s["size"].astype(np.int64) - _SAMPLE_HEAD >= end[which])
-        for part in np.split(np.arange(len(s)), np.flatnonzero(np.diff(scalar.astype(np.int8))) + 1):
-            if scalar[part[0]]:
+        size = s["size"].astype(np.int64) - _SAMPLE_HEAD
+        no_value = (data[:, 0] == _MODE_NO_VALUE) & (size >= 1) & (data[:, _SAMPLE_HEAD] <= _NO_UNAVAILABLE)
+        bulk = known & np.where(data[:, 0] <= _MODE_RAW, size >= end, no_value)
+        for part in np.split(np.arange(len(s)), np.flatnonzero(np.diff(bulk.astype(np.int8))) + 1):
+            if bulk[part[0]]:
                 self.on_sample(self._block(pid, s[part], which[part], infos, layouts))
                 continue
             for i in part.tolist():
@@ -491,44 +593,126 @@ class BatchExtDecoder:
                     self.on_sample(sample)
 
     def _block(self, pid: int, s: Any, which: Any, infos: List[Any], layouts: List[Any]) -> SampleBlock:
-        """The :class:`SampleBlock` of the scalar sample rows ``s`` (``which``: each one's counter in
-        ``infos``, where its value is in ``layouts``); each counter's last value is held (UNCHANGED)."""
+        """The :class:`SampleBlock` of the sample rows ``s`` (``which``: each one's counter in ``infos``,
+        the fields of its samples in ``layouts``), as :meth:`~nvtx_cffi.ext_records.ExtDecoder.blob`
+        decodes them: a ``sample_no_value`` ZERO as 0 in each field, UNCHANGED as the values held
+        (the latest sample or ZERO of its counter before it), UNAVAILABLE (and UNCHANGED with nothing
+        held) as a gap in each field; each counter's latest values are held after the block."""
         import numpy as np
 
-        used, track = np.unique(which, return_inverse=True)
-        track = track.reshape(-1)
-        body = s["data"][:, _SAMPLE_HEAD:].copy().view("<u8")[:, 0]
-        kind = np.empty(len(s), dtype=np.uint8)
-        bits = np.empty(len(s), dtype=np.uint64)
-        tracks, counters, units = [], [], []
-        order = np.argsort(track, kind="stable")  # each counter's rows, in order
-        for k, rows in enumerate(np.split(order, np.flatnonzero(np.diff(track[order])) + 1)):
-            info = infos[int(used[k])]
-            fmt, offset = layouts[int(used[k])]
+        used, counter = np.unique(which, return_inverse=True)
+        counter = counter.reshape(-1)
+        data = s["data"]
+        reason = np.where(data[:, 0] == _MODE_NO_VALUE, data[:, _SAMPLE_HEAD].astype(np.int8), np.int8(-1))
+        per = np.array([len(layouts[int(c)]) for c in used.tolist()], dtype=np.int64)[counter]  # rows a sample
+        start = np.cumsum(per) - per
+        total = int(start[-1] + per[-1])
+        track = np.empty(total, dtype=np.int64)
+        kind = np.empty(total, dtype=np.uint8)
+        bits = np.empty(total, dtype=np.uint64)
+        gap = np.zeros(total, dtype=bool)
+        tracks: List[CounterTrack] = []
+        counters: List[CounterInfo] = []
+        units: List[Dict[str, Optional[str]]] = []
+        fields: List[str] = []
+        latest: List[Tuple[CounterInfo, List[str], Any]] = []  # (counter, its fields, rows): the values to hold
+        order = np.argsort(counter, kind="stable")  # each counter's samples, in order
+        for k, rows in enumerate(np.split(order, np.flatnonzero(np.diff(counter[order])) + 1)):
+            info, layout = infos[int(used[k])], layouts[int(used[k])]
             scope, title = _scope_and_title(info)
-            units.append(self.decoder.units(info, pid))
-            tracks.append(CounterTrack(pid, info.domain, info.id, info.name + scope, title + scope,
-                                       units[-1].get("value")))
-            counters.append(info)
-            kind[rows], bits[rows] = _scalar_bits(fmt, body[rows] >> np.uint64(8 * offset))
-        block = SampleBlock(pid, s["tid"], s["time_ns"], track, kind, bits, tracks, counters, units)
-        last = np.full(len(used), -1, dtype=np.int64)
-        np.maximum.at(last, track, np.arange(len(s)))
-        for info, value in zip(counters, block.values(last)):
-            self.decoder.hold(pid, info, {"value": value})
+            unit = self.decoder.units(info, pid)
+            single = [name for name, _fmt, _offset in layout] == ["value"]
+            why = reason[rows]
+            setter = (why != _NO_UNCHANGED) & (why != _NO_UNAVAILABLE)  # a value, or ZERO
+            source = np.maximum.accumulate(np.where(setter, np.arange(len(rows)), -1))  # the latest setter
+            from_held = source < 0
+            source = np.maximum(source, 0)
+            held = self.decoder.held(pid, info)
+            body = data[rows, _SAMPLE_HEAD:]
+            for f, (name, fmt, offset) in enumerate(layout):
+                shown_name, shown = (info.name, title) if single else (f"{info.name}.{name}", f"{title}.{name}")
+                at = start[rows] + f
+                track[at] = len(tracks)
+                tracks.append(CounterTrack(pid, info.domain, info.id, shown_name + scope, shown + scope,
+                                           unit.get(name)))
+                counters.append(info)
+                units.append(unit)
+                fields.append(name)
+                raw = np.zeros((len(rows), 8), dtype=np.uint8)
+                raw[:, :struct.calcsize("<" + fmt)] = body[:, offset:offset + struct.calcsize("<" + fmt)]
+                field_kind, own = _scalar_bits(fmt, raw.view("<u8")[:, 0])
+                own[why == _NO_ZERO] = 0  # (0 and 0.0 alike)
+                kept = None if held is None else held.get(name)
+                kind[at] = field_kind
+                bits[at] = np.where(from_held, np.uint64(_held_bits(kept)), own[source])
+                gap[at] = (why == _NO_UNAVAILABLE) | from_held & (kept is None)
+            if setter.any():
+                last = int(rows[int(np.flatnonzero(setter)[-1])])
+                latest.append((info, [name for name, _fmt, _offset in layout],
+                               np.arange(int(start[last]), int(start[last] + per[last]))))
+        repeated = per.max() > 1
+        no_value = np.repeat(reason, per) if (reason >= 0).any() else None
+        first = None
+        if repeated:
+            first = np.zeros(total, dtype=bool)
+            first[start] = True
+        block = SampleBlock(pid, np.repeat(s["tid"], per) if repeated else s["tid"],
+                            np.repeat(s["time_ns"], per) if repeated else s["time_ns"], track, kind, bits, tracks,
+                            counters, units, fields, gap if gap.any() else None, no_value, first)
+        for info, names, at in latest:
+            self.decoder.hold(pid, info, dict(zip(names, block.values(at))))
         return block
 
 
-#: sample() of a counter (its value's bytes), the modes below it its int64 and float64 variants (the
-#: sample head's first byte; c/recorder/recorder_ext.c)
-_MODE_RAW = 2
+#: sample() of a counter (its value's bytes), the modes below it its int64 and float64 variants; then
+#: sample_no_value() (its reason) and batch_submit() (timestamps and values) (the sample head's
+#: first byte; c/recorder/recorder_ext.c)
+_MODE_RAW, _MODE_NO_VALUE, _MODE_BATCH = 2, 3, 4
 #: a counter sample record's head: mode, flags, item size, count; the value follows
-_SAMPLE_HEAD = 16
+_HEAD = struct.Struct("<BBHIQ")
+_SAMPLE_HEAD = _HEAD.size
+#: the longest value of a sample row (the reader's widest rows)
+_VALUE_MAX = _SAMPLE_DATA_MAX - _SAMPLE_HEAD
+#: sample_no_value() reasons (CounterNoValueReason)
+_NO_ZERO, _NO_UNCHANGED, _NO_UNAVAILABLE = 0, 1, 2
+
+
+def _layout_end(layout: List[Tuple[str, str, int]]) -> int:
+    """The bytes a sample's value needs for every field of ``layout``."""
+    return max(offset + struct.calcsize("<" + fmt) for _name, fmt, offset in layout)
+
+
+def _held_bits(value: Optional[Union[int, float]]) -> int:
+    """The 64 bits a :class:`SampleBlock` keeps for a value held (0 for None: a gap)."""
+    if isinstance(value, float):
+        return int.from_bytes(struct.pack("<d", value), "little")
+    return 0 if value is None else value & 0xFFFFFFFFFFFFFFFF
+
+
+def _ordered_rows(samples: Any, batches: List[Tuple[Any, int]]) -> Tuple[Any, "_SampleKeys"]:
+    """The sample rows ``samples`` (or None) and those of ``batches`` (rows, the time their record
+    is ordered by) as one array in the order they are handed on, with their sort keys."""
+    import numpy as np
+
+    if not batches:
+        by_order = np.lexsort((samples["order"], samples["time_ns"], samples["tid"]))
+        rows = samples[by_order]
+        return rows, _SampleKeys(rows["tid"], rows["time_ns"], rows["order"])
+    parts = ([] if samples is None else [samples]) + [rows for rows, _time in batches]
+    lengths = [len(rows) for rows in parts]
+    # a batch's samples in its record's place, in their order there
+    key = np.concatenate(([samples["time_ns"]] if samples is not None else [])
+                         + [np.full(len(rows), time_ns, dtype=np.int64) for rows, time_ns in batches])
+    within = np.concatenate([np.arange(n) for n in lengths])
+    rows = _np_joined_rows(np, parts)
+    by_order = np.lexsort((within, rows["order"], key, rows["tid"]))
+    rows = rows[by_order]
+    return rows, _SampleKeys(rows["tid"], key[by_order], rows["order"])
 
 
 def _scalar_bits(fmt: str, raw: Any) -> Tuple[int, Any]:
-    """(kind, 64 bits) of values of the struct format ``fmt`` (one letter, not ``e``) held in the
-    low bytes of ``raw`` (uint64, little-endian): what :class:`SampleBlock` keeps."""
+    """(kind, 64 bits) of values of the struct format ``fmt`` (one letter) held in the low bytes of
+    ``raw`` (uint64, little-endian): what :class:`SampleBlock` keeps."""
     import numpy as np
 
     if fmt == "d":
@@ -536,6 +720,12 @@ def _scalar_bits(fmt: str, raw: Any) -> Tuple[int, Any]:
     if fmt == "f":
         low = (raw & np.uint64(0xFFFFFFFF)).astype(np.uint32)
         return FLOATING, low.view(np.float32).astype(np.float64).view(np.uint64)
+    if fmt == "e":
+        half = (raw & np.uint64(0xFFFF)).astype(np.uint16)
+        out = half.view(np.float16).astype(np.float64).view(np.uint64)
+        for i in np.flatnonzero((half & 0x7FFF) > 0x7C00).tolist():  # a NaN: the bits Python gives it
+            out[i] = _held_bits(struct.unpack("<e", struct.pack("<H", int(half[i])))[0])
+        return FLOATING, out
     shift = np.uint64(64 - 8 * struct.calcsize("<" + fmt))
     if fmt.isupper():  # unsigned
         return UNSIGNED, (raw << shift) >> shift
@@ -543,13 +733,13 @@ def _scalar_bits(fmt: str, raw: Any) -> Tuple[int, Any]:
 
 
 class _SampleKeys:
-    """The sample rows' sort keys (thread, time, 0, place in the file) in the order ``by_order``, as
-    a sequence :func:`bisect.bisect_left` searches (a key made at each look)."""
+    """The sample rows' sort keys (thread, time, 0, place in the file), as a sequence
+    :func:`bisect.bisect_left` searches (a key made at each look)."""
 
-    def __init__(self, samples: Any, by_order: Any) -> None:
-        self._tid = samples["tid"][by_order]
-        self._time = samples["time_ns"][by_order]
-        self._order = samples["order"][by_order]
+    def __init__(self, tid: Any, time: Any, order: Any) -> None:
+        self._tid = tid
+        self._time = time
+        self._order = order
 
     def __len__(self) -> int:
         return len(self._tid)

@@ -623,14 +623,16 @@ class PerfettoWriter(StreamWriter):
             return
         np = _np
         ffi, lib = native
-        n = len(block)
+        time, track, bits = block.time, block.track, block.numbers().view(np.uint64)
+        if block.gap is not None:  # a gap writes nothing (a Perfetto counter has none)
+            time, track, bits = time[~block.gap], track[~block.gap], bits[~block.gap]
+        n = len(time)
         # a new track's description goes before its first sample: the rows are written in parts,
         # each one beginning where one of the block's tracks is first used (row 0 the first)
         first = np.full(len(block.tracks), n, dtype=np.int64)
-        np.minimum.at(first, block.track, np.arange(n))
+        np.minimum.at(first, track, np.arange(n))
         uuids = np.zeros(len(block.tracks), dtype=np.uint64)
-        starts = sorted(set(first.tolist()))
-        bits = block.numbers().view(np.uint64)
+        starts = sorted(set(first.tolist()) - {n})  # (a track of gaps alone: none)
         seq = None
 
         def u64(a: Any) -> Any:
@@ -638,12 +640,11 @@ class PerfettoWriter(StreamWriter):
 
         for at, end in zip(starts, starts[1:] + [n]):
             for k in np.flatnonzero(first == at).tolist():
-                track = block.tracks[k]
-                uuids[k] = self._counter_track(block.pid, track.title, track.unit)
+                described = block.tracks[k]
+                uuids[k] = self._counter_track(block.pid, described.title, described.unit)
             if seq is None:
-                seq = self._counter_sequence(block.pid, int(block.time[0]))
+                seq = self._counter_sequence(block.pid, int(time[0]))
                 # each sample against the latest one before it: the time since then, or its own
-                time = block.time
                 latest = np.maximum.accumulate(np.concatenate(([seq.last], time)))
                 ahead = time >= latest[:-1]
                 stamp = np.where(ahead, time - latest[:-1], time)  # (a negative time: its 64 bits)
@@ -653,7 +654,7 @@ class PerfettoWriter(StreamWriter):
             out = np.empty(capacity, dtype=np.uint8)
             size = lib.nvtxcffi_pftrace_counters(end - at, u64(stamp[rows]),
                                                  ffi.from_buffer("uint8_t[]", np.ascontiguousarray(~ahead[rows])),
-                                                 u64(uuids[block.track[rows]]), u64(bits[rows]),
+                                                 u64(uuids[track[rows]]), u64(bits[rows]),
                                                  ffi.from_buffer("uint8_t[]", seq.seq_bytes), len(seq.seq_bytes),
                                                  ffi.from_buffer("uint8_t[]", out), capacity)
             if size < 0:  # pragma: no cover - the capacity above always suffices

@@ -151,12 +151,17 @@ def _payload_columns(ptype: int, raw: int) -> tuple:
     return tuple(values)
 
 
-def _runs(keys: List[Any], n: int) -> List[Any]:
-    """Rows 0..n-1 in runs of consecutive rows with equal ``keys`` (NumPy arrays), in order."""
+def _run_starts(keys: List[Any], n: int) -> Any:
+    """Where the runs of consecutive rows (of 0..n-1) with equal ``keys`` (NumPy arrays) begin, but the first."""
     change = _np.zeros(n, dtype=bool)
     for key in keys:
         change[1:] |= key[1:] != key[:-1]
-    return _np.split(_np.arange(n), _np.flatnonzero(change))
+    return _np.flatnonzero(change)
+
+
+def _runs(keys: List[Any], n: int) -> List[Any]:
+    """Rows 0..n-1 in runs of consecutive rows with equal ``keys`` (NumPy arrays), in order."""
+    return _np.split(_np.arange(n), _run_starts(keys, n))
 
 
 def _pick(col: Any, rows: Any, numpy: bool, add: int) -> Any:
@@ -377,26 +382,37 @@ class SqliteWriter(TrackCounters):
 
     def samples(self, block: Any) -> None:
         """:meth:`counter` of each sample of a :class:`~.counters.SampleBlock`, the same rows: runs of
-        one track's samples by multi-row statements binding only their times and values (binding is
-        most of the cost), or, short runs, all of them by one statement binding every column."""
+        one counter's samples (a row per field: the same tracks in turn) by multi-row statements
+        binding only their times and values (binding is most of the cost), or, short runs, all of them
+        by one statement binding every column."""
         self._counter_table()
+        np = _np
+        n = len(block)
         numbers = block.numbers()
         times = (block.time - self._t0).tolist()
-        values = [None if v != v else v for v in numbers.tolist()]  # (NaN: NULL)
-        runs = _runs([block.track], len(block))
+        values = [None if v != v else v for v in numbers.tolist()]  # (NaN and a gap: NULL)
+        no_value = block.no_value_kinds()
+        if block.first is None:  # a row a sample
+            lead, width = block.track, np.ones(n, dtype=np.int64)
+        else:  # each row's sample: the track of its first row, and its rows
+            first_rows = np.flatnonzero(block.first)
+            sizes = np.diff(np.append(first_rows, n))
+            lead, width = np.repeat(block.track[first_rows], sizes), np.repeat(sizes, sizes)
+        starts = _run_starts([lead, width] if block.no_value is None else [lead, width, block.no_value], n).tolist()
         constants = [_counter_constants(block.pid, track) for track in block.tracks]
-        if len(runs) * 64 > len(block) or None in constants:
+        if (len(starts) + 1) * 64 > n or None in constants:
             tracks = [(t.domain, t.counter_id, t.name, t.unit) for t in block.tracks]
             columns = zip(*[tracks[k] for k in block.track.tolist()])
             self._cur.executemany(_INSERT_COUNTER, zip(times, itertools.repeat(block.pid << 24), *columns, values,
-                                                       itertools.repeat(None)))
+                                                       no_value))
         else:
-            for run in runs:
-                at, end = int(run[0]), int(run[-1]) + 1
+            for at, end in zip([0] + starts, starts + [n]):
+                reason = "NULL" if no_value[at] is None else f"'{no_value[at]}'"
+                fields = [int(k) for k in block.track[at:at + int(width[at])]]  # (one sample's tracks)
                 self._insert_rows("INSERT INTO NVTX_CFFI_COUNTERS VALUES ",
-                                  f"(?,{constants[int(block.track[at])]},?,NULL)", 2,
+                                  ",".join(f"(?,{constants[k]},?,{reason})" for k in fields), 2 * len(fields),
                                   [v for pair in zip(times[at:end], values[at:end]) for v in pair])
-        self.count += len(block)
+        self.count += n
 
     def _counter_table(self) -> None:
         self._cur.execute("CREATE TABLE IF NOT EXISTS NVTX_CFFI_COUNTERS (timestamp INTEGER, globalPid INTEGER,"

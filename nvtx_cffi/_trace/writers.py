@@ -71,11 +71,12 @@ class TrackCounters:
             self.counter(sample.pid, track.title, track.unit, sample.time_ns, value, track=track, no_value=no_value)
 
     def samples(self, block: "SampleBlock") -> None:
-        """``counter`` of each sample of a :class:`~.counters.SampleBlock`, one at a time."""
+        """``counter`` of each row of a :class:`~.counters.SampleBlock`, one at a time."""
         pid, tracks = block.pid, block.tracks
-        for k, time_ns, value in zip(block.track.tolist(), block.time.tolist(), block.values()):
+        for k, time_ns, value, no_value in zip(block.track.tolist(), block.time.tolist(), block.values(),
+                                               block.no_value_kinds()):
             track = tracks[k]
-            self.counter(pid, track.title, track.unit, time_ns, value, track=track, no_value=None)
+            self.counter(pid, track.title, track.unit, time_ns, value, track=track, no_value=no_value)
 
 
 class StreamWriter(TrackCounters):

@@ -1123,8 +1123,9 @@ def test_counter_samples_of_every_kind_write_the_same_on_the_compiled_and_python
             got.append((table.format(), table.rows()))
         outs[compiled] = got
         if compiled:
-            # every sample of the scalar counters but the float16 one (its NaN is Python's), in blocks
-            assert len(blocks) > 9 and sum(blocks) == 3 * (3 * 600 * 11 + 3 * 3 * 1000)
+            # every sample in blocks, of each thread: 600 of the 11 kinds and of plain, 12 no-value
+            # ones, 12 of the group (a row per field), 6 batches of 2, 3 bursts of 1000 (per format)
+            assert len(blocks) > 9 and sum(blocks) == 3 * (3 * (600 * 12 + 12 + 2 * 12 + 2 * 6) + 3 * 3 * 1000)
             blocks.clear()
     assert not blocks  # (the Python path: none)
     assert outs[True][0] == outs[False][0]  # JSON
