@@ -102,6 +102,11 @@ class PairedBatch:
         (None when unknown or evicted)."""
         return self.payloads.get(raw) if self.payloads is not None else None
 
+    def ext_text(self, raw: int) -> Optional[str]:
+        """The JSON text of the binary payload of a row whose ``ptype`` is PT_EXT where the decoder
+        wrote it already (:meth:`~.counters.ExtPayloads.add_many`), else None."""
+        return self.payloads.text(raw) if self.payloads is not None else None
+
     def text(self, i: int) -> str:
         """The name shown for text id ``i`` (``(unnamed)`` for none or empty)."""
         return self.strings[i] or UNNAMED
