@@ -24,6 +24,7 @@ samples the recorder cut, batches of timestamps not on the trace's clock or cut 
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 import json
 import math
@@ -390,7 +391,8 @@ class ExtPayloads:
 
     def __init__(self) -> None:
         self._values: Dict[int, Any] = {}
-        self._texts: Dict[int, str] = {}  # the JSON text of values added with theirs (add_many)
+        self._groups: List[_TextGroup] = []  # the values added together (add_many), in order
+        self._group_keys: List[int] = []  # each group's first key
         self._last_key = 0
 
     def add(self, value: Any, truncated: bool = False) -> int:
@@ -402,33 +404,64 @@ class ExtPayloads:
         if len(values) > EXT_PAYLOADS_MAX:
             oldest = next(iter(values))
             del values[oldest]
-            if self._texts:
-                self._texts.pop(oldest, None)
+            if self._groups:
+                self._forget_groups()
         return key
 
-    def add_many(self, values: List[Any], texts: List[str]) -> int:
-        """Keep decoded (JSON-ready) payloads, none truncated, with their JSON text (what
-        :func:`~.chrome.json_value` writes of each); returns the first one's key, the others' follow."""
+    def add_many(self, values: List[List[Any]]) -> int:
+        """Keep decoded (JSON-ready) payloads, none truncated, each a list, whose JSON text
+        (:meth:`text`) is written for all at once; returns the first one's key, the others' follow."""
         first = self._last_key + 1
         self._last_key += len(values)
         keys = range(first, self._last_key + 1)
         self._values.update(zip(keys, values))
-        self._texts.update(zip(keys, texts))
+        self._groups.append(_TextGroup(first, values))
+        self._group_keys.append(first)
         over = len(self._values) - EXT_PAYLOADS_MAX
         if over > 0:
             for key in list(itertools.islice(self._values, over)):
                 del self._values[key]
-                self._texts.pop(key, None)
+            self._forget_groups()
         return first
+
+    def _forget_groups(self) -> None:
+        """Let the groups whose payloads all went go."""
+        oldest = next(iter(self._values), self._last_key + 1)
+        groups = self._groups
+        while groups and groups[0].first + groups[0].count <= oldest:
+            del groups[0], self._group_keys[0]
 
     def get(self, raw: int) -> Any:
         """The payload kept under ``raw`` (None when unknown or evicted)."""
         return self._values.get(int(raw))
 
     def text(self, raw: int) -> Optional[str]:
-        """The JSON text of the payload kept under ``raw`` where it was added with it (:meth:`add_many`),
-        else None."""
-        return self._texts.get(int(raw))
+        """The JSON text of the payload kept under ``raw`` (what :func:`~.chrome.json_value` writes
+        of it) where it was added with others (:meth:`add_many`), else None."""
+        key = int(raw)
+        groups = self._groups
+        at = bisect.bisect_right(self._group_keys, key) - 1
+        if at < 0 or key >= groups[at].first + groups[at].count or key not in self._values:
+            return None
+        return groups[at].text(key)
+
+
+class _TextGroup:
+    """Payloads kept together (:meth:`ExtPayloads.add_many`) and their JSON texts, written at the
+    first look (only the JSON writer looks)."""
+
+    __slots__ = ("first", "count", "values", "texts")
+
+    def __init__(self, first: int, values: List[List[Any]]) -> None:
+        self.first = first
+        self.count = len(values)
+        self.values: Optional[List[List[Any]]] = values
+        self.texts: List[str] = []
+
+    def text(self, key: int) -> str:
+        if self.values is not None:
+            self.texts, self.values = _json_texts(self.values), None
+        return self.texts[key - self.first]
 
 
 _ROW_KINDS = frozenset((PUSH, START, MARK))
@@ -566,9 +599,13 @@ class BatchExtDecoder:
                                 "offsets": [offset for _key, offset, _fmt, _n in fields], "itemsize": item})
             for count in np.unique(counts).tolist():
                 at = np.flatnonzero(counts == count)
-                elements = data[at, start:start + count * item].copy().view(element)
+                numbers = data[at if len(at) < len(found) else slice(None), start:start + count * item]
+                try:
+                    elements = numbers.view(element)
+                except ValueError:  # (NumPy before 1.23 views contiguous arrays only)
+                    elements = numbers.copy().view(element)
                 values = _json_rows(np, elements, [key for key, _off, _fmt, _n in fields])
-                first = self.payloads.add_many(values, _json_texts(values))
+                first = self.payloads.add_many(values)
                 batch.payload[rows[at]] = np.arange(first, first + len(at), dtype=np.uint64)
 
     def _expand_batches(self, batch: Any, samples: Any, batches: List[Tuple[Any, int]]) -> Any:
@@ -777,12 +814,24 @@ def _json_texts(values: List[Any]) -> List[str]:
     import numpy as np
 
     text = _JSON_TEXT(values)
-    code = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
-    depth = np.cumsum((code == ord("[")) | (code == ord("{")), dtype=np.int64) - np.cumsum(
-        (code == ord("]")) | (code == ord("}")), dtype=np.int64)
-    opens = np.flatnonzero((code == ord("[")) & (depth == 2)).tolist()
-    closes = (np.flatnonzero((code == ord("]")) & (depth == 1)) + 1).tolist()
+    code = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
+    steps = _bracket_steps()
+    at = np.flatnonzero(steps[code])  # the brackets, and the depth after each
+    depth = np.cumsum(steps[code[at]], dtype=np.int32)
+    opens = at[(depth == 2) & (code[at] == ord("["))].tolist()
+    closes = (at[(depth == 1) & (code[at] == ord("]"))] + 1).tolist()
     return [text[a:b] for a, b in zip(opens, closes)]
+
+
+@functools.lru_cache(maxsize=None)
+def _bracket_steps() -> Any:
+    """What each byte adds to the depth of brackets: 1 for ``[`` and ``{``, -1 for ``]`` and ``}``."""
+    import numpy as np
+
+    steps = np.zeros(256, dtype=np.int8)
+    steps[[ord("["), ord("{")]] = 1
+    steps[[ord("]"), ord("}")]] = -1
+    return steps
 
 
 def _layout_end(layout: List[Tuple[str, str, int]]) -> int:

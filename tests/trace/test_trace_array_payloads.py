@@ -69,9 +69,9 @@ def _convert(recording, name, monkeypatch, numpy=True, one_by_one=False):
             m.setattr(ext_records.ExtDecoder, "array_layout", lambda self, pid, domain, sid: None)
         add_many = counters.ExtPayloads.add_many
 
-        def counted(self, values, texts):
+        def counted(self, values):
             at_once.append(len(values))
-            return add_many(self, values, texts)
+            return add_many(self, values)
 
         m.setattr(counters.ExtPayloads, "add_many", counted)
         files = {}
@@ -103,3 +103,19 @@ def test_payloads_read_back_from_the_json(recording, monkeypatch, numpy):
     assert "empty" not in got  # (an empty array: no payload recorded)
     for name in _expected(0):
         assert got[name] == [_expected(i)[name] for i in range(EVENTS) if name != "ints" or i % 20], name
+
+
+def test_payloads_kept_together_go_with_the_oldest(monkeypatch):
+    monkeypatch.setattr(counters, "EXT_PAYLOADS_MAX", 5)
+    store = counters.ExtPayloads()
+    one = store.add([0.5])
+    first = store.add_many([[1, 2], ["NaN", 3.5], [], [-0.0]])
+    assert (store.get(one), store.text(one)) == ([0.5], None)  # (its text: the writer's to write)
+    assert [store.text(first + k) for k in range(4)] == ["[1,2]", '["NaN",3.5]', "[]", "[-0.0]"]
+    later = store.add_many([[{"a": 1, "b": [2, 3]}], [{"a": -1, "b": [4, 5]}]])
+    assert (store.get(one), store.get(first), store.text(first)) == (None, None, None)  # the oldest went
+    assert (store.get(first + 1), store.text(first + 1)) == (["NaN", 3.5], '["NaN",3.5]')
+    assert store.text(later + 1) == '[{"a":-1,"b":[4,5]}]'
+    newest = store.add_many([[k] for k in range(5)])
+    assert [store.text(later + k) for k in range(2)] == [None, None]
+    assert [store.text(newest + k) for k in range(5)] == [f"[{k}]" for k in range(5)]
