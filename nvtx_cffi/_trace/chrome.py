@@ -636,8 +636,8 @@ def _payload_texts(pb: Any, ptype: Any, raw: Any) -> Tuple[Any, Any, Any, Any, A
     floats = np.flatnonzero((slot == DOUBLE) | (slot == FLOAT))
     texts = _float_json(bits[floats].view(np.float64))
     exts = np.flatnonzero(ptype == PT_EXT)
-    for raw_id in raw[exts].tolist():
-        text = pb.ext_text(raw_id)
+    ids = raw[exts].tolist()
+    for raw_id, text in zip(ids, pb.ext_texts(ids)):
         if text is None:
             value = pb.ext_payload(raw_id)
             text = json_value(value) if value is not None else ""

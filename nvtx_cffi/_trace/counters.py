@@ -391,8 +391,9 @@ class ExtPayloads:
 
     def __init__(self) -> None:
         self._values: Dict[int, Any] = {}
-        self._groups: List[_TextGroup] = []  # the values added together (add_many), in order
-        self._group_keys: List[int] = []  # each group's first key
+        #: the keys of the payloads added together (add_many), in order: each run's first and end
+        self._runs: List[int] = []
+        self._run_ends: List[int] = []
         self._last_key = 0
 
     def add(self, value: Any, truncated: bool = False) -> int:
@@ -402,66 +403,53 @@ class ExtPayloads:
         values = self._values
         values[key] = {"value": value, "truncated": True} if truncated else value
         if len(values) > EXT_PAYLOADS_MAX:
-            oldest = next(iter(values))
-            del values[oldest]
-            if self._groups:
-                self._forget_groups()
+            del values[next(iter(values))]
+            if self._runs:
+                self._forget_runs()
         return key
 
     def add_many(self, values: List[List[Any]]) -> int:
-        """Keep decoded (JSON-ready) payloads, none truncated, each a list, whose JSON text
-        (:meth:`text`) is written for all at once; returns the first one's key, the others' follow."""
+        """Keep decoded (JSON-ready) payloads, none truncated, each a list of numbers, strings
+        ``"NaN"``, ``"Infinity"``, ``"-Infinity"``, lists and dicts of them by keys without brackets,
+        whose JSON text :meth:`texts` writes at once; returns the first one's key, the others' follow."""
         first = self._last_key + 1
         self._last_key += len(values)
-        keys = range(first, self._last_key + 1)
-        self._values.update(zip(keys, values))
-        self._groups.append(_TextGroup(first, values))
-        self._group_keys.append(first)
+        self._values.update(zip(range(first, self._last_key + 1), values))
+        self._runs.append(first)
+        self._run_ends.append(self._last_key + 1)
         over = len(self._values) - EXT_PAYLOADS_MAX
         if over > 0:
             for key in list(itertools.islice(self._values, over)):
                 del self._values[key]
-            self._forget_groups()
+            self._forget_runs()
         return first
 
-    def _forget_groups(self) -> None:
-        """Let the groups whose payloads all went go."""
+    def _forget_runs(self) -> None:
+        """Let the runs whose payloads all went go."""
         oldest = next(iter(self._values), self._last_key + 1)
-        groups = self._groups
-        while groups and groups[0].first + groups[0].count <= oldest:
-            del groups[0], self._group_keys[0]
+        while self._run_ends and self._run_ends[0] <= oldest:
+            del self._runs[0], self._run_ends[0]
 
     def get(self, raw: int) -> Any:
         """The payload kept under ``raw`` (None when unknown or evicted)."""
         return self._values.get(int(raw))
 
-    def text(self, raw: int) -> Optional[str]:
-        """The JSON text of the payload kept under ``raw`` (what :func:`~.chrome.json_value` writes
-        of it) where it was added with others (:meth:`add_many`), else None."""
-        key = int(raw)
-        groups = self._groups
-        at = bisect.bisect_right(self._group_keys, key) - 1
-        if at < 0 or key >= groups[at].first + groups[at].count or key not in self._values:
-            return None
-        return groups[at].text(key)
-
-
-class _TextGroup:
-    """Payloads kept together (:meth:`ExtPayloads.add_many`) and their JSON texts, written at the
-    first look (only the JSON writer looks)."""
-
-    __slots__ = ("first", "count", "values", "texts")
-
-    def __init__(self, first: int, values: List[List[Any]]) -> None:
-        self.first = first
-        self.count = len(values)
-        self.values: Optional[List[List[Any]]] = values
-        self.texts: List[str] = []
-
-    def text(self, key: int) -> str:
-        if self.values is not None:
-            self.texts, self.values = _json_texts(self.values), None
-        return self.texts[key - self.first]
+    def texts(self, raws: List[int]) -> List[Optional[str]]:
+        """The JSON text of each payload kept under ``raws`` (what :func:`~.chrome.json_value` writes
+        of it) that was added with others (:meth:`add_many`), written at once; None for the others."""
+        out: List[Optional[str]] = [None] * len(raws)
+        if not self._runs:
+            return out
+        runs, ends, values = self._runs, self._run_ends, self._values
+        at, found = [], []
+        for i, key in enumerate(raws):
+            run = bisect.bisect_right(runs, key) - 1
+            if run >= 0 and key < ends[run] and key in values:
+                at.append(i)
+                found.append(values[key])
+        for i, text in zip(at, _json_texts(found) if found else ()):
+            out[i] = text
+        return out
 
 
 _ROW_KINDS = frozenset((PUSH, START, MARK))

@@ -102,10 +102,11 @@ class PairedBatch:
         (None when unknown or evicted)."""
         return self.payloads.get(raw) if self.payloads is not None else None
 
-    def ext_text(self, raw: int) -> Optional[str]:
-        """The JSON text of the binary payload of a row whose ``ptype`` is PT_EXT where the decoder
-        wrote it already (:meth:`~.counters.ExtPayloads.add_many`), else None."""
-        return self.payloads.text(raw) if self.payloads is not None else None
+    def ext_texts(self, raws: List[int]) -> List[Optional[str]]:
+        """The JSON text of the binary payloads of rows whose ``ptype`` is PT_EXT, by their ``payload``
+        column, where the decoder decoded them together (:meth:`~.counters.ExtPayloads.texts`);
+        None for the others."""
+        return self.payloads.texts(raws) if self.payloads is not None else [None] * len(raws)
 
     def text(self, i: int) -> str:
         """The name shown for text id ``i`` (``(unnamed)`` for none or empty)."""

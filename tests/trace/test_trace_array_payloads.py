@@ -110,12 +110,13 @@ def test_payloads_kept_together_go_with_the_oldest(monkeypatch):
     store = counters.ExtPayloads()
     one = store.add([0.5])
     first = store.add_many([[1, 2], ["NaN", 3.5], [], [-0.0]])
-    assert (store.get(one), store.text(one)) == ([0.5], None)  # (its text: the writer's to write)
-    assert [store.text(first + k) for k in range(4)] == ["[1,2]", '["NaN",3.5]', "[]", "[-0.0]"]
+    assert store.get(one) == [0.5]
+    assert store.texts([one, first + 3, 99, first, first + 2, first + 1]) == [  # (one's: the writer's to write)
+        None, "[-0.0]", None, "[1,2]", "[]", '["NaN",3.5]']
     later = store.add_many([[{"a": 1, "b": [2, 3]}], [{"a": -1, "b": [4, 5]}]])
-    assert (store.get(one), store.get(first), store.text(first)) == (None, None, None)  # the oldest went
-    assert (store.get(first + 1), store.text(first + 1)) == (["NaN", 3.5], '["NaN",3.5]')
-    assert store.text(later + 1) == '[{"a":-1,"b":[4,5]}]'
+    assert (store.get(one), store.get(first), store.texts([first])) == (None, None, [None])  # the oldest went
+    assert (store.get(first + 1), store.texts([first + 1])) == (["NaN", 3.5], ['["NaN",3.5]'])
+    assert store.texts([later + 1, later]) == ['[{"a":-1,"b":[4,5]}]', '[{"a":1,"b":[2,3]}]']
     newest = store.add_many([[k] for k in range(5)])
-    assert [store.text(later + k) for k in range(2)] == [None, None]
-    assert [store.text(newest + k) for k in range(5)] == [f"[{k}]" for k in range(5)]
+    assert store.texts([later, later + 1]) == [None, None]
+    assert store.texts([newest + k for k in range(5)]) == [f"[{k}]" for k in range(5)]
