@@ -391,9 +391,9 @@ class ExtPayloads:
 
     def __init__(self) -> None:
         self._values: Dict[int, Any] = {}
-        #: the keys of the payloads added together (add_many), in order: each run's first and end
-        self._runs: List[int] = []
-        self._run_ends: List[int] = []
+        #: the keys of the payloads added together (add_many), in order: (first, end) a run (one
+        #: list: the writers' thread reads it while the decoder's changes it)
+        self._runs: List[Tuple[int, int]] = []
         self._last_key = 0
 
     def add(self, value: Any, truncated: bool = False) -> int:
@@ -415,8 +415,7 @@ class ExtPayloads:
         first = self._last_key + 1
         self._last_key += len(values)
         self._values.update(zip(range(first, self._last_key + 1), values))
-        self._runs.append(first)
-        self._run_ends.append(self._last_key + 1)
+        self._runs.append((first, self._last_key + 1))
         over = len(self._values) - EXT_PAYLOADS_MAX
         if over > 0:
             for key in list(itertools.islice(self._values, over)):
@@ -427,8 +426,8 @@ class ExtPayloads:
     def _forget_runs(self) -> None:
         """Let the runs whose payloads all went go."""
         oldest = next(iter(self._values), self._last_key + 1)
-        while self._run_ends and self._run_ends[0] <= oldest:
-            del self._runs[0], self._run_ends[0]
+        while self._runs and self._runs[0][1] <= oldest:
+            del self._runs[0]
 
     def get(self, raw: int) -> Any:
         """The payload kept under ``raw`` (None when unknown or evicted)."""
@@ -440,17 +439,21 @@ class ExtPayloads:
         out: List[Optional[str]] = [None] * len(raws)
         if not self._runs:
             return out
-        runs, ends, values = self._runs, self._run_ends, self._values
+        runs, values = self._runs, self._values
         at, found = [], []
         for i, key in enumerate(raws):
-            run = bisect.bisect_right(runs, key) - 1
-            if run >= 0 and key < ends[run] and key in values:
+            run = bisect.bisect_right(runs, (key, _PAST_KEYS)) - 1
+            value = values.get(key) if run >= 0 and key < runs[run][1] else None
+            if value is not None:
                 at.append(i)
-                found.append(values[key])
+                found.append(value)
         for i, text in zip(at, _json_texts(found) if found else ()):
             out[i] = text
         return out
 
+
+#: past every key (ExtPayloads.texts: the run a key is in)
+_PAST_KEYS = float("inf")
 
 _ROW_KINDS = frozenset((PUSH, START, MARK))
 
