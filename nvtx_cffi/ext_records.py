@@ -25,13 +25,14 @@ from the counter's time domain onto the trace's clock (:class:`Clocks`).
 """
 from __future__ import annotations
 
+import re
 import struct
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 __all__ = ["Schema", "SchemaEntry", "CounterInfo", "CounterSample", "ExtDecoder", "Clocks", "parse_schema",
-           "parse_counter", "decode", "TIME_DOMAINS", "time_domain_name"]
+           "parse_counter", "decode", "decode_pending", "array_layout", "TIME_DOMAINS", "time_domain_name"]
 
 _Q = struct.Struct("<Q")
 _SCHEMA_HEAD = struct.Struct("<QQQQQII")
@@ -265,6 +266,111 @@ def decode(schema_id: int, data: bytes, schemas: Dict[int, Schema]) -> Any:
     return _decode(schema, data, 0, schemas, 0)
 
 
+def decode_pending(pending: List[Tuple[int, bytes, bool]], schemas: Dict[int, Schema]) -> Tuple[Any, bool]:
+    """(decoded value, truncated) of the payload blobs ``pending`` (schema id, data, truncated) of
+    one push/start/mark: one blob's value, or the list of several blobs' values."""
+    values = [decode(sid, data, schemas) for sid, data, _ in pending]
+    return values[0] if len(values) == 1 else values, any(t for *_, t in pending)
+
+
+#: a field of an array element :func:`array_layout` gives: its key in the element's dict (None: the
+#: element is this field's value), byte offset in the element, struct format, and count (0: a number,
+#: else a fixed-size array of as many)
+ElementField = Tuple[Optional[str], int, str, int]
+
+
+def array_layout(schema_id: int, schemas: Dict[int, Schema]
+                 ) -> Optional[Tuple[str, int, int, Tuple[ElementField, ...]]]:
+    """Where the numbers are in a payload of schema ``schema_id`` that :func:`decode` reads as a list
+    of elements made of numbers only (a dynamic schema: an integer count, then a length-indexed array
+    whose elements are a number, or a struct of numbers and fixed-size arrays of numbers):
+    ``(count's struct format, the array's offset, an element's size, its fields)``; None for the others
+    (keys that JSON would escape or that repeat included)."""
+    schema = schemas.get(schema_id)
+    if schema is None or schema_id in _SCALARS or schema.type != _SCHEMA_DYNAMIC or len(schema.entries) != 2:
+        return None
+    count, array = schema.entries
+    count_fmt = _SCALARS.get(count.type)
+    if array.flags & _ARRAY_MASK != _LENGTH_INDEX or count_fmt is None or count_fmt in "efd":
+        return None
+    item = _size_of(array.type, schemas)
+    fields = _element_fields(array.type, schemas, item)
+    if fields is None or item <= 0:
+        return None
+    return count_fmt, struct.calcsize("<" + count_fmt), item, fields
+
+
+def _element_fields(type_id: int, schemas: Dict[int, Schema], item: int) -> Optional[Tuple[ElementField, ...]]:
+    """The fields of an array element of type ``type_id`` (``item`` bytes) for :func:`array_layout`, as
+    :func:`_decode` reads them; None where one is not a number or a fixed-size array of numbers, or
+    ends past the element."""
+    schema = schemas.get(type_id)
+    fields: List[ElementField] = []
+    if type_id in _SCALARS or schema is not None and _one_entry(schema):
+        one = _numbers(type_id, schemas, 0)
+        if one is None:
+            return None
+        fields.append((None,) + one)
+    else:
+        if schema is None or schema.type == _SCHEMA_DYNAMIC or not schema.entries:
+            return None
+        keys = [e.name or f"field{i}" for i, e in enumerate(schema.entries)]
+        if len(set(keys)) != len(keys) or not all(_PLAIN_KEY.fullmatch(k) for k in keys):
+            return None
+        for key, entry in zip(keys, schema.entries):
+            found = _entry_numbers(entry, schemas, 0)
+            if found is None:
+                return None
+            offset, fmt, n = found
+            fields.append((key, entry.offset + offset, fmt, n))
+    for _key, offset, fmt, n in fields:
+        if offset + struct.calcsize("<" + fmt) * max(n, 1) > item:
+            return None
+    return tuple(fields)
+
+
+def _one_entry(schema: Schema) -> bool:
+    """Whether :func:`_decode` reads a (static) value of ``schema`` as its one entry's value."""
+    entries = schema.entries
+    return (schema.type != _SCHEMA_DYNAMIC and len(entries) == 1
+            and (entries[0].name is None or schema.name is None and not schema.flags and entries[0].offset == 0))
+
+
+def _numbers(type_id: int, schemas: Dict[int, Schema], depth: int) -> Optional[Tuple[int, str, int]]:
+    """``(offset, struct format, count)`` where :func:`_scalar` reads a value of type ``type_id`` as a
+    number (count 0) or a fixed-size array of numbers: a scalar type, or a schema :func:`_decode`
+    reads as its one entry's value, such a value; else None."""
+    fmt = _SCALARS.get(type_id)
+    if fmt is not None:
+        return 0, fmt, 0
+    schema = schemas.get(type_id)
+    if schema is None or not _one_entry(schema) or depth > 8:
+        return None
+    entry = schema.entries[0]
+    found = _entry_numbers(entry, schemas, depth + 1)
+    return None if found is None else (entry.offset + found[0],) + found[1:]
+
+
+def _entry_numbers(entry: SchemaEntry, schemas: Dict[int, Schema], depth: int) -> Optional[Tuple[int, str, int]]:
+    """``(offset in the entry, struct format, count)`` of the numbers :func:`_entry_value` reads for
+    ``entry`` (see :func:`_numbers`); None where it reads something else."""
+    array = entry.flags & _ARRAY_MASK
+    found = _numbers(entry.type, schemas, depth)
+    if found is None or array not in (0, _FIXED):
+        return None
+    if array == 0:
+        return found
+    # a fixed-size array of numbers: each element its type's size after the one before
+    offset, fmt, n = found
+    if offset or n or entry.array_detail <= 0 or _size_of(entry.type, schemas) != struct.calcsize("<" + fmt):
+        return None
+    return 0, fmt, entry.array_detail
+
+
+#: a key JSON writes as it is, holding no bracket: the tracer finds the elements in its text by them
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_ .:#@$%&*+/<=>?!|~^-]*")
+
+
 #: ``NVTX_TIMESTAMP_TYPE_*`` names (nvToolsExtPayload.h), for messages
 TIME_DOMAINS = {
     0: "NONE", 1: "TOOL_PROVIDED", 10: "CPU_TSC", 11: "CPU_TSC_NONVIRTUALIZED", 12: "CPU_CLOCK_GETTIME_REALTIME",
@@ -367,6 +473,8 @@ class ExtDecoder:
         self._preloaded: Set[int] = set()
         self._last: Dict[Tuple[int, Optional[str], int], Dict[str, Any]] = {}  # values held for UNCHANGED
         self._alike: Dict[Tuple[int, Optional[str], str], List[CounterInfo]] = {}  # counters by (pid, domain, name)
+        #: array_layout() by (pid, domain, schema id), until a schema is registered
+        self._layouts: Dict[Tuple[int, Optional[str], int], Any] = {}
 
     def _schemas(self, pid: int, domain: Optional[str]) -> Dict[int, Schema]:
         return self.schemas.setdefault((pid, domain), {})
@@ -382,6 +490,7 @@ class ExtDecoder:
                 del table[key]
         self.truncated_scopes = {k for k in self.truncated_scopes if k[0] != pid}
         self._preloaded.discard(pid)
+        self._layouts.clear()
         regs = list(getattr(info, "registrations", None) or ())
         order = {"scope": 0, "unknown(5)": 0, "schema": 1, "counter_group": 2}
         regs.sort(key=lambda e: order.get(e.name, 3))  # scopes before the counters naming them
@@ -435,6 +544,7 @@ class ExtDecoder:
             schemas = self._schemas(pid, domain)
             if not known or arg not in schemas:
                 schemas[arg] = parse_schema(arg, data, truncated)
+                self._layouts.clear()  # (an array's elements may be of this schema)
         elif name == "counter_group":
             if known and (pid, domain, arg) in self.counters:
                 return []
@@ -461,12 +571,27 @@ class ExtDecoder:
     def take_payload(self, pid: int, tid: int, domain: Optional[str]) -> Optional[Tuple[Any, bool]]:
         """(decoded binary payload, truncated) of the push/start/mark that thread ``tid`` of ``pid``
         records next, from the payload blobs it recorded since its last one; None when there were none."""
+        taken = self.take_pending(pid, tid, domain)
+        return None if taken is None else decode_pending(*taken)
+
+    def take_pending(self, pid: int, tid: int, domain: Optional[str]
+                     ) -> Optional[Tuple[List[Tuple[int, bytes, bool]], Dict[int, Schema]]]:
+        """What :meth:`take_payload` decodes, not decoded: the payload blobs (schema id, data,
+        truncated) and the schemas of the domain; None when there were none."""
         pending = self._pending.pop((pid, tid), None)
         if not pending:
             return None
-        schemas = self._schemas(pid, domain)
-        values = [decode(sid, data, schemas) for sid, data, _ in pending]
-        return values[0] if len(values) == 1 else values, any(t for *_, t in pending)
+        return pending, self._schemas(pid, domain)
+
+    def array_layout(self, pid: int, domain: Optional[str], schema_id: int
+                     ) -> Optional[Tuple[str, int, int, Tuple[ElementField, ...]]]:
+        """:func:`array_layout` of a payload of ``schema_id`` in ``domain`` of ``pid``."""
+        key = (pid, domain, schema_id)
+        try:
+            return self._layouts[key]
+        except KeyError:
+            layout = self._layouts[key] = array_layout(schema_id, self._schemas(pid, domain))
+            return layout
 
     def hold(self, pid: int, info: CounterInfo, values: Dict[str, Any]) -> None:
         """Take ``values`` as the latest of the counter ``info`` of ``pid`` (what an UNCHANGED sample

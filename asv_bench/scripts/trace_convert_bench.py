@@ -15,7 +15,8 @@ both rows of a format see the same load.
 
 ``--shape``: what the program records, N of them: ``ranges`` (default: ``examples/many_ranges.py N``,
 push/pop ranges with a colour), ``payload`` (``with nvtx.annotate("step", payload=i)``), ``marks``
-(``nvtx.mark("tick", payload=i)``), ``startend`` (N events: ``nvtx.start_range("job")``, each
+(``nvtx.mark("tick", payload=i)``), ``arrays`` (``nvtx.mark("x", payload=np.arange(16))``:
+a binary payload of 16 int64 each), ``startend`` (N events: ``nvtx.start_range("job")``, each
 ended by ``nvtx.end_range`` on a second thread, a thousand at a time), ``groups`` (N samples of a
 counter group of two fields), ``counterkinds`` (N counter samples, a quarter each: float16 samples,
 ``sample_no_value``, int64 and group ``batch_submit`` batches of 10), or several,
@@ -93,6 +94,9 @@ SHAPES = {
     "payload": "import sys, nvtx_cffi as nvtx\nfor i in range(int(sys.argv[1])):\n"
                "    with nvtx.annotate('step', payload=i):\n        pass\n",
     "marks": "import sys, nvtx_cffi as nvtx\nfor i in range(int(sys.argv[1])):\n    nvtx.mark('tick', payload=i)\n",
+    # N marks with an array payload of 16 int64 (a binary payload: the extension's schema and blob)
+    "arrays": "import sys, numpy as np, nvtx_cffi as nvtx\nvalues = np.arange(16)\n"
+              "for i in range(int(sys.argv[1])):\n    nvtx.mark('x', payload=values)\n",
     # start/end ranges that end on another thread: N events, the ranges of each 1000 ended by a second thread
     "startend": """import sys, threading, queue, nvtx_cffi as nvtx
 n = int(sys.argv[1]) // 2

@@ -636,9 +636,12 @@ def _payload_texts(pb: Any, ptype: Any, raw: Any) -> Tuple[Any, Any, Any, Any, A
     floats = np.flatnonzero((slot == DOUBLE) | (slot == FLOAT))
     texts = _float_json(bits[floats].view(np.float64))
     exts = np.flatnonzero(ptype == PT_EXT)
-    for raw_id in raw[exts].tolist():
-        value = pb.ext_payload(raw_id)
-        texts.append(json_value(value) if value is not None else "")
+    ids = raw[exts].tolist()
+    for raw_id, text in zip(ids, pb.ext_texts(ids)):
+        if text is None:
+            value = pb.ext_payload(raw_id)
+            text = json_value(value) if value is not None else ""
+        texts.append(text)
     encoded = [t.encode("utf-8") for t in texts]
     length = np.zeros(n, dtype=np.int64)
     start = np.zeros(n, dtype=np.int64)

@@ -24,13 +24,16 @@ samples the recorder cut, batches of timestamps not on the trace's clock or cut 
 from __future__ import annotations
 
 import bisect
+import functools
+import itertools
+import json
 import math
 import struct
 from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple, Union
 
 from .. import _bulk
 from ..ext_records import _BATCH_CUT, _MONOTONIC_DOMAINS as _TRACE_CLOCK_DOMAINS
-from ..ext_records import CounterInfo, CounterSample, ExtDecoder, time_domain_name
+from ..ext_records import CounterInfo, CounterSample, ExtDecoder, decode_pending, time_domain_name
 from ..recorder import _SAMPLE_DATA_MAX, _np_joined_rows, _sample_fields
 from .columns import BATCH_EVENTS, MARK, PT_EXT, PUSH, START
 
@@ -388,6 +391,9 @@ class ExtPayloads:
 
     def __init__(self) -> None:
         self._values: Dict[int, Any] = {}
+        #: the keys of the payloads added together (add_many), in order: (first, end) a run (one
+        #: list: the writers' thread reads it while the decoder's changes it)
+        self._runs: List[Tuple[int, int]] = []
         self._last_key = 0
 
     def add(self, value: Any, truncated: bool = False) -> int:
@@ -398,12 +404,56 @@ class ExtPayloads:
         values[key] = {"value": value, "truncated": True} if truncated else value
         if len(values) > EXT_PAYLOADS_MAX:
             del values[next(iter(values))]
+            if self._runs:
+                self._forget_runs()
         return key
+
+    def add_many(self, values: List[List[Any]]) -> int:
+        """Keep decoded (JSON-ready) payloads, none truncated, each a list of numbers, strings
+        ``"NaN"``, ``"Infinity"``, ``"-Infinity"``, lists and dicts of them by keys without brackets,
+        whose JSON text :meth:`texts` writes at once; returns the first one's key, the others' follow."""
+        first = self._last_key + 1
+        self._last_key += len(values)
+        self._values.update(zip(range(first, self._last_key + 1), values))
+        self._runs.append((first, self._last_key + 1))
+        over = len(self._values) - EXT_PAYLOADS_MAX
+        if over > 0:
+            for key in list(itertools.islice(self._values, over)):
+                del self._values[key]
+            self._forget_runs()
+        return first
+
+    def _forget_runs(self) -> None:
+        """Let the runs whose payloads all went go."""
+        oldest = next(iter(self._values), self._last_key + 1)
+        while self._runs and self._runs[0][1] <= oldest:
+            del self._runs[0]
 
     def get(self, raw: int) -> Any:
         """The payload kept under ``raw`` (None when unknown or evicted)."""
         return self._values.get(int(raw))
 
+    def texts(self, raws: List[int]) -> List[Optional[str]]:
+        """The JSON text of each payload kept under ``raws`` (what :func:`~.chrome.json_value` writes
+        of it) that was added with others (:meth:`add_many`), written at once; None for the others."""
+        out: List[Optional[str]] = [None] * len(raws)
+        if not self._runs:
+            return out
+        runs, values = self._runs, self._values
+        at, found = [], []
+        for i, key in enumerate(raws):
+            run = bisect.bisect_right(runs, (key, _PAST_KEYS)) - 1
+            value = values.get(key) if run >= 0 and key < runs[run][1] else None
+            if value is not None:
+                at.append(i)
+                found.append(value)
+        for i, text in zip(at, _json_texts(found) if found else ()):
+            out[i] = text
+        return out
+
+
+#: past every key (ExtPayloads.texts: the run a key is in)
+_PAST_KEYS = float("inf")
 
 _ROW_KINDS = frozenset((PUSH, START, MARK))
 
@@ -468,9 +518,13 @@ class BatchExtDecoder:
         for i in rows:
             items.append((int(batch.tid[i]), int(batch.time[i]), 1, i, i))
         items.sort()
+        # payloads that decode to a list of numbers, by (layout, size): decoded at once at the end
+        arrays: Optional[Dict[Tuple[Any, int], List[Tuple[int, bytes]]]] = {} if batch.numpy else None
         if samples is None and not batches:
             for item in items:
-                self._item(batch, item)
+                self._item(batch, item, arrays)
+            if arrays:
+                self._arrays(batch, arrays)
             return
         # the sample rows in the same order, each run of them between two items decoded at once
         samples, keys = _ordered_rows(samples, batches)
@@ -480,13 +534,17 @@ class BatchExtDecoder:
             if before > done:
                 self._samples(batch, samples[done:before])
                 done = before
-            self._item(batch, item)
+            self._item(batch, item, arrays)
         if done < len(samples):
             self._samples(batch, samples[done:])
+        if arrays:
+            self._arrays(batch, arrays)
 
-    def _item(self, batch: Any, item: Tuple[int, int, int, int, int]) -> None:
+    def _item(self, batch: Any, item: Tuple[int, int, int, int, int],
+              arrays: Optional[Dict[Tuple[Any, int], List[Tuple[int, bytes]]]]) -> None:
         """One blob (its counter samples to ``on_sample``), or one row's binary payload (its key to
-        the payload column)."""
+        the payload column; one that decodes to a list of numbers put in ``arrays`` instead, where
+        it is not None, to decode with the others alike)."""
         tid, _t, is_row, _place, j = item
         pid, domains, decoder = batch.pid, batch.domains, self.decoder
         if not is_row:
@@ -499,10 +557,47 @@ class BatchExtDecoder:
             for sample in samples:
                 self.on_sample(sample)
             return
-        decoded = decoder.take_payload(pid, tid, domains.get(int(batch.domain[j])))
-        if decoded is not None and decoded[0] is not None:
-            value, truncated = decoded
+        domain = domains.get(int(batch.domain[j]))
+        taken = decoder.take_pending(pid, tid, domain)
+        if taken is None:
+            return
+        pending, schemas = taken
+        if arrays is not None and len(pending) == 1 and not pending[0][2]:
+            sid, data, _truncated = pending[0]
+            layout = decoder.array_layout(pid, domain, sid)
+            if layout is not None:
+                arrays.setdefault((layout, len(data)), []).append((j, data))
+                return
+        value, truncated = decode_pending(pending, schemas)
+        if value is not None:
             batch.payload[j] = self.payloads.add(json_safe(value), truncated)
+
+    def _arrays(self, batch: Any, arrays: Dict[Tuple[Any, int], List[Tuple[int, bytes]]]) -> None:
+        """The payloads of ``arrays`` (rows and data by :func:`~nvtx_cffi.ext_records.array_layout` and
+        size) decoded a group at a time (NumPy), as :func:`~nvtx_cffi.ext_records.decode` and
+        :func:`json_safe` make them, and kept with their JSON text; their keys to the payload column."""
+        import numpy as np
+
+        for ((count_fmt, start, item, fields), size), found in arrays.items():
+            data = np.frombuffer(b"".join(d for _j, d in found), dtype=np.uint8).reshape(len(found), size)
+            rows = np.array([j for j, _d in found], dtype=np.int64)
+            if size < start:  # (no count: none)
+                counts = np.zeros(len(found), dtype=np.int64)
+            else:
+                counts = np.clip(data[:, :start].copy().view("<" + count_fmt)[:, 0], 0, (size - start) // item)
+            element = np.dtype({"names": [f"f{k}" for k in range(len(fields))],
+                                "formats": [("<" + fmt, (n,)) if n else "<" + fmt for _key, _off, fmt, n in fields],
+                                "offsets": [offset for _key, offset, _fmt, _n in fields], "itemsize": item})
+            for count in np.unique(counts).tolist():
+                at = np.flatnonzero(counts == count)
+                numbers = data[at if len(at) < len(found) else slice(None), start:start + count * item]
+                try:
+                    elements = numbers.view(element)
+                except ValueError:  # (NumPy before 1.23 views contiguous arrays only)
+                    elements = numbers.copy().view(element)
+                values = _json_rows(np, elements, [key for key, _off, _fmt, _n in fields])
+                first = self.payloads.add_many(values)
+                batch.payload[rows[at]] = np.arange(first, first + len(at), dtype=np.uint64)
 
     def _expand_batches(self, batch: Any, samples: Any, batches: List[Tuple[Any, int]]) -> Any:
         """The reader's sample rows ``samples`` less the ``batch_submit`` records among them that
@@ -675,6 +770,59 @@ _SAMPLE_HEAD = _HEAD.size
 _VALUE_MAX = _SAMPLE_DATA_MAX - _SAMPLE_HEAD
 #: sample_no_value() reasons (CounterNoValueReason)
 _NO_ZERO, _NO_UNCHANGED, _NO_UNAVAILABLE = 0, 1, 2
+
+
+#: the JSON text of a payload, as :func:`~.chrome.json_value` writes it
+_JSON_TEXT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=repr).encode
+_NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+
+
+def _json_rows(np: Any, elements: Any, keys: List[Optional[str]]) -> List[List[Any]]:
+    """The rows of ``elements`` (a 2-D structured array, a payload a row, a field per key) as
+    :func:`json_safe` makes their decoded values: lists of elements, each a dict by ``keys`` (or, a
+    key None, its one field's value) of Python numbers and lists of them; NaN and the infinities
+    as strings."""
+    columns = []
+    for k in range(len(keys)):
+        numbers = elements[f"f{k}"]
+        column = numbers.tolist()
+        if numbers.dtype.kind == "f":
+            for at in np.argwhere(~np.isfinite(numbers)).tolist():
+                inner = column
+                for i in at[:-1]:
+                    inner = inner[i]
+                inner[at[-1]] = _NON_FINITE[repr(inner[at[-1]])]
+        columns.append(column)
+    if keys == [None]:
+        return columns[0]
+    return [[dict(zip(keys, fields)) for fields in zip(*row)] for row in zip(*columns)]
+
+
+def _json_texts(values: List[Any]) -> List[str]:
+    """The JSON text of each of ``values`` (lists), as :func:`~.chrome.json_value` writes it, from one
+    text of them all: its elements are where the brackets open at depth 1 (the keys and strings
+    of the values hold none)."""
+    import numpy as np
+
+    text = _JSON_TEXT(values)
+    code = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
+    steps = _bracket_steps()
+    at = np.flatnonzero(steps[code])  # the brackets, and the depth after each
+    depth = np.cumsum(steps[code[at]], dtype=np.int32)
+    opens = at[(depth == 2) & (code[at] == ord("["))].tolist()
+    closes = (at[(depth == 1) & (code[at] == ord("]"))] + 1).tolist()
+    return [text[a:b] for a, b in zip(opens, closes)]
+
+
+@functools.lru_cache(maxsize=None)
+def _bracket_steps() -> Any:
+    """What each byte adds to the depth of brackets: 1 for ``[`` and ``{``, -1 for ``]`` and ``}``."""
+    import numpy as np
+
+    steps = np.zeros(256, dtype=np.int8)
+    steps[[ord("["), ord("{")]] = 1
+    steps[[ord("]"), ord("}")]] = -1
+    return steps
 
 
 def _layout_end(layout: List[Tuple[str, str, int]]) -> int:

@@ -102,6 +102,12 @@ class PairedBatch:
         (None when unknown or evicted)."""
         return self.payloads.get(raw) if self.payloads is not None else None
 
+    def ext_texts(self, raws: List[int]) -> List[Optional[str]]:
+        """The JSON text of the binary payloads of rows whose ``ptype`` is PT_EXT, by their ``payload``
+        column, where the decoder decoded them together (:meth:`~.counters.ExtPayloads.texts`);
+        None for the others."""
+        return self.payloads.texts(raws) if self.payloads is not None else [None] * len(raws)
+
     def text(self, i: int) -> str:
         """The name shown for text id ``i`` (``(unnamed)`` for none or empty)."""
         return self.strings[i] or UNNAMED

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import textwrap
 from collections import defaultdict
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-__all__ = ["validate_chrome_trace", "run_tracer", "record_in_chunks", "Traced", "complete_events", "EPS"]
+__all__ = ["validate_chrome_trace", "run_tracer", "record_in_chunks", "Traced", "complete_events", "sqlite_rows", "EPS"]
 
 #: Float tolerance in microseconds (timestamps are ns / 1000 as floats).
 EPS = 1e-6
@@ -148,3 +149,12 @@ def record_in_chunks(tmp: Any, scenario: str) -> Tuple[str, str]:
     proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120,
                           check=True)
     return str(raw), proc.stdout
+
+
+def sqlite_rows(path: str, table: str = "NVTX_EVENTS") -> List[tuple]:
+    """Every row of ``table`` of the SQLite file ``path``, in the order they were inserted."""
+    db = sqlite3.connect(path)
+    try:
+        return db.execute(f"SELECT * FROM {table} ORDER BY rowid").fetchall()
+    finally:
+        db.close()

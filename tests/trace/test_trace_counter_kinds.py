@@ -10,7 +10,7 @@ import sqlite3
 import sys
 
 import pytest
-from support.trace_check import record_in_chunks
+from support.trace_check import record_in_chunks, sqlite_rows
 
 from nvtx_cffi import recorder
 from nvtx_cffi._trace import columns
@@ -125,14 +125,6 @@ def _convert_all(recording, monkeypatch):
     return outs
 
 
-def _sqlite_rows(path):
-    db = sqlite3.connect(path)
-    try:
-        return db.execute("SELECT * FROM NVTX_CFFI_COUNTERS ORDER BY rowid").fetchall()
-    finally:
-        db.close()
-
-
 def test_the_compiled_path_decodes_them_in_bulk_into_what_the_other_paths_write(recording, small_batches,
                                                                               monkeypatch):
     outs = _convert_all(recording, monkeypatch)
@@ -142,7 +134,8 @@ def test_the_compiled_path_decodes_them_in_bulk_into_what_the_other_paths_write(
     for ending in ("json", "pftrace"):
         with open(native[0][ending], "rb") as a, open(numpy_only[0][ending], "rb") as b:
             assert a.read() == b.read(), ending
-    assert _sqlite_rows(native[0]["sqlite"]) == _sqlite_rows(numpy_only[0]["sqlite"])
+    counter_rows = [sqlite_rows(out[0]["sqlite"], "NVTX_CFFI_COUNTERS") for out in (native, numpy_only)]
+    assert counter_rows[0] == counter_rows[1]
     assert native[2] == numpy_only[2] == pure[2]
     expected, _reasons = _expected()
     samples = 1 + SAMPLES + 2 * len(range(0, SAMPLES, 10)) + len(expected["K: depth"]) + len(expected["K: pair.a"])

@@ -22,7 +22,7 @@ import pytest
 from support.hardening import opted_in_slow  # noqa: F401  (a fixture)
 from support.nvtx_client import client_lib  # noqa: F401  (a fixture: tests/c/nvtx_client.c built)
 from support.paths import SOURCE
-from support.trace_check import record_in_chunks, validate_chrome_trace
+from support.trace_check import record_in_chunks, sqlite_rows, validate_chrome_trace
 
 from nvtx_cffi import recorder
 from nvtx_cffi._fixedwidth import fixed_rows
@@ -356,14 +356,6 @@ def test_pftrace_packets_are_zlib_compressed_in_lots_that_inflate_to_the_plain_p
     assert len(outer) == grew + (len(packed) > lots[-1])
 
 
-def _sqlite_rows(path):
-    db = sqlite3.connect(path)
-    try:
-        return db.execute("SELECT * FROM NVTX_EVENTS ORDER BY rowid").fetchall()
-    finally:
-        db.close()
-
-
 def test_the_c_helpers_write_what_the_numpy_paths_write(recording, small_batches, monkeypatch):
     """c/shim/trace_decode.c (block decoding, stack pairing, Perfetto packets, JSON rows) against NumPy alone."""
     if not columns.HAVE_NUMPY:
@@ -385,7 +377,7 @@ def test_the_c_helpers_write_what_the_numpy_paths_write(recording, small_batches
             out = str(tmp / f"native-{native}.{ending}")
             convert(raw, out)
             if ending == "sqlite":
-                files.append(_sqlite_rows(out))
+                files.append(sqlite_rows(out))
             else:
                 with open(out, "rb") as f:
                     files.append(f.read())

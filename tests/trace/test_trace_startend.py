@@ -7,7 +7,7 @@ import sqlite3
 import sys
 
 import pytest
-from support.trace_check import record_in_chunks
+from support.trace_check import record_in_chunks, sqlite_rows
 
 from nvtx_cffi import recorder
 from nvtx_cffi._trace import columns
@@ -100,17 +100,9 @@ def test_the_c_pairing_and_encoders_write_what_the_other_paths_write(recording, 
     for ending in ("json", "pftrace"):
         with open(native[ending], "rb") as a, open(numpy_only[ending], "rb") as b:
             assert a.read() == b.read(), ending
-    assert _rows(native["sqlite"]) == _rows(numpy_only["sqlite"])
+    assert sqlite_rows(native["sqlite"]) == sqlite_rows(numpy_only["sqlite"])
     for tl in (tl_native, tl_numpy, outs["pure"][1]):
         assert (tl.unmatched_ends, tl.unterminated, tl.range_count) == (1, 1, RANGES)
-
-
-def _rows(path):
-    db = sqlite3.connect(path)
-    try:
-        return db.execute("SELECT * FROM NVTX_EVENTS ORDER BY rowid").fetchall()
-    finally:
-        db.close()
 
 
 def test_values_read_back_from_each_format(recording, small_batches, monkeypatch):
