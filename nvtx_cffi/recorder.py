@@ -1676,31 +1676,50 @@ def _np_finish(np, d: _Defs, ev, parts, skips: _Skips, samples: bool = False) ->
     seen = 0  # (samples) the extension records of the parts before
     for tid, w, t in parts:
         heads = np.flatnonzero(t == _D_BLOB)
-        if samples and heads.size:
-            length, ok = _np_data_checked(np, w, t, heads)
-            heads, length = heads[ok], length[ok]  # (the torn ones: skipped, as below)
+        if not heads.size:
+            continue
+        length, ok = _np_data_checked(np, w, t, heads)
+        heads, length = heads[ok], length[ok]  # torn: skipped (and counted by _scan)
+        if samples:
             place = seen + np.arange(len(heads))
             seen += len(heads)
             found = _np_sample_rows(np, d, tid, w, heads, length, place)
             if found is not None:
                 rows.append(found)
                 small = np.isin(place, found["order"])
-                heads, place = heads[~small], place[~small]
+                heads, length, place = heads[~small], length[~small], place[~small]
             order += place.tolist()
-        for i in heads.tolist():
-            words = _np_data_words(w, i)
-            r = _data_record(words, 0, len(words))
-            if r is None:  # torn: skipped (and counted by _scan)
-                continue
-            flags, dom, tt, arg, aux, raw, _next = r
-            blobs.append(Blob(BLOB_KINDS.get(aux, f"unknown({aux})"), aux, d.to_ns(tt), tid, dom, arg, raw,
-                              bool(flags & _DF_TRUNCATED)))
+        blobs += _np_blobs(np, d, tid, w, heads, length)
     b = EventBlock()
     b.info, b.pid, b.exec_gen = d.info, d.header.pid, d.header.exec_gen
     b.events, b.strings, b.domains, b.blobs = ev, d.np_strings, d.domains, blobs
     b.samples = _np_joined_rows(np, rows) if rows else None
     b.blob_order = np.asarray(order, dtype=np.int64) if samples else None
     return b
+
+
+def _np_blobs(np, d: _Defs, tid: int, w, heads, length) -> List["Blob"]:
+    """The :class:`Blob` of each checked data record at ``heads`` (a chunk's words ``w``; ``length``:
+    their data lengths), as :func:`_data_record` reads one: the data bytes of all of them gathered
+    at once (7 a continuation word), their times converted at once where that is exact."""
+    if not heads.size:
+        return []
+    k = (length + 6) // 7  # continuation words of each record
+    first = np.cumsum(k) - k
+    index = np.repeat(heads + 1 - first, k) + np.arange(int(k.sum()))
+    data = w[index].view(np.uint8).reshape(-1, 8)[:, 1:].tobytes()  # byte 0 of a word: its tag
+    at = (7 * first).tolist()
+    head = w[heads]
+    flags = ((head >> np.uint64(8)) & np.uint64(0xFF)).tolist()
+    dom = ((head >> np.uint64(16)) & np.uint64(0xFFFF)).tolist()
+    fixed = _DATA_FIXED.size
+    fields = [_DATA_FIXED.unpack_from(data, a) for a in at]
+    ticks = np.fromiter((f[0] for f in fields), dtype=np.uint64, count=len(fields))
+    ns, exact = d.to_ns_many(np, ticks)
+    ns = [n if ok else d.to_ns(tt) for n, ok, tt in zip(ns.tolist(), exact.tolist(), ticks.tolist())]
+    return [Blob(BLOB_KINDS.get(aux, f"unknown({aux})"), aux, time, tid, dm, arg, data[a + fixed:a + n],
+                 bool(fl & _DF_TRUNCATED))
+            for (_tt, arg, aux), time, dm, fl, a, n in zip(fields, ns, dom, flags, at, length.tolist())]
 
 
 def _np_joined_rows(np, rows: list):

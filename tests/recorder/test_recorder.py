@@ -867,6 +867,48 @@ def test_blocks_carry_what_the_events_carry(tmp_path, client_lib, blob_recorder)
     assert sum(1 for r in rows if r[5] == "in thread") == 5000
 
 
+@pytest.mark.skipif(not HAVE_NUMPY, reason="recorder.blocks needs NumPy")
+def test_blocks_read_blob_records_as_the_event_reader_does_torn_ones_too(tmp_path, client_lib, blob_recorder):
+    # The columnar reader gathers the data bytes of all a chunk's blob records at once; what it
+    # hands on must be what the event reader reads one record at a time: data (empty, one word,
+    # many words, cut at the recorder's limit), kind, target, time, thread, and a torn record
+    # (a continuation word's tag overwritten with 0) left out, the records after it kept. (The event
+    # reader takes a zero word for the end of what was written and reads nothing more of that chunk.)
+    run_recorded(tmp_path, script(client_lib, """
+        lib.client_marks(b"before", 1)
+        rec = ctypes.CDLL(os.environ["NVTX_INJECTION64_PATH"], mode=os.RTLD_NOLOAD | os.RTLD_NOW)
+        rec.test_emit_blob(3, 0, ctypes.c_uint64(2**64 - 5), b"\\x00\\x01abc", 5)
+        rec.test_emit_blob(4, 0, ctypes.c_uint64(1), b"TORN-ME-PLEASE!!", 16)
+        rec.test_emit_blob(200, 0, ctypes.c_uint64(0), None, 0)
+        for n in (7, 8, 13, 14, 70000):
+            data = bytes(range(256)) * (n // 256) + bytes(range(n % 256))
+            rec.test_emit_blob(4, 0, ctypes.c_uint64(n), data, n)
+        t = threading.Thread(target=lambda: rec.test_emit_blob(4, 0, ctypes.c_uint64(9), b"thread", 6))
+        t.start(); t.join()
+        lib.client_marks(b"after", 1)
+    """), extra_env={"NVTX_INJECTION64_PATH": blob_recorder})
+
+    def both():
+        events = [e for e in recorder.read(tmp_path).events if e.kind == "blob"]
+        blobs = [x for b in recorder.blocks(tmp_path, max_events=1000) for x in b.blobs]
+        return ([(e.name, e.target, e.data, e.truncated, e.time_ns, e.tid) for e in events],
+                [(x.kind, x.arg, x.data, x.truncated, x.time_ns, x.tid) for x in blobs])
+
+    events, blobs = both()
+    assert blobs == events and len(events) == 9
+    whole = blobs
+    assert [e[1] for e in events] == [2**64 - 5, 1, 0, 7, 8, 13, 14, 70000, 9]
+    assert events[7][2] == (bytes(range(256)) * 274)[:65536] and events[7][3]  # cut at 64 KiB
+    (path,) = tmp_path.glob("*.nvtxrec")
+    data = bytearray(path.read_bytes())
+    at = data.index(b"-ME-PLE") - 1  # a continuation word of it: its tag byte, then 7 data bytes
+    assert at % 8 == 0 and data[at] == recorder._W_CONT
+    data[at] = 0
+    path.write_bytes(bytes(data))
+    _events, blobs = both()
+    assert blobs == whole[:1] + whole[2:]
+
+
 @pytest.mark.parametrize("clock", ["tsc", "monotonic"])
 def test_times_are_clock_monotonic_even_after_sigkill(tmp_path, client_lib, clock):
     # TSC timestamps are mapped to CLOCK_MONOTONIC through the clock pairs in the file; a process
