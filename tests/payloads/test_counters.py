@@ -6,6 +6,7 @@ import inspect
 import math
 import struct
 import sys
+from contextlib import closing
 
 import pytest
 
@@ -758,7 +759,7 @@ def _converted(tmp_path, raw, use_numpy: bool):
         json_tracks.setdefault(e["name"], []).append(value)
     db = tmp_path / f"t-{tag}.sqlite"
     convert(str(raw), str(db), numpy=use_numpy)
-    with sqlite3.connect(db) as con:
+    with closing(sqlite3.connect(db)) as con:
         rows = con.execute("SELECT domain, counterId, name, value, noValue FROM NVTX_CFFI_COUNTERS"
                            " ORDER BY timestamp, rowid").fetchall()
     sql_tracks = {}
@@ -1115,7 +1116,7 @@ def test_counter_samples_of_every_kind_write_the_same_on_the_compiled_and_python
             table = CounterStats()
             convert(str(raw), str(out), counter_stats=table)
             if ending == "sqlite":
-                with sqlite3.connect(out) as db:
+                with closing(sqlite3.connect(out)) as db:
                     got.append(db.execute("SELECT * FROM NVTX_CFFI_COUNTERS ORDER BY rowid").fetchall())
                     got.append(db.execute("SELECT * FROM NVTX_EVENTS ORDER BY rowid").fetchall())
             else:
@@ -1153,7 +1154,7 @@ def test_counter_samples_of_every_kind_write_the_same_on_the_compiled_and_python
     assert (rows["K: u64"]["min"], rows["K: u64"]["max"], rows["K: u64"]["samples"]) == (0, 2**64 - 1, 1800)
     assert (rows["K: i8"]["min"], rows["K: i8"]["max"]) == (-128, 127)
     assert rows["K: f32"]["nan"] == 450 and rows["K: f64"]["max"] == math.inf
-    with sqlite3.connect(tmp_path / "True.sqlite") as db:
+    with closing(sqlite3.connect(tmp_path / "True.sqlite")) as db:
         t0 = db.execute("SELECT value FROM NVTX_CFFI_META WHERE key = 't0_ns'").fetchone()[0]
         stored = db.execute("SELECT timestamp, name, value FROM NVTX_CFFI_COUNTERS WHERE domain = 'K'"
                             " AND (value IS NOT NULL OR noValue IS NULL)").fetchall()  # (not the gaps)

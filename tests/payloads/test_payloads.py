@@ -9,6 +9,7 @@ import struct
 import subprocess
 import sys
 import textwrap
+from contextlib import closing
 
 import pytest
 
@@ -321,7 +322,7 @@ def test_counters_and_binary_payloads_convert_alike_with_and_without_numpy(tmp_p
         payloads = [e["args"].get("payload") for e in events if e["ph"] == "i" and e["name"] == "gradients"]
         db = tmp_path / f"t{int(use_numpy)}.sqlite"
         convert(str(raw), str(db), numpy=use_numpy)
-        with sqlite3.connect(db) as con:
+        with closing(sqlite3.connect(db)) as con:
             rows = con.execute("SELECT name, unit, count(*), sum(value) FROM NVTX_CFFI_COUNTERS GROUP BY name, unit"
                                " ORDER BY name").fetchall()
         seen[use_numpy] = (counters, payloads, table.rows(), rows)

@@ -13,6 +13,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+from contextlib import closing
 
 import pytest
 from test_trace import parse_summary
@@ -59,7 +60,7 @@ def _no_numpy_python() -> tuple:
 
 
 def _sqlite_rows(path) -> list:
-    with sqlite3.connect(path) as db:
+    with closing(sqlite3.connect(path)) as db:
         return list(db.iterdump())
 
 
@@ -85,7 +86,7 @@ def test_convert_of_a_kept_recording_writes_the_trace_the_trace_command_wrote(tm
     ref, out = tmp_path / f"ref.{ending}", tmp_path / f"out.{ending}"
     if ending == "sqlite":
         assert _sqlite_rows(out) == _sqlite_rows(ref)
-        with sqlite3.connect(out) as db:
+        with closing(sqlite3.connect(out)) as db:
             assert db.execute("SELECT count(*) FROM NVTX_EVENTS WHERE text = 'work' AND eventType = 59").fetchone() == (5,)
     else:
         assert out.read_bytes() == ref.read_bytes()

@@ -17,6 +17,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+from contextlib import closing
 
 import pytest
 from support.hardening import opted_in_slow  # noqa: F401  (a fixture)
@@ -214,7 +215,7 @@ def test_sqlite_answers_an_nsys_stats_query_with_the_summary_numbers(recording, 
 def test_pandas_reads_the_sqlite_like_an_nsys_export(recording):
     pd = pytest.importorskip("pandas")
     out, _, _ = _convert(recording, "pd.sqlite", _paths()[0])
-    with sqlite3.connect(out) as db:
+    with closing(sqlite3.connect(out)) as db:
         df = pd.read_sql("SELECT text, start, end FROM NVTX_EVENTS WHERE eventType = 59", db)
     assert (df[df.text == "level0"].end - df[df.text == "level0"].start > 0).all()
     assert len(df[df.text == "level1"]) == NESTED
@@ -493,7 +494,7 @@ def test_counter_samples_in_every_format(tmp_path):
         (track,) = p.counter_tracks
         assert p.tracks[track][1] == "bytes in flight" and p.counter_tracks[track] == "bytes"
         assert p.counters[0] == (track, 1500, 42.0) and math.isnan(p.counters[1][2])
-    with sqlite3.connect(tmp_path / "c.sqlite") as db:
+    with closing(sqlite3.connect(tmp_path / "c.sqlite")) as db:
         assert db.execute("SELECT timestamp, name, value FROM NVTX_CFFI_COUNTERS").fetchall() == [
             (500, "bytes in flight", 42.0), (1500, "bytes in flight", None)]
 
@@ -610,7 +611,7 @@ def test_conversion_without_numpy_gives_the_same_trace(recording, tmp_path):
     b = validate_chrome_trace(_strict_json(tmp_path / "nonp-t.json"))
     assert sorted(json.dumps(e, sort_keys=True) for e in a["traceEvents"]) == sorted(
         json.dumps(e, sort_keys=True) for e in b["traceEvents"])
-    with sqlite3.connect(tmp_path / "nonp-t.sqlite") as db:
+    with closing(sqlite3.connect(tmp_path / "nonp-t.sqlite")) as db:
         assert db.execute(NSYS_NVTX_SUM).fetchone()[:3] == (rows[0].name, rows[0].count, rows[0].total_ns)
 
 
@@ -645,7 +646,7 @@ def test_uint64_values_past_sqlites_integers_are_stored_not_raised(tmp_path):
     assert start.range_id >= 1 << 63
     timeline = convert(str(raw), str(tmp_path / "t.sqlite"), "sqlite")
     assert timeline.dropped == 2**64 - 1 and convert(str(raw), str(tmp_path / "t.json"), "json").dropped == 2**64 - 1
-    with sqlite3.connect(tmp_path / "t.sqlite") as db:
+    with closing(sqlite3.connect(tmp_path / "t.sqlite")) as db:
         meta = dict(db.execute("SELECT key, value FROM NVTX_CFFI_META"))
         (range_id,) = db.execute("SELECT rangeId FROM NVTX_EVENTS WHERE eventType = 60").fetchone()
         (value,) = db.execute("SELECT value FROM NVTX_CFFI_COUNTERS WHERE name = 'big'").fetchone()
@@ -675,7 +676,7 @@ def test_sqlite_names_the_domain_and_category_of_ranges_and_marks_inserted_in_bl
     for numpy in _paths():
         out = str(tmp_path / f"names-{numpy}.sqlite")
         convert(raw, out, numpy=numpy)
-        with sqlite3.connect(out) as db:
+        with closing(sqlite3.connect(out)) as db:
             names = db.execute("SELECT eventType, domainId, category, text FROM NVTX_EVENTS "
                                "WHERE eventType IN (33, 75) ORDER BY eventType, text").fetchall()
             domains = dict(db.execute("SELECT text, domainId FROM NVTX_EVENTS WHERE eventType IN (34, 59)"))
@@ -791,7 +792,7 @@ def test_scalar_payloads_are_the_same_bytes_on_the_fast_and_the_pure_python_path
             path = str(tmp_path / f"{numpy}.{ending}")
             convert(payload_recording, path, numpy=numpy)
             if ending == "sqlite":
-                with sqlite3.connect(path) as db:
+                with closing(sqlite3.connect(path)) as db:
                     outs[numpy, ending] = list(db.iterdump())
             else:
                 with open(path, "rb") as f:
