@@ -294,9 +294,9 @@ def main(argv=None) -> int:
         stock_cffi.load()
     except NotImplementedError as exc:
         print(f"stock CFFI row skipped: {exc}", file=sys.stderr)
-    try:  # and the floor module, and NVTX's cost program
+    try:  # and the floor module, and NVTX's cost program (which the children run, each with its tool)
         floor.load()
-        floor.nvtx_cost()
+        floor.build_nvtx_cost()
     except NotImplementedError as exc:
         print(f"floor columns empty or without NVTX's own cost: {exc}", file=sys.stderr)
     if shapes.null_tool_path() is None:

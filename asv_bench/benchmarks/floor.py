@@ -8,8 +8,9 @@ and cached in the temp directory per interpreter and source; benchmarks only, ne
 package.
 
 NVTX's own calls are the other part of every floor: :func:`nvtx_cost` runs ``asv_bench/c/nvtx_cost.c``
-(built with ``cc`` against the NVTX headers the package builds with) under the running process's
-tool and returns ns per call of each kind; :func:`nvtx_calls` says which calls a shape makes.
+(built by :func:`build_nvtx_cost` with ``cc`` against the NVTX headers the package builds with) under
+the running process's tool and returns ns per call of each kind; :func:`nvtx_calls` says which calls a
+shape makes.
 
 >>> F = load()
 >>> with F.Floor("x", color="red") as cm:
@@ -32,7 +33,7 @@ import tempfile
 from types import ModuleType
 from typing import Dict, Optional
 
-__all__ = ["load", "nvtx_calls", "nvtx_cost", "Profile"]
+__all__ = ["build_nvtx_cost", "load", "nvtx_calls", "nvtx_cost", "Profile"]
 
 MODULE = "_nvtx_floor"
 SOURCE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "c", "floor.c")
@@ -117,13 +118,22 @@ def nvtx_cost() -> Dict[str, float]:
     """ns per NVTX call of each kind (``push_pop``, ``mark``, ``start_end``, ``sample``) with the
     tool this process's environment names, from C. Raises NotImplementedError where it cannot be
     built (no ``cc``, no NVTX headers)."""
+    program = build_nvtx_cost()
     try:
-        program = _build_cost()
         out = subprocess.run([program], capture_output=True, text=True, check=True, timeout=120).stdout
     except Exception as exc:  # a missing part of the floor: the column says so, the benchmarks go on
-        msg = f"cannot measure NVTX's own cost: {type(exc).__name__}: {exc}"
-        raise NotImplementedError(msg) from None
+        raise NotImplementedError(_no_cost(exc)) from None
     return json.loads(out)
+
+
+def build_nvtx_cost() -> str:
+    """The path of :func:`nvtx_cost`'s program, built first if needed (cached in the temp directory per
+    source). Raises NotImplementedError, as :func:`nvtx_cost` does, where it cannot be built (no ``cc``,
+    no NVTX headers)."""
+    try:
+        return _build_cost()
+    except Exception as exc:  # a missing part of the floor: the column says so, the benchmarks go on
+        raise NotImplementedError(_no_cost(exc)) from None
 
 
 def _build_cost() -> str:
@@ -140,6 +150,10 @@ def _build_cost() -> str:
                     "-o", partial, "-ldl"], check=True, capture_output=True, timeout=300)
     os.replace(partial, program)  # atomic: concurrent builders both end whole
     return program
+
+
+def _no_cost(exc: Exception) -> str:
+    return f"cannot measure NVTX's own cost: {type(exc).__name__}: {exc}"
 
 
 class Profile:
