@@ -33,12 +33,14 @@ import tempfile
 from types import ModuleType
 from typing import Dict, Optional
 
+# absolute: doctest imports this file as a top-level module (cd asv_bench; python -m doctest benchmarks/floor.py)
+from benchmarks.building import load_build_ffi
+
 __all__ = ["build_nvtx_cost", "load", "nvtx_calls", "nvtx_cost", "Profile"]
 
 MODULE = "_nvtx_floor"
 SOURCE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "c", "floor.c")
 COST_SOURCE = os.path.join(os.path.dirname(SOURCE), "nvtx_cost.c")
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 _loaded: Optional[ModuleType] = None
 
@@ -141,12 +143,10 @@ def _build_cost() -> str:
     program = os.path.join(cache, "nvtx_cost")
     if os.path.exists(program):
         return program
-    spec = importlib.util.spec_from_file_location("build_ffi", os.path.join(ROOT, "build_ffi.py"))
-    build_ffi = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(build_ffi)
+    include = load_build_ffi().nvtx_include_dir()
     os.makedirs(cache, exist_ok=True)
     partial = f"{program}.{os.getpid()}"
-    subprocess.run(["cc", "-std=c11", "-O2", "-Wall", "-Wextra", "-I", build_ffi.nvtx_include_dir(), COST_SOURCE,
+    subprocess.run(["cc", "-std=c11", "-O2", "-Wall", "-Wextra", "-I", include, COST_SOURCE,
                     "-o", partial, "-ldl"], check=True, capture_output=True, timeout=300)
     os.replace(partial, program)  # atomic: concurrent builders both end whole
     return program

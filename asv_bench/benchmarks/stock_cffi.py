@@ -21,7 +21,10 @@ import tempfile
 from types import ModuleType
 from typing import Optional
 
-__all__ = ["load", "repo_root"]
+# absolute: doctest imports this file as a top-level module (cd asv_bench; python -m doctest benchmarks/stock_cffi.py)
+from benchmarks.building import load_build_ffi, repo_root
+
+__all__ = ["load"]
 
 MODULE = "_nvtxcffi_stock"
 
@@ -49,11 +52,6 @@ void nvtxcffi_lock_wait_end(void *state) { (void)state; }
 _loaded: Optional[ModuleType] = None
 
 
-def repo_root() -> str:
-    """The source checkout these benchmarks belong to (holds ``build_ffi.py`` and ``c/``)."""
-    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
 def load() -> ModuleType:
     """Import the stock-CFFI build of the shim, building it first if needed.
 
@@ -62,9 +60,8 @@ def load() -> ModuleType:
     global _loaded
     if _loaded is not None:
         return _loaded
-    root = repo_root()
     try:
-        path = _build(root)
+        path = _build()
     except Exception as exc:  # no compiler, no headers, no sources: skip, do not fail the suite
         msg = f"cannot build the stock CFFI shim: {type(exc).__name__}: {exc}"
         raise NotImplementedError(msg) from None
@@ -75,12 +72,9 @@ def load() -> ModuleType:
     return module
 
 
-def _build(root: str) -> str:
-    sys.path.insert(0, root)
-    try:
-        import build_ffi  # the project's own sources, cdef reader and header finder
-    finally:
-        sys.path.remove(root)
+def _build() -> str:
+    root = repo_root()
+    build_ffi = load_build_ffi()  # the project's own sources, cdef reader and header finder
     sources = [os.path.join(root, path) for path in build_ffi.SOURCES]
     digest = hashlib.sha256(_PREAMBLE.encode())
     for source in [os.path.join(root, path) for path in build_ffi.DEPENDS]:

@@ -47,7 +47,6 @@ output size is the PNG's): its time less ``json``'s is the picture's share.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import re
 import shutil
@@ -57,6 +56,9 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))  # asv_bench: its benchmarks package, whatever the working directory
+
+from benchmarks.building import load_build_ffi  # noqa: E402
 
 CONVERT = r"""
 import sys, time
@@ -161,11 +163,8 @@ C_SHAPES = ("payload", "marks")
 
 def _c_client(work: str) -> str:
     """asv_bench/c/trace_client.c compiled into ``work``; returns the program's path."""
-    spec = importlib.util.spec_from_file_location("build_ffi", os.path.join(ROOT, "build_ffi.py"))
-    build_ffi = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(build_ffi)
     program = os.path.join(work, "trace_client")
-    subprocess.run(["cc", "-std=c11", "-O2", "-Wall", "-Wextra", "-pthread", "-I", build_ffi.nvtx_include_dir(),
+    subprocess.run(["cc", "-std=c11", "-O2", "-Wall", "-Wextra", "-pthread", "-I", load_build_ffi().nvtx_include_dir(),
                     os.path.join(ROOT, "asv_bench", "c", "trace_client.c"), "-o", program, "-ldl"], check=True)
     return program
 
