@@ -1,5 +1,6 @@
 """What the benchmarks' throw-away builds share: the checkout's ``build_ffi.py``, read by ``floor.py``,
-``stock_cffi.py`` and ``scripts/trace_convert_bench.py``. Benchmarks only, never part of the package.
+``stock_cffi.py`` and ``scripts/trace_convert_bench.py``, and importing a module built outside the
+package (``floor.py``, ``stock_cffi.py``). Benchmarks only, never part of the package.
 
 >>> os.path.isfile(os.path.join(repo_root(), "build_ffi.py")), load_build_ffi() is load_build_ffi()
 (True, True)
@@ -10,8 +11,11 @@ import functools
 import importlib.util
 import os
 from types import ModuleType
+from typing import Callable, Dict
 
-__all__ = ["load_build_ffi", "repo_root"]
+__all__ = ["build_and_import", "load_build_ffi", "repo_root"]
+
+_imported: Dict[str, ModuleType] = {}
 
 
 def repo_root() -> str:
@@ -24,6 +28,22 @@ def load_build_ffi() -> ModuleType:
     """The checkout's ``build_ffi.py`` (its sources, flags, cdef reader and NVTX header finder), loaded
     from its path: never another ``build_ffi`` that ``sys.path`` finds first, and ``sys.path`` untouched."""
     return _import_file("build_ffi", os.path.join(repo_root(), "build_ffi.py"))
+
+
+def build_and_import(name: str, build: Callable[[], str], subject: str) -> ModuleType:
+    """The extension module ``name`` from the path ``build()`` returns, built and imported once per process.
+
+    Raises NotImplementedError (asv's "skip") saying it cannot build ``subject`` when ``build`` fails.
+    """
+    module = _imported.get(name)
+    if module is None:
+        try:
+            path = build()
+        except Exception as exc:  # no compiler, no headers, no sources: a row or column is empty, the suite goes on
+            msg = f"cannot build {subject}: {type(exc).__name__}: {exc}"
+            raise NotImplementedError(msg) from None
+        module = _imported[name] = _import_file(name, path)
+    return module
 
 
 def _import_file(name: str, path: str) -> ModuleType:

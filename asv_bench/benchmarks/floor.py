@@ -22,7 +22,6 @@ True
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 import shutil
@@ -31,10 +30,10 @@ import sys
 import sysconfig
 import tempfile
 from types import ModuleType
-from typing import Dict, Optional
+from typing import Dict
 
 # absolute: doctest imports this file as a top-level module (cd asv_bench; python -m doctest benchmarks/floor.py)
-from benchmarks.building import load_build_ffi
+from benchmarks.building import build_and_import, load_build_ffi
 
 __all__ = ["build_nvtx_cost", "load", "nvtx_calls", "nvtx_cost", "Profile"]
 
@@ -42,30 +41,16 @@ MODULE = "_nvtx_floor"
 SOURCE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "c", "floor.c")
 COST_SOURCE = os.path.join(os.path.dirname(SOURCE), "nvtx_cost.c")
 
-_loaded: Optional[ModuleType] = None
-
 
 def load() -> ModuleType:
     """Import the floor module, building it first if needed.
 
     Raises NotImplementedError when it cannot be built here (not CPython, no compiler, no setuptools, no headers).
     """
-    global _loaded
-    if _loaded is not None:
-        return _loaded
     if sys.implementation.name != "cpython":  # cpyext's costs are not an interpreter's floor
         msg = f"the floor is CPython's; this is {sys.implementation.name}"
         raise NotImplementedError(msg)
-    try:
-        path = _build()
-    except Exception as exc:  # a missing floor empties a column; it does not stop the benchmarks
-        msg = f"cannot build {os.path.basename(SOURCE)}: {type(exc).__name__}: {exc}"
-        raise NotImplementedError(msg) from None
-    spec = importlib.util.spec_from_file_location(MODULE, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    _loaded = module
-    return module
+    return build_and_import(MODULE, _build, os.path.basename(SOURCE))
 
 
 def _cache_dir(source: str) -> str:

@@ -12,17 +12,15 @@ from __future__ import annotations
 
 import glob
 import hashlib
-import importlib.util
 import os
 import shutil
 import sys
 import sysconfig
 import tempfile
 from types import ModuleType
-from typing import Optional
 
 # absolute: doctest imports this file as a top-level module (cd asv_bench; python -m doctest benchmarks/stock_cffi.py)
-from benchmarks.building import load_build_ffi, repo_root
+from benchmarks.building import build_and_import, load_build_ffi, repo_root
 
 __all__ = ["load"]
 
@@ -49,27 +47,13 @@ void *nvtxcffi_lock_wait_begin(void) { return 0; }
 void nvtxcffi_lock_wait_end(void *state) { (void)state; }
 """
 
-_loaded: Optional[ModuleType] = None
-
 
 def load() -> ModuleType:
     """Import the stock-CFFI build of the shim, building it first if needed.
 
     Raises NotImplementedError (asv's "skip") when it cannot be built here.
     """
-    global _loaded
-    if _loaded is not None:
-        return _loaded
-    try:
-        path = _build()
-    except Exception as exc:  # no compiler, no headers, no sources: skip, do not fail the suite
-        msg = f"cannot build the stock CFFI shim: {type(exc).__name__}: {exc}"
-        raise NotImplementedError(msg) from None
-    spec = importlib.util.spec_from_file_location(MODULE, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    _loaded = module
-    return module
+    return build_and_import(MODULE, _build, "the stock CFFI shim")
 
 
 def _build() -> str:
