@@ -200,9 +200,12 @@ static PyObject *annotate_exit(PyObject *op, PyObject *const *args, Py_ssize_t n
         PyErr_Format(PyExc_TypeError, "__exit__() takes exactly 3 arguments (%zd given)", nargs);
         return NULL;
     }
-    if (active)
+    if (active) {
         nvtxcffi_shim.pop(((annotate_object *)op)->domain_index);
-    RETURN_NONE_AFTER_NVTX();
+        if (TOOL_RAISED())
+            return NULL;
+    } /* (no tool: nothing ran that could have raised; the check is a TLS call on shared libpythons) */
+    Py_RETURN_NONE;
 }
 
 static PyMethodDef annotate_base_methods[] = {
@@ -258,6 +261,13 @@ static void special_dealloc(PyObject *op)
 static PyObject *special_get(PyObject *op, PyObject *obj, PyObject *type)
 {
     special_object *self = (special_object *)op;
+    if (obj != NULL && Py_TYPE(obj) == annotate_cls) {
+        /* the commonest: an object that already keeps its bound method (which is always that
+         * object's binding, whatever the checks below would answer now) */
+        PyObject *bound = ((annotate_object *)obj)->bound[self->which];
+        if (bound != NULL)
+            return Py_NewRef(bound);
+    }
     if (self->which == 1 && obj != NULL && Py_TYPE(obj) == annotate_cls
         && ((annotate_object *)obj)->template_ != NULL
         && ((annotate_object *)((annotate_object *)obj)->template_)->shared)
