@@ -255,7 +255,9 @@ class annotate(_Base):  # noqa: N801 - the name nvtx users know
         # super().__init__(...). annotate gets that __init__ when the first such subclass is made,
         # not before: while annotate has none, the class call does not call one (a Python frame).
         if cls.__init__ is not object.__init__ and "__init__" not in annotate.__dict__:
-            annotate.__init__ = _subclass_init  # (an __init__ of its own, or a mixin's before annotate)
+            # (an __init__ of its own, or a mixin's before annotate; with the accelerator annotate
+            # is sealed once NVTX is decided: c/speedups/accel_annotate_call.c, annotate_seal)
+            _set_class_attribute("__init__", _subclass_init)
 
     message = property(lambda self: self._args[0], doc="The message as given.")
     color = property(lambda self: self._args[1], doc="The colour as given.")
@@ -520,3 +522,7 @@ if _accel is not None:
     _accel.setup_annotate(annotate, _payload_attributes, payload_fields, _payload_emit)
     _accel.setup_first_sight(FirstSight, _ranges._first_sight, _first_sight, _inline_style,
                              _first_sight_attributes, _pop_default, _first_sight_reused, PREPARE_AT)
+    _set_class_attribute = _accel.set_annotate_attribute
+else:
+    def _set_class_attribute(name: str, value: object) -> None:
+        setattr(annotate, name, value)

@@ -130,6 +130,7 @@ static PyObject *install(PyObject *module, PyObject *arg)
         Py_CLEAR(pending[i].function);
     }
     pending_count = 0;
+    annotate_seal();
     if (PyModule_AddIntConstant(module, "active", is_active) < 0)
         return NULL;
     Py_RETURN_NONE;

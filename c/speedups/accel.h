@@ -31,6 +31,7 @@ extern int active; /* _state.ACTIVE: a tool is attached and NVTX_DISABLE is unse
 
 extern PyTypeObject annotate_base_type; /* AnnotateBase (accel_annotate.c) */
 extern PyTypeObject *annotate_cls;      /* nvtx_cffi.annotate, its Python subclass (accel_annotate_call.c) */
+void annotate_seal(void);              /* seal annotate_cls (immutable) once install() decided */
 extern PyObject *payload_attributes;    /* _annotate._payload_attributes(template, payload) (accel_annotate.c) */
 extern PyObject *payload_emit;          /* _payload.emit(op, slot, domain_index, inline, payload) (accel_payloads.c) */
 
@@ -511,12 +512,12 @@ static inline uint64_t site_call(int opcode, Py_ssize_t nargs)
     return (uint64_t)opcode << 32 | (uint64_t)nargs;
 }
 
+/* One multiply: the entry is checked word by word, so a weaker spread costs hits, never answers
+ * (kwnames is shifted apart from first so that the two addresses do not cancel). */
 static inline site_entry *site_at(int opcode, PyObject *kwnames, Py_ssize_t nargs, PyObject *first)
 {
-    uint64_t h = site_call(opcode, nargs) * 0x9E3779B97F4A7C15ull;
-    h = (h ^ ((uintptr_t)kwnames >> 4)) * 0xff51afd7ed558ccdull;
-    h = (h ^ ((uintptr_t)first >> 4)) * 0xc4ceb9fe1a85ec53ull;
-    return &site_calls[(h >> 40) & (SITE_CALLS - 1)];
+    uint64_t h = ((uintptr_t)first >> 4) ^ ((uint64_t)(uintptr_t)kwnames << 9) ^ site_call(opcode, nargs);
+    return &site_calls[((h * 0x9E3779B97F4A7C15ull) >> 40) & (SITE_CALLS - 1)];
 }
 
 /* The entry answering exactly this call, whose first argument (the call has one, positional or

@@ -468,8 +468,47 @@ static PyObject *setup_annotate(PyObject *module, PyObject *const *args, Py_ssiz
     Py_RETURN_NONE;
 }
 
+/* Once install() decided (_dispatch.bind has bound annotate's methods for good), the class is sealed
+ * like a built-in type: Py_TPFLAGS_IMMUTABLETYPE. CPython specialises a call of a class straight
+ * to its tp_vectorcall (CALL_BUILTIN_CLASS) only for immutable types; a mutable one takes the
+ * generic call, with its thread-state lookup and result check (callgrind, `with annotate("x"):`
+ * without a tool: 62 instructions of 757 on 3.12, about 20 on 3.14). Setting an attribute of
+ * annotate itself then raises TypeError, as for int or str; its subclasses stay mutable. */
+void annotate_seal(void)
+{
+    if (annotate_cls != NULL)
+        annotate_cls->tp_flags |= Py_TPFLAGS_IMMUTABLETYPE;
+}
+
+PyDoc_STRVAR(set_annotate_attribute_doc,
+"set_annotate_attribute(name, value)\n--\n\n"
+"setattr(annotate, name, value) for nvtx_cffi's own late changes of the class (its __init__, once a "
+"subclass has one), sealed or not.");
+
+static PyObject *set_annotate_attribute(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 2 || !PyUnicode_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "set_annotate_attribute(name: str, value)");
+        return NULL;
+    }
+    if (annotate_cls == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "set_annotate_attribute: setup_annotate() was not called");
+        return NULL;
+    }
+    /* (the GIL is held throughout: a type's setattr with a str name runs no Python code) */
+    unsigned long sealed = annotate_cls->tp_flags & Py_TPFLAGS_IMMUTABLETYPE;
+    annotate_cls->tp_flags &= ~Py_TPFLAGS_IMMUTABLETYPE;
+    int failed = PyObject_SetAttr((PyObject *)annotate_cls, args[0], args[1]);
+    annotate_cls->tp_flags |= sealed;
+    if (failed)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef annotate_call_functions[] = {
     {"setup_annotate", FUNC_CAST(setup_annotate), METH_FASTCALL, setup_annotate_doc},
+    {"set_annotate_attribute", FUNC_CAST(set_annotate_attribute), METH_FASTCALL, set_annotate_attribute_doc},
     {NULL, NULL, 0, NULL},
 };
 

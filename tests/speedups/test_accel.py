@@ -247,6 +247,50 @@ def test_annotate_class_and_instances():
         mine.message = "other"
 
 
+
+SEALED = r"""
+import json, sys
+import nvtx_cffi as nvtx
+from nvtx_cffi import _accel, recorder
+nvtx.mark("decide")  # NVTX's first call: the methods are bound for good
+out = {"accelerated": _accel.accel is not None}
+try:
+    nvtx.annotate.extra = 1
+    out["set"] = None
+except TypeError as e:
+    out["set"] = str(e)
+
+class Step(nvtx.annotate):  # a subclass with an __init__ of its own: annotate gets one too
+    def __init__(self, name):
+        super().__init__(name, color="red")
+
+Step.extra = 2  # subclasses stay mutable
+with recorder.capture() as got:
+    with nvtx.annotate("sealed"):
+        pass
+    with Step("load"):
+        pass
+out["pushes"] = [(e.message, e.color) for e in got if e.kind == "push"]
+out["same"] = nvtx.annotate("sealed") is nvtx.annotate("sealed")
+out["step_extra"] = Step.extra
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("pure", [False, True])
+def test_annotate_is_sealed_once_decided_with_the_accelerator_and_subclasses_stay_open(pure):
+    """With the accelerator, annotate becomes an immutable type at NVTX's first call (CPython then
+    calls it as it calls a built-in class); the Python path's stays an ordinary class. Either way a
+    subclass with an __init__ of its own works and stays mutable."""
+    out = json.loads(run_python(SEALED, {"NVTX_CFFI_PURE_PYTHON": "1" if pure else "0"}).stdout)
+    if out["accelerated"]:
+        assert out["set"] == "cannot set 'extra' attribute of immutable type 'annotate'"
+    else:
+        assert out["set"] is None
+    assert not (pure and out["accelerated"])
+    assert out["pushes"] == [["sealed", 0x0000FF], ["load", 0xFF0000]]  # (nvtx: blue by default)
+    assert out["same"] is True and out["step_extra"] == 2
+
 def test_with_statement_closes_the_range_on_error():
     a = nvtx.annotate("with-error", domain="accel_with")
     with recorder.capture() as got:
