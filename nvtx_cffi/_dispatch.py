@@ -57,6 +57,7 @@ METHODS: Tuple[Tuple[type, str, Callable, Callable], ...] = (
 #: (module, global name, with a tool, without).
 GLOBALS: Tuple[Tuple[object, str, object, object], ...] = (
     (_domain, "_ACTIVE", True, False),
+    (_domain, "_end", _domain._end, _domain._end_unsent),
 )
 
 

@@ -146,7 +146,7 @@ class FirstSight:
 _push = lib.nvtxcffi_push
 _start = lib.nvtxcffi_start
 _mark = lib.nvtxcffi_mark
-_end = lib.nvtxcffi_end
+_end = lib.nvtxcffi_end  # (without a tool: _end_unsent, bound by nvtx_cffi/_dispatch.py)
 
 # Slow-path state is guarded by one re-entrant lock; the hot paths only read finished entries.
 _lock = _thread.RLock()
@@ -155,6 +155,17 @@ _domains: Dict[Optional[str], "Domain"] = caches.domains
 _category_names = 0
 _other_category_named: set = set()  # domain indexes where OTHER_CATEGORY_ID has been named
 _registered_bytes = 0
+
+def _end_unsent(index: int, range_id: int) -> None:
+    """``_end`` without a tool or under NVTX_DISABLE: the range id checked as the C call converts
+    it (a uint64), and no NVTX call, which would initialise NVTX and load a tool named anyway."""
+    if range_id < 0 or range_id >> 64:
+        raise OverflowError(range_id)
+
+
+def _pop_unsent() -> None:
+    """A Domain's ``pop_range`` without a tool or under NVTX_DISABLE: no NVTX call (see _end_unsent)."""
+
 
 _ACTIVE = False  # _state.ACTIVE, bound at NVTX's first call by nvtx_cffi/_dispatch.py (every Domain exists after it)
 _KEEP = object()  # "argument not given" for the Domain methods' keyword arguments
@@ -799,7 +810,8 @@ def get_domain(name: Optional[str] = None) -> Domain:
         if _accel is None:
             # A C function, not a method: d.pop_range() is one cffi call with no Python frame
             # (the 0-argument form for the default domain, the cheapest cffi call there is).
-            domain.pop_range = lib.nvtxcffi_pop_default if index == 0 else _partial(lib.nvtxcffi_pop, index)
+            domain.pop_range = (_pop_unsent if not active
+                                else lib.nvtxcffi_pop_default if index == 0 else _partial(lib.nvtxcffi_pop, index))
         _domains[name] = domain
         return domain
 

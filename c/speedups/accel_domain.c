@@ -385,6 +385,8 @@ PyObject *domain_end_call(PyObject *op, PyObject *const *args, size_t nargsf, Py
     if (PyVectorcall_NARGS(nargsf) == 2 && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0)) {
         int index = domain_index_of(args[0]);
         if (index >= 0 && as_range_id(args[1], &id)) {
+            if (!active) /* (no tool, or NVTX_DISABLE: checked, not sent; a call could load a tool) */
+                Py_RETURN_NONE;
             nvtxcffi_shim.end(index, id);
             RETURN_NONE_AFTER_NVTX();
         }

@@ -179,3 +179,64 @@ def test_nvtx_disable_is_read_at_the_first_call():
         print(nvtx.annotate("f")(f) is f, nvtx.enabled(), recorder.loaded())
     """, remove=("NVTX_DISABLE",))
     assert proc.stdout.split() == ["True", "False", "False"]
+
+
+DISABLED_UNDER_A_TOOL = """
+    import json, threading
+    import numpy as np
+    import nvtx_cffi as nvtx
+    from nvtx_cffi import recorder
+
+    steps = []
+    def step(name, call):
+        call()
+        steps.append([name, recorder.loaded()])
+    def with_():
+        with nvtx.annotate("w", domain="lib", payload=2.5):
+            pass
+    def profile():
+        p = nvtx.Profile()
+        p.enable()
+        (lambda: 1)()
+        p.disable()
+    def bad_end():
+        try:
+            d.end_range(-1)
+        except Exception as e:
+            return [type(e).__name__, str(e)]
+
+    d = nvtx.get_domain("lib")
+    a = d.get_event_attributes(message="m", color="red", category="c")
+    step("mark", lambda: nvtx.mark("x", color="red", domain="lib", category=1, payload=3))
+    step("push_range/pop_range", lambda: (nvtx.push_range("x"), nvtx.pop_range(), nvtx.pop_range(domain="lib")))
+    step("start_range/end_range", lambda: (nvtx.end_range(nvtx.start_range("x", domain="lib")), nvtx.end_range(7)))
+    step("with annotate", with_)
+    step("decorated", lambda: nvtx.annotate("f", domain="lib")(lambda: 1)())
+    step("Domain attributes", lambda: (d.push_range(a), d.mark(a), d.end_range(d.start_range(a))))
+    step("Domain.pop_range", lambda: (d.pop_range(), d.pop_range()))
+    step("Domain keywords", lambda: (d.mark(message="k", payload=1), d.push_range(message="k"), d.pop_range()))
+    step("Domain.end_range", lambda: d.end_range(5))
+    step("strings, categories", lambda: (d.get_registered_string("s"), d.get_category_id("c2")))
+    step("counters", lambda: (d.get_counter("n", int).sample(3), d.get_counter("f", float).sample(0.5)))
+    step("array payloads", lambda: (nvtx.mark("arr", payload=np.arange(4)), d.mark(message="arr", payload=[1, 2])))
+    step("Profile", profile)
+    step("CUDA names", lambda: (nvtx.name_cuda_device(0, "gpu0"), nvtx.name_cuda_stream(1, "s")))
+    worker = threading.Thread(target=lambda: nvtx.mark("t"), name="worker")
+    worker.start()
+    worker.join()
+    step("a named thread", lambda: None)
+    print(json.dumps({"steps": steps, "bad_end": bad_end()}))
+"""
+
+
+@pytest.mark.parametrize("pure", ["0", "1"])
+def test_nvtx_disable_under_a_tool_makes_no_nvtx_call_at_all(pure):
+    """NVTX_DISABLE=1 turns everything off under a profiler: no call of the whole API reaches NVTX,
+    so NVTX never initialises and the tool named in the environment (the recorder) is never loaded,
+    pops and ends without a range included. Arguments are still checked as with a tool."""
+    on = run_python(DISABLED_UNDER_A_TOOL, {"NVTX_CFFI_PURE_PYTHON": pure}, remove=("NVTX_DISABLE",))
+    off = run_python(DISABLED_UNDER_A_TOOL, {"NVTX_CFFI_PURE_PYTHON": pure, "NVTX_DISABLE": "1"})
+    on, off = json.loads(on.stdout), json.loads(off.stdout)
+    assert all(loaded for _, loaded in on["steps"])  # (the same script does load it without the flag)
+    assert [name for name, loaded in off["steps"] if loaded] == []
+    assert off["bad_end"] == on["bad_end"] and on["bad_end"][0] == "ArgumentRangeError"  # (a ValueError)
