@@ -56,10 +56,20 @@ def _implicit_classmethod(func: Callable) -> bool:
     return isinstance(func, _FunctionType) and func.__name__ in _IMPLICIT_CLASSMETHODS
 
 
+# Both wrappers below open the range in a try of its own. A RecursionError from begin is raised
+# entering the call (the interpreter's depth check), before anything is pushed: no close. Any other
+# exception from it is a tool's callback that raised after the push: closed. (With one try around
+# both, a call at the recursion limit closed a range it never opened: an extra pop.)
 def _generic_wrapper(func, begin, begin_arg, close):
     def wrapper(*args, **kwargs):
-        try:  # the push inside: a push whose tool callback raised is closed too
+        try:
             begin(begin_arg)
+        except RecursionError:
+            raise
+        except BaseException:
+            close()
+            raise
+        try:
             return func(*args, **kwargs)
         finally:
             close()
@@ -121,6 +131,12 @@ def _fixed_signature_wrapper(func, begin, begin_arg, close):
         f"    def wrapper({', '.join(params)}):\n"
         f"        try:\n"
         f"            _nvtx_begin(_nvtx_arg)\n"
+        f"        except RecursionError:\n"
+        f"            raise\n"
+        f"        except BaseException:\n"
+        f"            _nvtx_close()\n"
+        f"            raise\n"
+        f"        try:\n"
         f"            return _nvtx_func({', '.join(args)})\n"
         f"        finally:\n"
         f"            _nvtx_close()\n"

@@ -786,3 +786,40 @@ def test_fstring_messages_of_texts_sharing_a_text_entry_get_their_own_objects():
             a, b = nvtx.annotate(fresh(text)), nvtx.annotate(fresh(text), color="red")
             assert (a.message, b.message, b.color) == (text, text, "red")
             assert a is nvtx.annotate(text) and b is nvtx.annotate(text, color="red")
+
+
+@pytest.mark.parametrize("star", [False, True])
+def test_python_wrapper_closes_only_ranges_it_opened(star):
+    """The Python path's wrapper (PyPy, no accelerator): a RecursionError raised entering the push
+    (the interpreter's depth check) opened nothing, so nothing is closed; any other exception from
+    the push is a tool's callback raising after it, so the range is closed."""
+    from nvtx_cffi import _wrappers
+
+    log = []
+
+    def begin(error):
+        log.append("begin")
+        if error is not None:
+            raise error
+
+    def target(*args, **kwargs):
+        log.append("call")
+        return args, kwargs
+
+    def wrapped(error):
+        def close():
+            log.append("close")
+        if star:  # the *args, **kwargs wrapper
+            return _wrappers._generic_wrapper(lambda *a, **k: target(*a, **k), begin, error, close)
+        return _wrappers._fixed_signature_wrapper(lambda a, b=2: target(a, b=b), begin, error, close)
+
+    assert wrapped(None)(1, b=3) == ((1,), {"b": 3})
+    assert log == ["begin", "call", "close"]
+    log.clear()
+    with pytest.raises(RecursionError):
+        wrapped(RecursionError("entering the push"))(1)
+    assert log == ["begin"]
+    log.clear()
+    with pytest.raises(KeyError):
+        wrapped(KeyError("a tool's callback"))(1)
+    assert log == ["begin", "close"]
