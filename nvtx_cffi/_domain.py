@@ -156,6 +156,7 @@ _category_names = 0
 _other_category_named: set = set()  # domain indexes where OTHER_CATEGORY_ID has been named
 _registered_bytes = 0
 
+
 def _end_unsent(index: int, range_id: int) -> None:
     """``_end`` without a tool or under NVTX_DISABLE: the range id checked as the C call converts
     it (a uint64), and no NVTX call, which would initialise NVTX and load a tool named anyway."""

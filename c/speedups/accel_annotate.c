@@ -262,18 +262,17 @@ static PyObject *special_get(PyObject *op, PyObject *obj, PyObject *type)
 {
     special_object *self = (special_object *)op;
     if (obj != NULL && Py_TYPE(obj) == annotate_cls) {
+        annotate_object *annotation = (annotate_object *)obj;
         /* the commonest: an object that already keeps its bound method (which is always that
          * object's binding, whatever the checks below would answer now) */
-        PyObject *bound = ((annotate_object *)obj)->bound[self->which];
-        if (bound != NULL)
-            return Py_NewRef(bound);
+        if (annotation->bound[self->which] != NULL)
+            return Py_NewRef(annotation->bound[self->which]);
+        if (self->which == 1 && annotation->template_ != NULL
+            && ((annotate_object *)annotation->template_)->shared)
+            /* a per-call payload object: its __exit__ pops the template's domain, and the template's
+             * bound __exit__ does exactly that (one allocation less per `with`) */
+            obj = annotation->template_;
     }
-    if (self->which == 1 && obj != NULL && Py_TYPE(obj) == annotate_cls
-        && ((annotate_object *)obj)->template_ != NULL
-        && ((annotate_object *)((annotate_object *)obj)->template_)->shared)
-        /* a per-call payload object: its __exit__ pops the template's domain, and the template's
-         * bound __exit__ does exactly that (one allocation less per `with`) */
-        obj = ((annotate_object *)obj)->template_;
     if (obj != NULL && (Py_TYPE(obj) == annotate_cls || PyObject_TypeCheck(obj, &annotate_base_type))
         && (((annotate_object *)obj)->shared || ((annotate_object *)obj)->is_carrier)) {
         PyObject **bound = &((annotate_object *)obj)->bound[self->which];
