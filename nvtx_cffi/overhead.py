@@ -40,6 +40,11 @@ within it. Before the samples that count, every loop is calibrated and run once,
 JIT has compiled them all (it may then inline a trivial plain function to ~0 ns, which makes a
 percentage meaningless: budget such functions in ns).
 
+A budget (``--budget``, :func:`assert_overhead`) is checked as :func:`measure_within_budget` does:
+a mode over it is measured again, up to three measurements in all (``attempts``), and fails only
+when it is over in each, so that a shared CI machine's bad moment does not fail a cheap
+annotation while a real regression still fails every time.
+
 The plain callable is ``--plain`` / ``plain=`` when given, else the target's ``__wrapped__`` (set by
 nvtx-cffi's decorator and by ``functools.wraps``): then only the decorator is measured, since
 annotations inside the function's body run in both. Without a tool (modes ``none`` and
@@ -57,7 +62,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from ._tools import null_tool_path, recorder_path
@@ -72,6 +77,7 @@ __all__ = [
     "assert_overhead",
     "main",
     "measure",
+    "measure_within_budget",
 ]
 
 MODES: Tuple[str, ...] = ("none", "null", "recorder", "disabled")
@@ -79,6 +85,7 @@ MODES: Tuple[str, ...] = ("none", "null", "recorder", "disabled")
 
 DEFAULT_REPEAT = 7
 DEFAULT_SAMPLE_MS = 20.0
+DEFAULT_ATTEMPTS = 3
 PROG = "python -m nvtx_cffi overhead"
 
 # Variables of NVTX and of the bundled tools that a child must not inherit: each mode sets its own.
@@ -192,6 +199,8 @@ class Report:
     results: Tuple[Result, ...]
     budget: Optional[Budget] = None
     implementation: str = field(default_factory=lambda: f"{sys.implementation.name} {sys.version.split()[0]}")
+    measurements: int = 1
+    """How many times the modes over budget were measured (:func:`measure_within_budget`)."""
 
     def __getitem__(self, mode: str) -> Result:
         for result in self.results:
@@ -222,7 +231,8 @@ class Report:
         samples = max((r.samples for r in self.results), default=0)
         clock = "thread CPU time" if self.clock == "thread" else "wall time"
         lines = [f"{self.target}: {self.call} annotated vs plain ({plain}); {self.implementation}; "
-                 f"{clock}, min of {samples} samples"]
+                 f"{clock}, min of {samples} samples"
+                 + ("" if self.measurements == 1 else f"; a mode over budget measured {self.measurements} times")]
         head = f"{'mode':<9} {'plain ns/call':>14} {'annotated ns/call':>18} {'overhead ns':>12} {'% of plain':>11} " \
                f"{'noise ns':>9} {'calls/sample':>13}"
         if self.budget is not None:
@@ -245,7 +255,7 @@ class Report:
         """Everything as a dict (JSON types); ``ok`` is the budget verdict."""
         return {"target": self.target, "plain": self.plain, "call": self.call, "clock": self.clock,
                 "implementation": self.implementation, "budget": None if self.budget is None else str(self.budget),
-                "ok": self.ok, "results": [r.to_dict() for r in self.results]}
+                "ok": self.ok, "measurements": self.measurements, "results": [r.to_dict() for r in self.results]}
 
     def to_json(self, indent: Optional[int] = 2) -> str:
         """:meth:`to_dict` as JSON."""
@@ -377,9 +387,35 @@ def measure(target: str, *, plain: Optional[str] = None, setup: Optional[str] = 
     return Report(target, plain, call, clock, results, budget)
 
 
-def assert_overhead(target: str, budget: Union[str, Budget] = "1%", **options: Any) -> Report:
-    """Measure as :func:`measure` does and raise ``AssertionError`` (with the table) when a mode
-    is over ``budget``; return the report otherwise. For a library's own test suite::
+def measure_within_budget(target: str, budget: Union[str, Budget], *, attempts: int = DEFAULT_ATTEMPTS,
+                          **options: Any) -> Report:
+    """Measure as :func:`measure` does, then measure the modes over ``budget`` again, up to
+    ``attempts`` measurements in all: a mode is over budget only when it is over in every one.
+
+    A shared CI machine sometimes runs slow for most of a measurement (another tenant, a frequency
+    drop), and a slowdown that misses the one fast plain sample but none of the annotated ones makes
+    a cheap annotation look expensive; it rarely does so twice in a row, while a real regression is
+    over budget every time. The report holds, for each mode, its first measurement under budget, or
+    its last one when none was (its table says how many were made)."""
+    if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
+        msg = f"attempts must be an int of at least 1, got {attempts!r}"
+        raise OverheadError(msg)
+    report = measure(target, budget=budget, **options)
+    made = 1
+    while made < attempts and not report.ok:
+        over = [r.mode for r in report.over_budget]
+        again = measure(target, budget=report.budget, **dict(options, modes=over))
+        made += 1
+        fresh = {r.mode: r for r in again.results}
+        report = replace(report, results=tuple(fresh.get(r.mode, r) for r in report.results), measurements=made)
+    return report
+
+
+def assert_overhead(target: str, budget: Union[str, Budget] = "1%", *, attempts: int = DEFAULT_ATTEMPTS,
+                    **options: Any) -> Report:
+    """Measure as :func:`measure_within_budget` does (a mode over budget is measured again, up to
+    ``attempts`` measurements) and raise ``AssertionError`` (with the table) when a mode is over
+    ``budget`` in every one; return the report otherwise. For a library's own test suite::
 
         import nvtx_cffi.overhead
 
@@ -390,10 +426,11 @@ def assert_overhead(target: str, budget: Union[str, Budget] = "1%", **options: A
 
     A target that cannot be measured raises :class:`OverheadError` (a ``ValueError``) instead.
     """
-    report = measure(target, budget=budget, **options)
+    report = measure_within_budget(target, budget, attempts=attempts, **options)
     if not report.ok:
         modes = ", ".join(r.mode for r in report.over_budget)
-        msg = f"annotation overhead over budget {report.budget} in {modes}:\n{report.table()}"
+        each = "" if report.measurements == 1 else f" (in each of {report.measurements} measurements)"
+        msg = f"annotation overhead over budget {report.budget} in {modes}{each}:\n{report.table()}"
         raise AssertionError(msg)
     return report
 
@@ -624,6 +661,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated (default {','.join(MODES)})")
     parser.add_argument("--budget", metavar="LIMIT", help="the most overhead allowed in every mode: 1%% (of the "
                         "plain time) or 50ns (per call)")
+    parser.add_argument("--attempts", type=int, default=DEFAULT_ATTEMPTS, metavar="N",
+                        help=f"measure a mode over --budget again, up to N measurements in all; it is over only "
+                        f"when over in each (default {DEFAULT_ATTEMPTS})")
     parser.add_argument("--json", action="store_true", help="print the report as JSON instead of the table")
     parser.add_argument("--repeat", type=int, default=DEFAULT_REPEAT, metavar="N",
                         help=f"samples of each kind (default {DEFAULT_REPEAT}; the minimum is kept)")
@@ -633,15 +673,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="thread CPU time (default) or wall time (for a function that waits)")
     args = parser.parse_args(argv)
     try:
-        report = measure(args.target, plain=args.plain, setup=args.setup, call=args.call,
-                         modes=[m.strip() for m in args.modes.split(",") if m.strip()], budget=args.budget,
-                         repeat=args.repeat, sample_ms=args.sample_ms, clock=args.clock)
+        options = dict(plain=args.plain, setup=args.setup, call=args.call,
+                       modes=[m.strip() for m in args.modes.split(",") if m.strip()],
+                       repeat=args.repeat, sample_ms=args.sample_ms, clock=args.clock)
+        if args.budget is None:
+            report = measure(args.target, **options)
+        else:
+            report = measure_within_budget(args.target, args.budget, attempts=args.attempts, **options)
     except OverheadError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(report.to_json() if args.json else report.table())
     if not report.ok:
         if not args.json:
-            print(f"over budget {report.budget}: {', '.join(r.mode for r in report.over_budget)}")
+            each = "" if report.measurements == 1 else f" (in each of {report.measurements} measurements)"
+            print(f"over budget {report.budget}{each}: {', '.join(r.mode for r in report.over_budget)}")
         return 1
     return 0

@@ -88,7 +88,7 @@ def test_over_budget_exits_1_with_the_table():
     assert proc.returncode == 1, proc.stdout + proc.stderr
     recorder_row = next(line for line in proc.stdout.splitlines() if line.startswith("recorder "))
     assert "OVER" in recorder_row and "tool, 102 events/call" in recorder_row
-    assert proc.stdout.splitlines()[-1].startswith("over budget 0ns: ") and "recorder" in proc.stdout.splitlines()[-1]
+    assert proc.stdout.splitlines()[-1] == "over budget 0ns (in each of 3 measurements): none, recorder"
     proc = cli("examplelib:busy", "--plain", "examplelib:busy_plain", "--modes", "recorder", "--budget", "0ns", "--json",
                *QUICK)
     assert proc.returncode == 1 and json.loads(proc.stdout)["ok"] is False
@@ -124,7 +124,7 @@ def test_assert_overhead_raises_with_the_table_over_budget(examplelib_path):
         overhead.assert_overhead("examplelib:busy", plain="examplelib:busy_plain", budget="0ns", modes=["recorder"],
                                  **QUICK_OPTIONS)
     text = str(info.value)
-    assert text.startswith("annotation overhead over budget 0ns in recorder:\nexampleli")
+    assert text.startswith("annotation overhead over budget 0ns in recorder (in each of 3 measurements):\nexampleli")
     assert "recorder " in text and "OVER" in text and "annotated ns/call" in text
 
 
@@ -136,6 +136,77 @@ def test_assert_overhead_passes_under_a_generous_budget(examplelib_path):
     assert json.loads(report.to_json())["results"][1]["mode"] == "null"
     with pytest.raises(overhead.OverheadError, match="cannot import 'nosuchmodule_xyz'"):
         overhead.assert_overhead("nosuchmodule_xyz:fn", modes=["none"])
+
+
+def scripted_measure(monkeypatch, overheads):
+    """Stand in for measure(): the n-th call returns the n-th figures of overheads (mode -> ns per
+    call, plain 1000 ns) for the modes asked; the calls are logged."""
+    calls = []
+
+    def fake(target, *, modes=overhead.MODES, budget=None, **options):
+        figures = overheads[len(calls)]
+        calls.append((target, list(modes), options))
+        results = tuple(overhead.Result(m, 1000.0, 1000.0 + figures[m], figures[m], figures[m] / 10, samples=7)
+                        for m in modes)
+        return overhead.Report(target, None, "fn()", "thread", results,
+                               None if budget is None else overhead.Budget.parse(budget))
+
+    monkeypatch.setattr(overhead, "measure", fake)
+    return calls
+
+
+def test_a_mode_over_budget_once_is_measured_again_and_passes_when_under(monkeypatch):
+    calls = scripted_measure(monkeypatch, [{"none": 1.0, "null": 900.0}, {"null": 40.0}])
+    report = overhead.assert_overhead("examplelib:checksum", budget="25%", modes=["none", "null"], repeat=3)
+    assert calls == [("examplelib:checksum", ["none", "null"], {"repeat": 3}),
+                     ("examplelib:checksum", ["null"], {"repeat": 3})]
+    assert report.ok and report.measurements == 2
+    assert [(r.mode, r.overhead_ns) for r in report.results] == [("none", 1.0), ("null", 40.0)]
+    assert "; a mode over budget measured 2 times" in report.table().splitlines()[0]
+    assert json.loads(report.to_json())["measurements"] == 2
+
+
+def test_a_mode_over_budget_in_every_measurement_fails_saying_so(monkeypatch):
+    calls = scripted_measure(monkeypatch, [{"none": 1.0, "null": 900.0, "recorder": 800.0},
+                                           {"null": 700.0, "recorder": 10.0}, {"null": 600.0}])
+    with pytest.raises(AssertionError) as info:
+        overhead.assert_overhead("m:f", budget="25%", modes=["none", "null", "recorder"])
+    assert [c[1] for c in calls] == [["none", "null", "recorder"], ["null", "recorder"], ["null"]]
+    text = str(info.value)
+    assert text.startswith("annotation overhead over budget 25% in null (in each of 3 measurements):\nm:f: ")
+    lines = text.splitlines()
+    assert [line.split()[:4] + line.split()[7:8] for line in lines[3:]] == [
+        ["none", "1000.0", "1001.0", "1.0", "ok"], ["null", "1000.0", "1600.0", "600.0", "OVER"],
+        ["recorder", "1000.0", "1010.0", "10.0", "ok"]]
+
+
+@pytest.mark.parametrize("attempts", [1, 2])
+def test_attempts_bounds_the_measurements(monkeypatch, attempts):
+    calls = scripted_measure(monkeypatch, [{"null": 900.0}] * 3)
+    with pytest.raises(AssertionError, match=r"in null(:| \(in each of 2 measurements\):)\n"):
+        overhead.assert_overhead("m:f", budget="25%", modes=["null"], attempts=attempts)
+    assert len(calls) == attempts
+
+
+@pytest.mark.parametrize("attempts", [0, -1, 2.0, True, "3"])
+def test_attempts_must_be_a_positive_int(monkeypatch, attempts):
+    calls = scripted_measure(monkeypatch, [])
+    with pytest.raises(overhead.OverheadError, match=f"^attempts must be an int of at least 1, got {attempts!r}$"):
+        overhead.assert_overhead("m:f", budget="25%", attempts=attempts)
+    assert calls == []
+
+
+def test_the_cli_measures_a_mode_over_budget_again(monkeypatch, capsys):
+    calls = scripted_measure(monkeypatch, [{"null": 900.0}, {"null": 800.0}])
+    assert overhead.main(["m:f", "--modes", "null", "--budget", "50ns", "--attempts", "2"]) == 1
+    out = capsys.readouterr().out
+    assert len(calls) == 2 and out.endswith("\nover budget 50ns (in each of 2 measurements): null\n")
+    calls = scripted_measure(monkeypatch, [{"null": 900.0}, {"null": 20.0}])
+    assert overhead.main(["m:f", "--modes", "null", "--budget", "50ns"]) == 0
+    assert len(calls) == 2 and "      20.0 " in capsys.readouterr().out
+    calls = scripted_measure(monkeypatch, [{"null": 900.0}])
+    assert overhead.main(["m:f", "--modes", "null"]) == 0  # no budget: measured once, nothing to judge
+    assert len(calls) == 1 and "over budget" not in capsys.readouterr().out
 
 
 class ChecksumOverhead(overhead.AsvOverhead):
