@@ -1,6 +1,7 @@
 """What the benchmarks' throw-away builds share: the checkout's ``build_ffi.py``, read by ``floor.py``,
 ``stock_cffi.py`` and ``scripts/trace_convert_bench.py``, and importing a module built outside the
-package (``floor.py``, ``stock_cffi.py``). Benchmarks only, never part of the package.
+package (``floor.py``, ``stock_cffi.py``). Benchmarks only, never part of the package. ``python building.py nvtx-include`` prints the folder of
+the NVTX headers as ``build_ffi.py`` finds them (for ``scripts/bench_*.sh``' C programs).
 
 >>> os.path.isfile(os.path.join(repo_root(), "build_ffi.py")), load_build_ffi() is load_build_ffi()
 (True, True)
@@ -51,3 +52,11 @@ def _import_file(name: str, path: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] != ["nvtx-include"]:
+        sys.exit(f"usage: {sys.argv[0]} nvtx-include")
+    print(load_build_ffi().nvtx_include_dir())

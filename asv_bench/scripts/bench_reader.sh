@@ -8,7 +8,7 @@ cd "$(dirname "$0")/../.."
 ROOT=$PWD
 PY=${PY:-$ROOT/.venv-cpython3.11/bin/python}
 PKG=$(cd /tmp && "$PY" -c 'import nvtx_cffi, os; print(os.path.dirname(nvtx_cffi.__file__))')
-INC=$(cd /tmp && "$PY" -c 'import importlib.util as u; s = u.spec_from_file_location("b", "'"$ROOT"'/build_ffi.py"); m = u.module_from_spec(s); s.loader.exec_module(m); print(m.nvtx_include_dir())')
+INC=$(cd /tmp && "$PY" "$ROOT/asv_bench/benchmarks/building.py" nvtx-include)
 WORK=$(mktemp -d /tmp/nvtx-read-XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 cc -std=c11 -O2 -I "$INC" asv_bench/c/push_pop.c -o "$WORK/push_pop" -ldl

@@ -11,7 +11,7 @@ ROOT=$PWD
 N=${1:-10000000}
 PY=${PY:-$ROOT/.venv-cpython3.11/bin/python}
 PKG=$(cd /tmp && "$PY" -c 'import nvtx_cffi, os; print(os.path.dirname(nvtx_cffi.__file__))')
-INC=$(cd /tmp && "$PY" -c 'import importlib.util as u, os; s = u.spec_from_file_location("b", "'"$ROOT"'/build_ffi.py"); m = u.module_from_spec(s); s.loader.exec_module(m); print(m.nvtx_include_dir())')
+INC=$(cd /tmp && "$PY" "$ROOT/asv_bench/benchmarks/building.py" nvtx-include)
 WORK=$(mktemp -d /tmp/nvtx-bench-XXXXXX)
 SHM=$(mktemp -d /dev/shm/nvtx-bench-XXXXXX 2>/dev/null || mktemp -d)
 trap 'rm -rf "$WORK" "$SHM"' EXIT
