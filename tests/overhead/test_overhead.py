@@ -111,6 +111,7 @@ def test_over_budget_exits_1_with_the_table():
     (["examplelib:tiny", "--modes", "none,nvtx"], "modes must be some of none,null,recorder,disabled, got none,nvtx"),
     (["examplelib:tiny", "--budget", "1 parsec"],
      "budget must be a percentage or a time per call (1%, 50ns, 0.5us), got '1 parsec'"),
+    (["examplelib:tiny", "--budget", "1%", "--attempts", "0"], "attempts must be an int of at least 1, got 0"),
     (["examplelib:tiny", "--repeat", "many"],
      "argument --repeat: invalid int value: 'many' (see python -m nvtx_cffi overhead --help)"),
 ])
