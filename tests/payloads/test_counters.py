@@ -111,7 +111,9 @@ def test_batches_with_timestamps():
     assert mine[7][0] == "pair" and mine[7][2] == {"a": 3, "b": 2.5}
     # the timestamps are the recorder's clock: CLOCK_MONOTONIC, like every event
     import time
-    assert abs(d.get_timestamp() - time.monotonic_ns()) < 50_000_000
+    before = time.monotonic_ns()
+    now = d.get_timestamp()
+    assert before <= now <= time.monotonic_ns()  # (a bracket: however long the thread waited between)
 
 
 
