@@ -411,6 +411,11 @@ def measure_within_budget(target: str, budget: Union[str, Budget], *, attempts: 
     return report
 
 
+def _in_each(report: Report) -> str:
+    """The verdict's note of how many measurements a mode was over budget in (none for one)."""
+    return "" if report.measurements == 1 else f" (in each of {report.measurements} measurements)"
+
+
 def assert_overhead(target: str, budget: Union[str, Budget] = "1%", *, attempts: int = DEFAULT_ATTEMPTS,
                     **options: Any) -> Report:
     """Measure as :func:`measure_within_budget` does (a mode over budget is measured again, up to
@@ -429,8 +434,7 @@ def assert_overhead(target: str, budget: Union[str, Budget] = "1%", *, attempts:
     report = measure_within_budget(target, budget, attempts=attempts, **options)
     if not report.ok:
         modes = ", ".join(r.mode for r in report.over_budget)
-        each = "" if report.measurements == 1 else f" (in each of {report.measurements} measurements)"
-        msg = f"annotation overhead over budget {report.budget} in {modes}{each}:\n{report.table()}"
+        msg = f"annotation overhead over budget {report.budget} in {modes}{_in_each(report)}:\n{report.table()}"
         raise AssertionError(msg)
     return report
 
@@ -686,7 +690,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(report.to_json() if args.json else report.table())
     if not report.ok:
         if not args.json:
-            each = "" if report.measurements == 1 else f" (in each of {report.measurements} measurements)"
-            print(f"over budget {report.budget}{each}: {', '.join(r.mode for r in report.over_budget)}")
+            print(f"over budget {report.budget}{_in_each(report)}: {', '.join(r.mode for r in report.over_budget)}")
         return 1
     return 0
