@@ -1,7 +1,8 @@
 """What the benchmarks' throw-away builds share: the checkout's ``build_ffi.py``, read by ``floor.py``,
 ``stock_cffi.py`` and ``scripts/trace_convert_bench.py``, and importing a module built outside the
-package (``floor.py``, ``stock_cffi.py``). Benchmarks only, never part of the package. ``python building.py nvtx-include`` prints the folder of
-the NVTX headers as ``build_ffi.py`` finds them (for ``scripts/bench_*.sh``' C programs).
+package (``floor.py``, ``stock_cffi.py``). Benchmarks only, never part of the package.
+``python building.py nvtx-include`` prints the folder of the NVTX headers as ``build_ffi.py`` finds
+them (for the C programs of ``scripts/bench_*.sh``).
 
 >>> os.path.isfile(os.path.join(repo_root(), "build_ffi.py")), load_build_ffi() is load_build_ffi()
 (True, True)

@@ -247,7 +247,6 @@ def test_annotate_class_and_instances():
         mine.message = "other"
 
 
-
 SEALED = r"""
 import json, sys
 import nvtx_cffi as nvtx
@@ -290,6 +289,7 @@ def test_annotate_is_sealed_once_decided_with_the_accelerator_and_subclasses_sta
     assert not (pure and out["accelerated"])
     assert out["pushes"] == [["sealed", 0x0000FF], ["load", 0xFF0000]]  # (nvtx: blue by default)
     assert out["same"] is True and out["step_extra"] == 2
+
 
 def test_with_statement_closes_the_range_on_error():
     a = nvtx.annotate("with-error", domain="accel_with")
