@@ -51,12 +51,10 @@ static PyObject *domain_base_pop(PyObject *self, PyObject *unused)
         PyErr_SetString(PyExc_AttributeError, "this Domain has no index (not made by get_domain)");
         return NULL;
     }
-    if (active) { /* (no tool, or NVTX_DISABLE: no NVTX call, which could load a tool) */
-        nvtxcffi_shim.pop(index);
-        if (TOOL_RAISED())
-            return NULL;
-    }
-    Py_RETURN_NONE;
+    if (!active) /* (no tool, or NVTX_DISABLE: no NVTX call, which could load a tool) */
+        Py_RETURN_NONE;
+    nvtxcffi_shim.pop(index);
+    RETURN_NONE_AFTER_NVTX();
 }
 
 static PyMethodDef domain_base_methods[] = {
