@@ -6,9 +6,13 @@
 #include "accel.h"
 
 /* -- decorated functions: push, call, pop (also when the call raises) -- */
-static PyObject *decorated_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+
+/* Any decorated callable: guarded against recursion as CPython guards a call from C (a Python
+ * function is guarded by its own frame), its attributes pushed from the slot or, where they have
+ * none (a payload), through emit_push. */
+static NOINLINE PyObject *decorated_call_any(function_object *self, PyObject *const *args, size_t nargsf,
+                                             PyObject *kwnames)
 {
-    function_object *self = (function_object *)op;
     int guard = self->guard_recursion;
     if (guard && Py_EnterRecursiveCall(" while calling an annotated function"))
         return NULL;
@@ -28,20 +32,45 @@ static PyObject *decorated_call(PyObject *op, PyObject *const *args, size_t narg
             Py_LeaveRecursiveCall();
         return NULL;
     }
-    PyObject *result;
-    /* A Python function (guard off) is called through its own vectorcall: PyObject_Vectorcall
-     * would look up the thread state (a TLS call where libpython is shared) and check the result
-     * against the error indicator, which a Python function always leaves consistent. */
-    vectorcallfunc call = guard ? NULL : PyVectorcall_Function(self->func);
-    if (call != NULL)
-        result = call(self->func, args, nargsf, kwnames);
-    else
-        result = PyObject_Vectorcall(self->func, args, nargsf, kwnames);
+    PyObject *result = PyObject_Vectorcall(self->func, args, nargsf, kwnames);
     nvtxcffi_shim.pop(self->domain_index);
     if (result != NULL && TOOL_RAISED())
         Py_CLEAR(result);
     if (guard)
         Py_LeaveRecursiveCall();
+    return result;
+}
+
+/* The tool's push callback raised (a Python-based tool failed): close the range it opened, keep the
+ * exception. */
+static NOINLINE PyObject *decorated_push_raised(function_object *self)
+{
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    nvtxcffi_shim.pop(self->domain_index);
+    PyErr_Restore(type, value, traceback);
+    return NULL;
+}
+
+/* The common case, a Python function with a pre-built slot, with nothing else live across its calls.
+ * The function is called through its own vectorcall (a field of the function object, as
+ * PyFunction_SetVectorcall sets it): PyObject_Vectorcall would look up the thread state (a TLS call
+ * where libpython is shared) and check the result against the error indicator, which a Python
+ * function always leaves consistent. */
+static PyObject *decorated_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    function_object *self = (function_object *)op;
+    if (UNLIKELY(self->guard_recursion || self->slot < 0))
+        return decorated_call_any(self, args, nargsf, kwnames);
+    nvtxcffi_shim.push(self->slot);
+    if (UNLIKELY(TOOL_RAISED()))
+        return decorated_push_raised(self);
+    vectorcallfunc call = ((PyFunctionObject *)self->func)->vectorcall;
+    PyObject *result = LIKELY(call != NULL) ? call(self->func, args, nargsf, kwnames)
+                                            : PyObject_Vectorcall(self->func, args, nargsf, kwnames);
+    nvtxcffi_shim.pop(self->domain_index);
+    if (result != NULL && UNLIKELY(TOOL_RAISED()))
+        Py_CLEAR(result);
     return result;
 }
 

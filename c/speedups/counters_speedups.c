@@ -211,10 +211,12 @@ static int sample_int64_of(PyObject *v, long long *x)
 
 static PyObject *value_name; /* "value", interned: sample(value=v)'s kwnames hold this object */
 
-static PyObject *counter_sample(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+/* sample(value) with any arguments and any value: checked as nvtx checks them, converted as nvtx
+ * converts them. */
+static NOINLINE PyObject *counter_sample_any(CounterBase *c, PyObject *const *args, Py_ssize_t nargs,
+                                             PyObject *kwnames)
 {
     static const char *const names[] = {"value"};
-    CounterBase *c = (CounterBase *)self;
     int one_value = nargs == 1 ? kwnames == NULL /* sample(v), or sample(value=v) spelt as Python spells it */
                                : nargs == 0 && kwnames != NULL && PyTuple_GET_SIZE(kwnames) == 1
                                      && PyTuple_GET_ITEM(kwnames, 0) == value_name;
@@ -228,11 +230,7 @@ static PyObject *counter_sample(PyObject *self, PyObject *const *args, Py_ssize_
         g_f64(c->counter, d);
     } else if (c->kind == 1) {
         long long x;
-        if (small_int(v, &x)) {
-            g_i64(c->counter, (int64_t)x);
-            return PyErr_Occurred() ? NULL : Py_NewRef(Py_None); /* a tool's callback may raise */
-        }
-        if (sample_int64_of(v, &x) < 0)
+        if (!small_int(v, &x) && sample_int64_of(v, &x) < 0)
             return NULL;
         g_i64(c->counter, (int64_t)x);
     } else {
@@ -240,6 +238,25 @@ static PyObject *counter_sample(PyObject *self, PyObject *const *args, Py_ssize_
         return NULL;
     }
     return PyErr_Occurred() ? NULL : Py_NewRef(Py_None); /* a tool's callback may raise */
+}
+
+/* sample(v) of a small int or a float, the common case, with nothing live across the NVTX call;
+ * anything else is counter_sample_any's. */
+static PyObject *counter_sample(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    CounterBase *c = (CounterBase *)self;
+    if (LIKELY(nargs == 1 && kwnames == NULL)) {
+        PyObject *v = args[0];
+        long long x;
+        if (c->kind == 1 && small_int(v, &x))
+            g_i64(c->counter, (int64_t)x);
+        else if (c->kind == 2 && PyFloat_CheckExact(v))
+            g_f64(c->counter, PyFloat_AS_DOUBLE(v));
+        else
+            return counter_sample_any(c, args, nargs, kwnames);
+        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None); /* a tool's callback may raise */
+    }
+    return counter_sample_any(c, args, nargs, kwnames);
 }
 
 static PyObject *counter_bind_sample(PyObject *self, PyObject *const *args, Py_ssize_t nargs)

@@ -19,14 +19,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#if defined(__GNUC__)
-#define LIKELY(x) __builtin_expect(!!(x), 1)
-#define UNLIKELY(x) __builtin_expect(!!(x), 0)
-#else
-#define LIKELY(x) (x)
-#define UNLIKELY(x) (x)
-#endif
-
 #define HAVE_MONITORING (PY_VERSION_HEX >= 0x030C0000)
 
 static inline PyObject *new_ref(PyObject *obj) /* Py_NewRef is 3.10+ */

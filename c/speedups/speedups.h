@@ -19,6 +19,17 @@
 #include "nvtx_api.h"
 #include "nvtx_shim.h"
 
+/* Branch hints, and a rare path kept out of its caller (so the caller keeps fewer registers). */
+#if defined(__GNUC__)
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define NOINLINE __attribute__((noinline))
+#else
+#define LIKELY(x) (x)
+#define UNLIKELY(x) (x)
+#define NOINLINE
+#endif
+
 /* The shim's table; all zero (magic 0) until bind() succeeded. */
 extern nvtxcffi_api_t nvtxcffi_shim;
 #define NVTXCFFI_SHIM_BOUND() (nvtxcffi_shim.magic == NVTXCFFI_API_MAGIC)
