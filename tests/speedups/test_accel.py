@@ -337,6 +337,31 @@ def test_domain_calls_with_prebuilt_attributes():
         assert str(inspect.signature(nvtx.Domain.pop_range)) == "(self, /)"
 
 
+@pytest.mark.skipif(not ACCELERATED, reason="the C method's reading of Domain._index")
+@pytest.mark.parametrize("index, raises", [(2**30 + 5, False), (2**31 - 1, False), (2**31, True), (-1, True),
+                                           (2**64, True), ("0", True), (True, True), (0.0, True)])
+def test_a_domain_whose_index_was_overwritten_pops_no_other_domain(index, raises):
+    """Domain._index is private, but a value written there reaches the C pop_range: one that is not
+    an int in 0..2**31-1 raises, one that is (small or not) names no domain of the shim's table, and
+    no pop reaches any domain either way."""
+    d = nvtx.get_domain("accel_overwritten_index")
+    index_before = d._index
+    try:
+        d._index = index
+        with recorder.capture() as got:
+            if raises:
+                with pytest.raises(AttributeError, match=r"^this Domain has no index \(not made by get_domain\)$"):
+                    d.pop_range()
+            else:
+                assert d.pop_range() is None
+    finally:
+        d._index = index_before
+    assert [e for e in got if e.kind == "pop"] == []
+    with recorder.capture() as got:
+        d.pop_range()
+    assert [(e.kind, e.domain) for e in got if e.kind == "pop"] == [("pop", "accel_overwritten_index")]
+
+
 # -- the two paths, side by side ------------------------------------------------------------------
 
 ERRORS = r"""
