@@ -438,6 +438,13 @@ static inline uint64_t send_slot(int opcode, int slot, int kind, int64_t ivalue,
 /* An exact int that fits a uint64_t, into *out; 0 when not (nothing raised). */
 static inline int as_range_id(PyObject *value, uint64_t *out)
 {
+    long long small;
+    if (LIKELY(small_int(value, &small))) { /* (a tool's ids count from 1 or so; see as_slot) */
+        if (small < 0)
+            return 0;
+        *out = (uint64_t)small;
+        return 1;
+    }
     if (!PyLong_CheckExact(value))
         return 0;
     unsigned long long id = PyLong_AsUnsignedLongLong(value);

@@ -178,7 +178,9 @@ def test_unknown_range_id_and_domain_index_are_passed_on_or_ignored():
     with recorder.capture() as got:
         nvtx.end_range((123456789, 0))  # an id NVTX never issued: passed on, the tool ignores it
         nvtx.end_range((1, 10_000))  # a domain index that does not exist: ignored
-    assert [e.range_id for e in ranges(got, "end")] == [123456789]
+        nvtx.end_range((2**40 + 3, 0))  # ids beyond 2**30 (more than one digit of CPython's int)
+        nvtx.end_range(2**64 - 1)
+    assert [e.range_id for e in ranges(got, "end")] == [123456789, 2**40 + 3, 2**64 - 1]
 
 
 def test_domain_methods_reject_bad_input():
