@@ -1170,7 +1170,8 @@ def test_counter_samples_of_every_kind_write_the_same_on_the_compiled_and_python
                      for v in e["args"].values() if v is not None)
     assert sorted((f"K: {n}", ts + t0, "NaN" if v is None else v) for ts, n, v in stored) == [
         s for s in samples if s[0].startswith("K: ")]
-    try:
+    try:  # (read_pftrace imports perfetto when called)
+        import perfetto.protos.perfetto.trace.perfetto_trace_pb2  # noqa: F401
         from support.pftrace_check import read_pftrace
     except ImportError:  # (no perfetto or protobuf package)
         return
