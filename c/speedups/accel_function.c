@@ -7,6 +7,28 @@
 
 /* -- decorated functions: push, call, pop (also when the call raises) -- */
 
+/* A Python function (guard off), called through its own vectorcall (a field of the function
+ * object, as PyFunction_SetVectorcall sets it): PyObject_Vectorcall would look up the thread state
+ * (a TLS call where libpython is shared) and check the result against the error indicator, which a
+ * Python function always leaves consistent. */
+static inline PyObject *call_python_function(PyObject *func, PyObject *const *args, size_t nargsf,
+                                             PyObject *kwnames)
+{
+    vectorcallfunc call = ((PyFunctionObject *)func)->vectorcall;
+    return LIKELY(call != NULL) ? call(func, args, nargsf, kwnames) : PyObject_Vectorcall(func, args, nargsf, kwnames);
+}
+
+/* The tool's push callback raised (a Python-based tool failed): close the range it opened, keep the
+ * exception. */
+static NOINLINE PyObject *decorated_push_raised(function_object *self)
+{
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    nvtxcffi_shim.pop(self->domain_index);
+    PyErr_Restore(type, value, traceback);
+    return NULL;
+}
+
 /* Any decorated callable: guarded against recursion as CPython guards a call from C (a Python
  * function is guarded by its own frame), its attributes pushed from the slot or, where they have
  * none (a payload), through emit_push. */
@@ -23,16 +45,14 @@ static NOINLINE PyObject *decorated_call_any(function_object *self, PyObject *co
             Py_LeaveRecursiveCall();
         return NULL;
     }
-    if (TOOL_RAISED()) { /* the range was opened: close it */
-        PyObject *type, *value, *traceback;
-        PyErr_Fetch(&type, &value, &traceback);
-        nvtxcffi_shim.pop(self->domain_index);
-        PyErr_Restore(type, value, traceback);
+    if (TOOL_RAISED()) {
+        decorated_push_raised(self);
         if (guard)
             Py_LeaveRecursiveCall();
         return NULL;
     }
-    PyObject *result = PyObject_Vectorcall(self->func, args, nargsf, kwnames);
+    PyObject *result = guard ? PyObject_Vectorcall(self->func, args, nargsf, kwnames)
+                             : call_python_function(self->func, args, nargsf, kwnames);
     nvtxcffi_shim.pop(self->domain_index);
     if (result != NULL && TOOL_RAISED())
         Py_CLEAR(result);
@@ -41,22 +61,8 @@ static NOINLINE PyObject *decorated_call_any(function_object *self, PyObject *co
     return result;
 }
 
-/* The tool's push callback raised (a Python-based tool failed): close the range it opened, keep the
- * exception. */
-static NOINLINE PyObject *decorated_push_raised(function_object *self)
-{
-    PyObject *type, *value, *traceback;
-    PyErr_Fetch(&type, &value, &traceback);
-    nvtxcffi_shim.pop(self->domain_index);
-    PyErr_Restore(type, value, traceback);
-    return NULL;
-}
-
-/* The common case, a Python function with a pre-built slot, with nothing else live across its calls.
- * The function is called through its own vectorcall (a field of the function object, as
- * PyFunction_SetVectorcall sets it): PyObject_Vectorcall would look up the thread state (a TLS call
- * where libpython is shared) and check the result against the error indicator, which a Python
- * function always leaves consistent. */
+/* The common case, a Python function with a pre-built slot, with nothing else live across its
+ * calls. */
 static PyObject *decorated_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     function_object *self = (function_object *)op;
@@ -65,9 +71,7 @@ static PyObject *decorated_call(PyObject *op, PyObject *const *args, size_t narg
     nvtxcffi_shim.push(self->slot);
     if (UNLIKELY(TOOL_RAISED()))
         return decorated_push_raised(self);
-    vectorcallfunc call = ((PyFunctionObject *)self->func)->vectorcall;
-    PyObject *result = LIKELY(call != NULL) ? call(self->func, args, nargsf, kwnames)
-                                            : PyObject_Vectorcall(self->func, args, nargsf, kwnames);
+    PyObject *result = call_python_function(self->func, args, nargsf, kwnames);
     nvtxcffi_shim.pop(self->domain_index);
     if (result != NULL && UNLIKELY(TOOL_RAISED()))
         Py_CLEAR(result);
