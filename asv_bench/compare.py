@@ -98,6 +98,7 @@ def child(library: str, tool: str, repeats: int, number: int) -> Dict:
             info["nvtx_cost"] = floor.nvtx_cost()
         except NotImplementedError as exc:
             info["floor_skipped"] = str(exc)
+        info["error_check_ns"] = floor.error_check_ns(floor_module)
     timers = {"empty": shapes.Timer(shapes.EMPTY, None, plain=True)}
     for shape in shapes.SHAPES.values():
         if not shapes.shape_available(shape, library, module):
@@ -312,6 +313,9 @@ def main(argv=None) -> int:
           f"(thread CPU time, min of {args.repeats} x {args.number * shapes.UNROLL}); "
           f"ratio = nvtx / nvtx-cffi; floor: the same spelling with no-op C objects, plus NVTX's own calls from C")
     print(table(results))
+    check = (results.get(("nvtx_cffi", "none")) or {}).get("error_check_ns")
+    if check is not None:
+        print(f"# a thread-state lookup (PyErr_Occurred() from C, as a check for a tool's exception makes): {check:.1f} ns")
     if args.asv:
         print()
         print(asv_table(results))

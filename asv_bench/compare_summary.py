@@ -86,6 +86,10 @@ def summary(runs) -> str:
             title = shape.title if len(shape.title) <= 44 else shape.title[:43] + "…"
             out.append(f"{title:<44} {text:>6}" + "".join(f" | {c:>{width}}" for c in cells))
         out.append("")
+    checks = [(results.get(("nvtx_cffi", "none")) or {}).get("error_check_ns") for _, results in runs]
+    if any(check is not None for check in checks):  # (results of compare.py before it measured this: none)
+        out.append(f"{'a thread-state lookup from C (PyErr_Occurred), ns':<51}"
+                   + "".join(f" | {'-' if c is None else f'{c:.1f}':>{width}}" for c in checks))
     return "\n".join(out).rstrip() + "\n"
 
 

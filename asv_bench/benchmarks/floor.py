@@ -29,13 +29,14 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import time
 from types import ModuleType
 from typing import Dict
 
 # absolute: doctest imports this file as a top-level module (cd asv_bench; python -m doctest benchmarks/floor.py)
 from benchmarks.building import build_and_import, load_build_ffi
 
-__all__ = ["build_nvtx_cost", "load", "nvtx_calls", "nvtx_cost", "Profile"]
+__all__ = ["build_nvtx_cost", "error_check_ns", "load", "nvtx_calls", "nvtx_cost", "Profile"]
 
 MODULE = "_nvtx_floor"
 SOURCE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "c", "floor.c")
@@ -99,6 +100,22 @@ def nvtx_calls(shape: str) -> Dict[str, int]:
     if shape.startswith(("int_sample", "float_sample", "group_sample")):
         return {"sample": twice}
     return {"push_pop": twice}  # ranges: with, decorated calls, push/pop, Profile's calls, the C rows
+
+
+def error_check_ns(module: ModuleType, calls: int = 200_000, repeats: int = 20) -> float:
+    """ns per ``PyErr_Occurred()`` called from C (thread CPU time, min of ``repeats`` loops of
+    ``calls``): one lookup of the thread state, which a check for a tool's exception makes. Where
+    libpython is a shared library (3.12+) it is a ``__tls_get_addr`` call.
+
+    >>> 0 < error_check_ns(load(), 1000, 2) < 1000
+    True
+    """
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.thread_time_ns()
+        module.error_checks(calls)
+        best = min(best, time.thread_time_ns() - start)
+    return best / calls
 
 
 def nvtx_cost() -> Dict[str, float]:

@@ -14,6 +14,8 @@
  *   wrap(f)(*args, **kw)      f(*args, **kw) through a C object's vectorcall (a decorator's floor)
  *   noop(*args)               a builtin function doing nothing (a sys.monitoring callback)
  *   setprofile() / unsetprofile()   a PyEval_SetProfile function doing nothing, on / off
+ *   error_checks(n)           n calls of PyErr_Occurred() from C: what one thread-state lookup costs
+ *                             (a check for an exception a tool callback set looks the state up)
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -234,11 +236,24 @@ static PyObject *unsetprofile(PyObject *module, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+static PyObject *error_checks(PyObject *module, PyObject *arg)
+{
+    (void)module;
+    long n = PyLong_AsLong(arg);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    long set = 0;
+    for (long i = 0; i < n; i++)
+        set += PyErr_Occurred() != NULL; /* a call into libpython: the compiler cannot hoist it */
+    return PyLong_FromLong(set);
+}
+
 static PyMethodDef module_methods[] = {
     {"wrap", wrap, METH_O, "wrap(f): a C object whose call is f's call."},
     {"noop", (PyCFunction)(void (*)(void))Floor_nothing_fast, METH_FASTCALL, "Does nothing."},
     {"setprofile", setprofile, METH_NOARGS, "Installs a profile function that does nothing."},
     {"unsetprofile", unsetprofile, METH_NOARGS, "Removes this thread's profile function."},
+    {"error_checks", error_checks, METH_O, "error_checks(n): n calls of PyErr_Occurred(); returns 0."},
     {NULL, NULL, 0, NULL},
 };
 
