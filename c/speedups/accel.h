@@ -466,6 +466,25 @@ static inline int as_range_id(PyObject *value, uint64_t *out)
     return 1;
 }
 
+/* An exact int that fits an int (a domain index as start_range pairs it with the id), into *out; 0
+ * when not (nothing raised). An index the shim does not know is the shim's to ignore. */
+static inline int as_domain_index(PyObject *value, int *out)
+{
+    long long index;
+    if (!small_int(value, &index)) {
+        int overflow = 0;
+        if (!PyLong_CheckExact(value))
+            return 0;
+        index = PyLong_AsLongLongAndOverflow(value, &overflow); /* (an exact int: only overflow fails) */
+        if (overflow)
+            return 0;
+    }
+    if (index < INT32_MIN || index > INT32_MAX)
+        return 0;
+    *out = (int)index;
+    return 1;
+}
+
 /* ---- styles (accel_caches.c: what a call site passes besides the message and the payload) ---- */
 enum { STYLE_SLOT = 1, STYLE_ANNOTATE = 2, STYLE_DOMAIN = 3 };
 

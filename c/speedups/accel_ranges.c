@@ -330,14 +330,10 @@ PyObject *end_range_call(PyObject *op, PyObject *const *args, size_t nargsf, PyO
     if (!end_range_bound(args, nargsf, kwnames, &range_id))
         return twin(op, args, nargsf, kwnames);
     if (PyTuple_CheckExact(range_id) && PyTuple_GET_SIZE(range_id) == 2) {
-        PyObject *index = PyTuple_GET_ITEM(range_id, 1);
-        int overflow = 0;
-        long long domain;
-        if (!small_int(index, &domain))
-            domain = PyLong_CheckExact(index) ? PyLong_AsLongLongAndOverflow(index, &overflow) : -1;
-        if (PyLong_CheckExact(index) && !overflow && domain >= INT32_MIN && domain <= INT32_MAX
+        int domain;
+        if (as_domain_index(PyTuple_GET_ITEM(range_id, 1), &domain)
             && as_range_id(PyTuple_GET_ITEM(range_id, 0), &id)) {
-            nvtxcffi_shim.end((int)domain, id); /* an index the shim does not know is ignored there */
+            nvtxcffi_shim.end(domain, id); /* an index the shim does not know is ignored there */
             RETURN_NONE_AFTER_NVTX();
         }
         PyErr_Clear();

@@ -180,6 +180,11 @@ def test_unknown_range_id_and_domain_index_are_passed_on_or_ignored():
         nvtx.end_range((1, 10_000))  # a domain index that does not exist: ignored
         nvtx.end_range((2**40 + 3, 0))  # ids beyond 2**30 (more than one digit of CPython's int)
         nvtx.end_range(2**64 - 1)
+        nvtx.end_range((5, 2**31 - 1))  # indexes that fit an int but name no domain: ignored
+        nvtx.end_range((6, -5))
+        with pytest.raises(TypeError, match=r"^range_id must be the \(id, domain index\) pair start_range returned, "
+                                            r"not \(7, 1099511627776\)$"):
+            nvtx.end_range((7, 2**40))  # an index beyond an int: refused, as a huge one is
     assert [e.range_id for e in ranges(got, "end")] == [123456789, 2**40 + 3, 2**64 - 1]
 
 
