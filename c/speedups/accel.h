@@ -45,22 +45,6 @@ extern PyObject *pop_default_function;   /* _annotate._pop_default: _close of a 
 /* The parameter names of the module-level range calls, interned (accel_ranges.c). */
 extern PyObject *range_params[5]; /* message, color, domain, category, payload */
 
-/* After a call into NVTX: a tool may run Python in its callbacks (NVIDIA's python test tool does)
- * and leave an exception set. The call then raises it: returning a value with it set would be
- * CPython's SystemError, and the next unrelated call would find it. */
-#define TOOL_RAISED() (PyErr_Occurred() != NULL)
-#define RETURN_NONE_AFTER_NVTX() return TOOL_RAISED() ? NULL : Py_NewRef(Py_None)
-
-/* The same check where a path makes several NVTX calls: the thread state looked up once, its error
- * indicator read at each check (as Cython's generated code reads it). PyErr_Occurred looks the
- * thread state up at every call, a __tls_get_addr call where libpython is a shared library. The
- * thread state cannot change under a running C call: a call that swaps it swaps it back. */
-#if PY_VERSION_HEX >= 0x030C0000
-#define TOOL_RAISED_IN(tstate) ((tstate)->current_exception != NULL)
-#else
-#define TOOL_RAISED_IN(tstate) ((tstate)->curexc_type != NULL)
-#endif
-
 /* ---- the two object types ------------------------------------------------------------------- */
 
 typedef struct {

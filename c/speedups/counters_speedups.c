@@ -237,7 +237,7 @@ static NOINLINE PyObject *counter_sample_any(CounterBase *c, PyObject *const *ar
         PyErr_SetString(PyExc_NotImplementedError, "Use Domain.get_counter() to create a concrete counter.");
         return NULL;
     }
-    return PyErr_Occurred() ? NULL : Py_NewRef(Py_None); /* a tool's callback may raise */
+    RETURN_NONE_AFTER_NVTX();
 }
 
 /* sample(v) of a small int or a float, the common case, with nothing live across the NVTX call;
@@ -254,7 +254,7 @@ static PyObject *counter_sample(PyObject *self, PyObject *const *args, Py_ssize_
             g_f64(c->counter, PyFloat_AS_DOUBLE(v));
         else
             return counter_sample_any(c, args, nargs, kwnames);
-        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None); /* a tool's callback may raise */
+        RETURN_NONE_AFTER_NVTX();
     }
     return counter_sample_any(c, args, nargs, kwnames);
 }
